@@ -1,0 +1,140 @@
+// Algorithms are data: a Plan is what one rank does for one collective, as a
+// short list of steps over slices of its buffers. Plans are built by pure
+// functions (no I/O, no GPU); the host engine and the device engine execute
+// the same Plans; the plan simulator checks every algorithm exhaustively.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mycoll {
+
+enum class Coll : uint8_t {
+  AllReduce,
+  Broadcast,
+  Reduce,
+  AllGather,
+  ReduceScatter,
+  AllToAll,
+  Scatter,
+  Gather,
+  SendRecv,
+};
+constexpr int kNumColls = 9;
+const char* coll_name(Coll c);  // "allreduce", "broadcast", ... (lower case, as in MYCOLL_ALGO)
+
+// Algorithm families. Not every family serves every collective:
+// algo_supports() says which (see docs/algorithms.md).
+enum class Algo : uint8_t { Ring, Tree, Rhd, Direct };
+constexpr int kNumAlgos = 4;
+const char* algo_name(Algo a);  // "ring", "tree", "rhd", "direct"
+bool algo_supports(Algo a, Coll c);
+
+// The three buffers a plan may address. Input = the user's send buffer,
+// Output = the user's receive buffer, Scratch = engine-owned temporary of
+// Plan::scratch_count elements.
+enum class Buf : uint8_t { Input, Output, Scratch };
+
+// count elements starting at element offset of buffer buf.
+struct Slice {
+  Buf buf = Buf::Input;
+  size_t offset = 0;
+  size_t count = 0;
+};
+
+enum class OpKind : uint8_t {
+  Send,        // send src to peer
+  Recv,        // receive into dst from peer
+  RecvReduce,  // dst = src (local) <op> incoming from peer; dst may equal src
+  Copy,        // dst = src, local
+};
+
+struct Op {
+  OpKind kind = OpKind::Copy;
+  int peer = -1;  // Send/Recv/RecvReduce; -1 for Copy
+  Slice dst;      // Recv, RecvReduce, Copy
+  Slice src;      // Send, RecvReduce (local operand), Copy
+};
+
+// Execution contract of a Step:
+//  1. Copy ops run first, in order.
+//  2. Then every Send/Recv/RecvReduce of the step is in flight at once; the
+//     step ends when all of them are complete. No op of a step may read
+//     what another op of the same step writes.
+//  3. Messages between an ordered pair (a -> b) match in posting order: the
+//     k-th Send from a to b is the k-th Recv/RecvReduce on b from a, with the
+//     same element count.
+//  Steps run in order. A plan is deadlock-free when every send is matched
+//  by a receive that its peer has in flight at the same time, without
+//  buffering (rendezvous); the simulator checks exactly that.
+struct Step {
+  std::vector<Op> ops;
+};
+
+struct Plan {
+  std::vector<Step> steps;
+  size_t scratch_count = 0;  // elements of Scratch the plan needs
+  // For reduction collectives: the slice holding this rank's final reduced
+  // result (engines divide it by nranks for Avg). count 0 when none.
+  Slice result{Buf::Output, 0, 0};
+};
+
+// What a plan is built from. Counts are in elements.
+struct CollArgs {
+  Coll coll = Coll::AllReduce;
+  int nranks = 1;
+  int rank = 0;
+  int root = 0;  // Broadcast, Reduce, Scatter, Gather
+  // AllReduce/Broadcast/Reduce: elements of the whole buffer.
+  // AllGather/ReduceScatter/AllToAll/Scatter/Gather: elements per rank block.
+  size_t count = 0;
+  // Block-structured collectives: distance in elements between the starts of
+  // consecutive rank blocks in the blocked buffer (0 means count). Lets an
+  // engine run one plan per channel over a column of every block.
+  size_t stride = 0;
+  // Pipelining granularity for tree/chain algorithms (0 = whole message).
+  size_t chunk = 0;
+  // In-place as NCCL defines it (same pointer; all-gather input = this rank's
+  // block of output; reduce-scatter output = this rank's block of input;
+  // gather: root's input = its block of output; scatter: root's output = its
+  // block of input; all-to-all: input == output). Builders must stay correct
+  // under that aliasing; the simulator runs both ways.
+  bool in_place = false;
+};
+
+// Element counts of Input and Output a collective addresses on this rank
+// (0 for a buffer it does not use, e.g. non-root Output of Reduce).
+struct BufferCounts {
+  size_t input = 0;
+  size_t output = 0;
+};
+BufferCounts buffer_counts(const CollArgs& a);
+
+// Builds the plan. Throws mycoll::Error(InvalidUsage) when algo does not
+// serve a.coll, InvalidArgument for an out-of-range root/rank.
+Plan build_plan(Algo algo, const CollArgs& a);
+
+// Algorithm choice: MYCOLL_ALGO spec parsed once.
+//   "" or "auto"          -> size/rank rule (docs/algorithms.md)
+//   "ring" | "tree" | "rhd" | "direct" -> that family for every collective
+//                            it serves, auto for the others
+//   "allreduce:rhd,broadcast:tree" -> per collective (others auto)
+// A per-collective entry naming an algorithm that does not serve that
+// collective, or an unknown name, is InvalidArgument at parse time.
+class AlgoPolicy {
+ public:
+  AlgoPolicy() = default;
+  static AlgoPolicy parse(const std::string& spec);
+  // The algorithm for a collective of `bytes` total message size.
+  Algo choose(Coll c, int nranks, size_t bytes) const;
+  // The automatic rule alone.
+  static Algo auto_choice(Coll c, int nranks, size_t bytes);
+
+ private:
+  int forced_[kNumColls] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
+  int global_ = -1;
+};
+
+}  // namespace mycoll

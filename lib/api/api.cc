@@ -1,0 +1,428 @@
+// C entry points: validate, call into the library, convert exceptions to
+// result codes and record the reason for mycollGetLastError.
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+#include <thread>
+
+#include "core/comm.h"
+#include "core/enqueue.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "engine/device_engine.h"
+
+using namespace mycoll;
+
+namespace {
+
+thread_local std::string t_last_error;
+
+void record(mycollComm* comm, const char* fn, mycollResult_t code, const char* what) {
+  std::string msg = std::string(fn) + ": " + mycollGetErrorString(code) + ": " + what;
+  if (std::strncmp(what, fn, std::strlen(fn)) == 0)
+    msg = std::string(what) + " (" + mycollGetErrorString(code) + ")";
+  t_last_error = msg;
+  if (comm && comm->magic == mycollComm::kMagic) {
+    std::lock_guard<std::mutex> g(comm->err_mu);
+    comm->last_error = msg;
+  }
+  log_warn(Subsys::Init, "{}", msg);
+}
+
+template <typename F>
+mycollResult_t guarded(mycollComm* comm, const char* fn, F&& f) {
+  try {
+    f();
+    return mycollSuccess;
+  } catch (const Error& e) {
+    record(comm, fn, e.code(), e.what());
+    return e.code();
+  } catch (const std::bad_alloc&) {
+    record(comm, fn, mycollSystemError, "out of memory");
+    return mycollSystemError;
+  } catch (const std::exception& e) {
+    record(comm, fn, mycollInternalError, e.what());
+    return mycollInternalError;
+  }
+}
+
+mycollResult_t run_call(mycollComm* comm, const char* fn, const Call& call) {
+  return guarded(comm, fn, [&] {
+    validate_call(comm, call, fn);
+    submit(comm, call);
+  });
+}
+
+mycollComm* valid_comm(mycollComm* comm, const char* fn) {
+  check_arg(comm != nullptr, std::string(fn) + ": comm is NULL");
+  check_arg(comm->magic == mycollComm::kMagic,
+            std::string(fn) + ": comm is not a valid communicator (destroyed?)");
+  return comm;
+}
+
+}  // namespace
+
+extern "C" {
+
+mycollResult_t mycollGetVersion(int* version) {
+  return guarded(nullptr, "mycollGetVersion", [&] {
+    check_arg(version != nullptr, "mycollGetVersion: version is NULL");
+    *version = MYCOLL_VERSION_CODE;
+  });
+}
+
+const char* mycollGetErrorString(mycollResult_t r) {
+  switch (r) {
+    case mycollSuccess: return "no error";
+    case mycollUnhandledCudaError: return "unhandled cuda error";
+    case mycollSystemError: return "unhandled system error";
+    case mycollInternalError: return "internal error";
+    case mycollInvalidArgument: return "invalid argument";
+    case mycollInvalidUsage: return "invalid usage";
+    case mycollRemoteError: return "remote process exited or there was a network error";
+    case mycollInProgress: return "operation in progress";
+    case mycollTimeout: return "operation timed out";
+    default: return "unknown result code";
+  }
+}
+
+const char* mycollGetLastError(mycollComm_t comm) {
+  if (comm && comm->magic == mycollComm::kMagic) {
+    std::lock_guard<std::mutex> g(comm->err_mu);
+    thread_local std::string copy;
+    copy = comm->last_error;
+    return copy.c_str();
+  }
+  return t_last_error.c_str();
+}
+
+mycollResult_t mycollGetUniqueId(mycollUniqueId* id) {
+  return guarded(nullptr, "mycollGetUniqueId", [&] {
+    check_arg(id != nullptr, "mycollGetUniqueId: uniqueId is NULL");
+    create_unique_id(id);
+  });
+}
+
+static void init_rank(mycollComm_t* comm, int nranks, const UniqueIdData& id, int rank, int dev,
+                      const char* fn) {
+  check_arg(comm != nullptr, std::string(fn) + ": comm is NULL");
+  *comm = nullptr;
+  check_arg(nranks >= 1, std::string(fn) + ": nranks " + std::to_string(nranks) + " must be >= 1");
+  check_arg(rank >= 0 && rank < nranks, std::string(fn) + ": rank " + std::to_string(rank) +
+                                            " is out of range [0, " + std::to_string(nranks) + ")");
+  *comm = comm_create(id, nranks, rank, dev).release();
+}
+
+// A host buffer communicator unless the calling thread has a CUDA device
+// selected on a machine with GPUs (then the comm binds to it, like NCCL).
+static int init_device() { return cuda_device_count() > 0 ? current_cuda_device() : -1; }
+
+mycollResult_t mycollCommInitRank(mycollComm_t* comm, int nranks, mycollUniqueId commId, int rank) {
+  return guarded(nullptr, "mycollCommInitRank", [&] {
+    init_rank(comm, nranks, unpack_unique_id(commId), rank, init_device(), "mycollCommInitRank");
+  });
+}
+
+mycollResult_t mycollCommInitAll(mycollComm_t* comms, int ndev, const int* devlist) {
+  return guarded(nullptr, "mycollCommInitAll", [&] {
+    check_arg(comms != nullptr, "mycollCommInitAll: comms is NULL");
+    check_arg(ndev >= 1, "mycollCommInitAll: ndev " + std::to_string(ndev) + " must be >= 1");
+    int have = cuda_device_count();
+    if (have == 0)
+      throw_error(mycollInvalidUsage,
+                  "mycollCommInitAll: no CUDA device on this machine (it drives one GPU per rank; "
+                  "use mycollCommInitRank for host communicators)");
+    for (int i = 0; i < ndev; ++i) {
+      int d = devlist ? devlist[i] : i;
+      check_arg(d >= 0 && d < have, "mycollCommInitAll: device " + std::to_string(d) +
+                                        " out of range (" + std::to_string(have) + " devices)");
+    }
+    mycollUniqueId uid;
+    create_unique_id(&uid);
+    UniqueIdData id = unpack_unique_id(uid);
+    std::vector<std::thread> threads;
+    std::vector<std::exception_ptr> errs(ndev);
+    for (int i = 0; i < ndev; ++i) {
+      comms[i] = nullptr;
+      threads.emplace_back([&, i] {
+        try {
+          int d = devlist ? devlist[i] : i;
+          comms[i] = comm_create(id, ndev, i, d).release();
+        } catch (...) {
+          errs[i] = std::current_exception();
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int i = 0; i < ndev; ++i) {
+      if (errs[i]) {
+        for (int j = 0; j < ndev; ++j) {
+          delete comms[j];
+          comms[j] = nullptr;
+        }
+        std::rethrow_exception(errs[i]);
+      }
+    }
+  });
+}
+
+static const char* getenv_any(std::initializer_list<const char*> names) {
+  for (const char* n : names)
+    if (const char* v = std::getenv(n)) return v;
+  return nullptr;
+}
+
+mycollResult_t mycollCommInitFromEnv(mycollComm_t* comm) {
+  return guarded(nullptr, "mycollCommInitFromEnv", [&] {
+    const char* fn = "mycollCommInitFromEnv";
+    const char* rank_s = getenv_any({"MYCOLL_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK",
+                                     "SLURM_PROCID"});
+    const char* size_s = getenv_any({"MYCOLL_NRANKS", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE",
+                                     "SLURM_NTASKS"});
+    if (!rank_s || !size_s)
+      throw_error(mycollInvalidUsage,
+                  std::string(fn) +
+                      ": no rank/size in the environment (MYCOLL_RANK/MYCOLL_NRANKS, RANK/WORLD_SIZE, "
+                      "OMPI_COMM_WORLD_RANK/SIZE or SLURM_PROCID/NTASKS)");
+    int rank = static_cast<int>(parse_int(rank_s, "rank variable"));
+    int nranks = static_cast<int>(parse_int(size_s, "size variable"));
+    std::string host;
+    int port = 0;
+    if (const char* a = std::getenv("MYCOLL_ADDR")) {
+      std::string addr = a;
+      size_t colon = addr.rfind(':');
+      if (colon == std::string::npos)
+        throw_error(mycollInvalidArgument, std::string(fn) + ": MYCOLL_ADDR='" + addr +
+                                               "' is not host:port");
+      host = addr.substr(0, colon);
+      if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+        host = host.substr(1, host.size() - 2);
+      port = static_cast<int>(parse_int(addr.substr(colon + 1), "MYCOLL_ADDR port"));
+    } else if (const char* m = std::getenv("MASTER_ADDR")) {
+      host = m;
+      const char* p = std::getenv("MASTER_PORT");
+      if (!p)
+        throw_error(mycollInvalidUsage, std::string(fn) + ": MASTER_ADDR set but MASTER_PORT is not");
+      port = static_cast<int>(parse_int(p, "MASTER_PORT"));
+    } else {
+      throw_error(mycollInvalidUsage, std::string(fn) +
+                                          ": no rendezvous address (MYCOLL_ADDR=host:port or "
+                                          "MASTER_ADDR/MASTER_PORT)");
+    }
+    check_arg(port > 0 && port < 65536, std::string(fn) + ": port " + std::to_string(port) +
+                                             " out of range");
+    check_arg(nranks >= 1 && rank >= 0 && rank < nranks,
+              std::string(fn) + ": rank " + std::to_string(rank) + " of " +
+                  std::to_string(nranks) + " is out of range");
+    UniqueIdData id = unique_id_from_address(host, port);
+    double timeout = parse_double(env_get("MYCOLL_TIMEOUT"), "MYCOLL_TIMEOUT");
+    if (rank == 0) start_root_listener(id, nranks, timeout);
+    init_rank(comm, nranks, id, rank, init_device(), fn);
+  });
+}
+
+static void wait_idle(mycollComm* c) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (c->active_ops.load() > 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+mycollResult_t mycollCommDestroy(mycollComm_t comm) {
+  return guarded(nullptr, "mycollCommDestroy", [&] {
+    if (!comm) return;  // like free(NULL)
+    valid_comm(comm, "mycollCommDestroy");
+    delete comm;
+  });
+}
+
+mycollResult_t mycollCommAbort(mycollComm_t comm) {
+  return guarded(nullptr, "mycollCommAbort", [&] {
+    if (!comm) return;
+    valid_comm(comm, "mycollCommAbort");
+    comm->aborted = true;
+    for (auto& c : comm->conns)
+      if (c) c->shutdown();
+    if (comm->bootstrap) comm->bootstrap->abort();
+    wait_idle(comm);
+    delete comm;
+  });
+}
+
+mycollResult_t mycollCommSplit(mycollComm_t comm, int color, int key, mycollComm_t* newcomm) {
+  return guarded(comm, "mycollCommSplit", [&] {
+    valid_comm(comm, "mycollCommSplit");
+    check_arg(newcomm != nullptr, "mycollCommSplit: newcomm is NULL");
+    comm->check_usable();
+    *newcomm = nullptr;
+    if (color < 0) color = MYCOLL_SPLIT_NOCOLOR;
+    struct Entry {
+      int color, key, rank;
+    };
+    std::vector<Entry> all(comm->nranks);
+    all[comm->rank] = Entry{color, key, comm->rank};
+    comm->bootstrap->allgather(all.data(), sizeof(Entry));
+    std::vector<Entry> mine;
+    for (const Entry& e : all)
+      if (e.color == color && color != MYCOLL_SPLIT_NOCOLOR) mine.push_back(e);
+    std::sort(mine.begin(), mine.end(), [](const Entry& a, const Entry& b) {
+      return a.key != b.key ? a.key < b.key : a.rank < b.rank;
+    });
+    // The first member of each color starts a rendezvous and sends the id
+    // to the others over the parent's bootstrap.
+    mycollUniqueId uid;
+    if (!mine.empty() && mine[0].rank == comm->rank) {
+      create_unique_id(&uid);
+      for (size_t i = 1; i < mine.size(); ++i)
+        comm->bootstrap->send(mine[i].rank, &uid, sizeof(uid));
+    } else if (!mine.empty()) {
+      comm->bootstrap->recv(mine[0].rank, &uid, sizeof(uid));
+    }
+    if (mine.empty()) return;
+    int newrank = 0;
+    while (mine[newrank].rank != comm->rank) ++newrank;
+    *newcomm = comm_create(unpack_unique_id(uid), static_cast<int>(mine.size()), newrank,
+                           comm->cuda_device)
+                   .release();
+  });
+}
+
+mycollResult_t mycollCommCount(const mycollComm_t comm, int* count) {
+  return guarded(comm, "mycollCommCount", [&] {
+    valid_comm(comm, "mycollCommCount");
+    check_arg(count != nullptr, "mycollCommCount: count is NULL");
+    *count = comm->nranks;
+  });
+}
+
+mycollResult_t mycollCommUserRank(const mycollComm_t comm, int* rank) {
+  return guarded(comm, "mycollCommUserRank", [&] {
+    valid_comm(comm, "mycollCommUserRank");
+    check_arg(rank != nullptr, "mycollCommUserRank: rank is NULL");
+    *rank = comm->rank;
+  });
+}
+
+mycollResult_t mycollCommCuDevice(const mycollComm_t comm, int* device) {
+  return guarded(comm, "mycollCommCuDevice", [&] {
+    valid_comm(comm, "mycollCommCuDevice");
+    check_arg(device != nullptr, "mycollCommCuDevice: device is NULL");
+    *device = comm->cuda_device;
+  });
+}
+
+mycollResult_t mycollCommGetAsyncError(mycollComm_t comm, mycollResult_t* asyncError) {
+  return guarded(comm, "mycollCommGetAsyncError", [&] {
+    valid_comm(comm, "mycollCommGetAsyncError");
+    check_arg(asyncError != nullptr, "mycollCommGetAsyncError: asyncError is NULL");
+    *asyncError = static_cast<mycollResult_t>(comm->async_error.load());
+  });
+}
+
+mycollResult_t mycollAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                               mycollDataType_t datatype, mycollRedOp_t op, mycollComm_t comm,
+                               mycollStream_t stream) {
+  Call c;
+  c.coll = Coll::AllReduce;
+  c.send = sendbuff, c.recv = recvbuff, c.count = count, c.dtype = datatype, c.op = op;
+  c.stream = stream;
+  return run_call(comm, "mycollAllReduce", c);
+}
+
+mycollResult_t mycollBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                               mycollDataType_t datatype, int root, mycollComm_t comm,
+                               mycollStream_t stream) {
+  Call c;
+  c.coll = Coll::Broadcast;
+  c.send = sendbuff, c.recv = recvbuff, c.count = count, c.dtype = datatype, c.root = root;
+  c.stream = stream;
+  return run_call(comm, "mycollBroadcast", c);
+}
+
+mycollResult_t mycollReduce(const void* sendbuff, void* recvbuff, size_t count,
+                            mycollDataType_t datatype, mycollRedOp_t op, int root,
+                            mycollComm_t comm, mycollStream_t stream) {
+  Call c;
+  c.coll = Coll::Reduce;
+  c.send = sendbuff, c.recv = recvbuff, c.count = count, c.dtype = datatype, c.op = op;
+  c.root = root, c.stream = stream;
+  return run_call(comm, "mycollReduce", c);
+}
+
+mycollResult_t mycollAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                               mycollDataType_t datatype, mycollComm_t comm,
+                               mycollStream_t stream) {
+  Call c;
+  c.coll = Coll::AllGather;
+  c.send = sendbuff, c.recv = recvbuff, c.count = sendcount, c.dtype = datatype;
+  c.stream = stream;
+  return run_call(comm, "mycollAllGather", c);
+}
+
+mycollResult_t mycollReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                   mycollDataType_t datatype, mycollRedOp_t op, mycollComm_t comm,
+                                   mycollStream_t stream) {
+  Call c;
+  c.coll = Coll::ReduceScatter;
+  c.send = sendbuff, c.recv = recvbuff, c.count = recvcount, c.dtype = datatype, c.op = op;
+  c.stream = stream;
+  return run_call(comm, "mycollReduceScatter", c);
+}
+
+mycollResult_t mycollAllToAll(const void* sendbuff, void* recvbuff, size_t count,
+                              mycollDataType_t datatype, mycollComm_t comm, mycollStream_t stream) {
+  Call c;
+  c.coll = Coll::AllToAll;
+  c.send = sendbuff, c.recv = recvbuff, c.count = count, c.dtype = datatype;
+  c.stream = stream;
+  return run_call(comm, "mycollAllToAll", c);
+}
+
+mycollResult_t mycollScatter(const void* sendbuff, void* recvbuff, size_t count,
+                             mycollDataType_t datatype, int root, mycollComm_t comm,
+                             mycollStream_t stream) {
+  Call c;
+  c.coll = Coll::Scatter;
+  c.send = sendbuff, c.recv = recvbuff, c.count = count, c.dtype = datatype, c.root = root;
+  c.stream = stream;
+  return run_call(comm, "mycollScatter", c);
+}
+
+mycollResult_t mycollGather(const void* sendbuff, void* recvbuff, size_t count,
+                            mycollDataType_t datatype, int root, mycollComm_t comm,
+                            mycollStream_t stream) {
+  Call c;
+  c.coll = Coll::Gather;
+  c.send = sendbuff, c.recv = recvbuff, c.count = count, c.dtype = datatype, c.root = root;
+  c.stream = stream;
+  return run_call(comm, "mycollGather", c);
+}
+
+mycollResult_t mycollSend(const void* sendbuff, size_t count, mycollDataType_t datatype, int peer,
+                          mycollComm_t comm, mycollStream_t stream) {
+  Call c;
+  c.coll = Coll::SendRecv;
+  c.send = sendbuff, c.count = count, c.dtype = datatype, c.peer = peer, c.is_send = true;
+  c.stream = stream;
+  return run_call(comm, "mycollSend", c);
+}
+
+mycollResult_t mycollRecv(void* recvbuff, size_t count, mycollDataType_t datatype, int peer,
+                          mycollComm_t comm, mycollStream_t stream) {
+  Call c;
+  c.coll = Coll::SendRecv;
+  c.recv = recvbuff, c.count = count, c.dtype = datatype, c.peer = peer, c.is_send = false;
+  c.stream = stream;
+  return run_call(comm, "mycollRecv", c);
+}
+
+mycollResult_t mycollGroupStart(void) {
+  return guarded(nullptr, "mycollGroupStart", [] { group_start(); });
+}
+
+mycollResult_t mycollGroupEnd(void) {
+  return guarded(nullptr, "mycollGroupEnd", [] { group_end(); });
+}
+
+}  // extern "C"

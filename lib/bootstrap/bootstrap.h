@@ -1,0 +1,96 @@
+// Rendezvous and out-of-band collectives between the ranks of a communicator.
+//
+// mycollGetUniqueId starts a root listener in the calling process and packs
+// its address plus a random 128-bit secret into the id. Every rank connects
+// to the root, proves it knows the secret (challenge-response: HMAC-SHA256
+// over fresh nonces, never the secret itself), and sends its own listening
+// address; the root returns the full table. Ranks then link into a ring of
+// authenticated TCP connections used for allgather/barrier/p2p.
+// Connections that fail authentication, send garbage or close early are
+// dropped without disturbing init.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mycoll.h"
+
+namespace mycoll {
+
+using Secret = std::array<uint8_t, 16>;
+
+// What mycollUniqueId holds (packed into its 128 bytes).
+struct UniqueIdData {
+  uint32_t magic = 0;
+  uint32_t version = 0;
+  uint8_t addr[28] = {};  // sockaddr_in or sockaddr_in6 of the root listener
+  Secret secret{};
+  uint64_t tag = 0;       // random, names per-communicator resources (shm)
+};
+static_assert(sizeof(UniqueIdData) <= MYCOLL_UNIQUE_ID_BYTES, "id too large");
+
+// Creates the root listener thread in this process and fills id.
+void create_unique_id(mycollUniqueId* id);
+// Id for rank 0 listening on a given host:port (mycollCommInitFromEnv): the
+// root is then started by rank 0 itself inside Bootstrap::init. The secret is
+// derived from MYCOLL_SECRET when set, else a fixed-but-documented default
+// (the launcher's environment is the trust boundary there).
+UniqueIdData unique_id_from_address(const std::string& host, int port);
+UniqueIdData unpack_unique_id(const mycollUniqueId& id);  // throws InvalidArgument on bad magic
+// mycollCommInitFromEnv on rank 0: serves the rendezvous for id (from
+// unique_id_from_address) on its port, on all interfaces, in a background
+// thread that ends after the rendezvous or timeout_s.
+// Throws Error(SystemError) when the port cannot be bound.
+void start_root_listener(const UniqueIdData& id, int nranks, double timeout_s);
+
+class Bootstrap {
+ public:
+  // Joins the rendezvous: blocks until all nranks ranks are present or
+  // timeout_s passes (Timeout naming the missing ranks' count).
+  static std::unique_ptr<Bootstrap> init(const UniqueIdData& id, int rank, int nranks,
+                                         double timeout_s, const std::string& ifname_spec);
+  virtual ~Bootstrap() = default;
+
+  virtual int rank() const = 0;
+  virtual int nranks() const = 0;
+  virtual const Secret& secret() const = 0;
+  virtual uint64_t tag() const = 0;
+  // IP address (text) of the interface this rank's listener is bound to.
+  virtual std::string local_ip() const = 0;
+
+  // data holds nranks * bytes; this rank's slot (rank * bytes) is filled in.
+  virtual void allgather(void* data, size_t bytes) = 0;
+  virtual void barrier() = 0;
+  // Point-to-point over bootstrap links (setup-time only; not fast).
+  virtual void send(int peer, const void* data, size_t bytes) = 0;
+  virtual void recv(int peer, void* data, size_t bytes) = 0;
+
+  // Makes every blocked and future call fail promptly (RemoteError).
+  virtual void abort() = 0;
+};
+
+// Network helpers shared with the socket transport.
+namespace net {
+// Picks the interface address: MYCOLL_SOCKET_IFNAME prefix list (e.g.
+// "eth,ens"; "^docker" excludes; "=eth0" exact) else first non-loopback up
+// interface else loopback. Returns a textual IP.
+std::string pick_interface_ip(const std::string& ifname_spec);
+
+// Challenge-response on a connected, blocking socket. Both sides prove
+// knowledge of the secret to each other (mutual). `role_tag` separates uses
+// (bootstrap, socket transport). Returns false (never throws) on any failure
+// or timeout so listeners can drop bad clients.
+bool authenticate_server(int fd, const Secret& secret, const char* role_tag, double timeout_s);
+bool authenticate_client(int fd, const Secret& secret, const char* role_tag, double timeout_s);
+
+// HMAC-SHA256 (exposed for unit tests).
+std::array<uint8_t, 32> hmac_sha256(const uint8_t* key, size_t key_len, const uint8_t* msg,
+                                    size_t msg_len);
+std::array<uint8_t, 32> sha256(const uint8_t* msg, size_t len);
+}  // namespace net
+
+}  // namespace mycoll

@@ -1,0 +1,391 @@
+// Unique ids and the root rendezvous server.
+//
+// The root is one detached thread per rendezvous with all of its state on its
+// own heap object, so it never keeps the process from exiting (and survives
+// fork() in the parent only). It serves exactly one rendezvous: it ends after
+// sending the address table, after its timeout, or when every rank that had
+// registered has gone away. One poll loop drives every connection through a
+// non-blocking handshake, so port scanners, garbage senders and clients with
+// a wrong secret are dropped without delaying the real ranks.
+#include <poll.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <thread>
+
+#include "bootstrap/wire.h"
+#include "core/config.h"
+#include "core/error.h"
+#include "core/log.h"
+
+namespace mycoll {
+
+using namespace bswire;
+using net::Clock;
+using net::Deadline;
+using net::Fd;
+using net::ServerHandshake;
+using net::SockAddr;
+
+namespace {
+
+// Connections half-open at once; beyond this, new ones are closed at once.
+constexpr size_t kMaxPending = 1024;
+
+void append_frame(std::vector<uint8_t>& out, uint32_t kind, const void* payload, size_t len) {
+  FrameHeader h{kFrameMagic, kind, len};
+  const auto* hp = reinterpret_cast<const uint8_t*>(&h);
+  out.insert(out.end(), hp, hp + sizeof(h));
+  const auto* pp = static_cast<const uint8_t*>(payload);
+  out.insert(out.end(), pp, pp + len);
+}
+
+class Root {
+ public:
+  Root(Fd listen, SockAddr where, const Secret& secret, uint64_t tag, int nranks, double timeout_s)
+      : listen_(std::move(listen)),
+        where_(where.str()),
+        secret_(secret),
+        tag_(tag),
+        nranks_(nranks),
+        timeout_s_(timeout_s),
+        deadline_(Deadline::after(timeout_s)) {}
+
+  // Thread body. Never throws.
+  void run() {
+    try {
+      loop();
+    } catch (const std::exception& e) {
+      log_warn(Subsys::Bootstrap, "root {}: stopped: {}", where_, e.what());
+      fail_all(mycollInternalError, std::string("bootstrap root failed: ") + e.what());
+    }
+  }
+
+ private:
+  struct Member {
+    Fd fd;
+    SockAddr peer;
+    uint8_t addr[net::kAddrBytes];
+  };
+
+  void loop() {
+    log_info(Subsys::Bootstrap, "root listening on {} (timeout {} s)", where_, timeout_s_);
+    auto next_status = Clock::now();
+    for (;;) {
+      if (nranks_ > 0 && static_cast<int>(members_.size()) == nranks_) {
+        send_table();
+        return;
+      }
+      if (deadline_.expired()) {
+        time_out();
+        return;
+      }
+      if (had_member_ && members_.empty() && pending_.empty()) {
+        log_warn(Subsys::Bootstrap,
+                 "root {}: every registered rank left before the rendezvous completed; "
+                 "stopping",
+                 where_);
+        return;
+      }
+      if (status_dirty_ && Clock::now() >= next_status) {
+        broadcast_status();
+        status_dirty_ = false;
+        next_status = Clock::now() + std::chrono::seconds(1);
+      }
+
+      // Poll: listener, handshakes, registered ranks (to notice departures).
+      std::vector<pollfd> fds;
+      fds.push_back({listen_.get(), POLLIN, 0});
+      for (auto& hs : pending_) fds.push_back({hs->fd(), POLLIN, 0});
+      std::vector<int> member_ranks;
+      for (auto& [r, m] : members_) {
+        fds.push_back({m.fd.get(), POLLIN, 0});
+        member_ranks.push_back(r);
+      }
+      Deadline wake = deadline_;
+      for (auto& hs : pending_) wake.at = std::min(wake.at, hs->deadline().at);
+      if (status_dirty_) wake.at = std::min(wake.at, next_status);
+      int rc = ::poll(fds.data(), fds.size(), wake.poll_ms(1000));
+      if (rc < 0 && errno != EINTR) net::throw_poll_error();
+
+      // Handshakes first (indices 1..pending), then members, then accept:
+      // accepting last keeps the indices of this round valid.
+      std::vector<std::unique_ptr<ServerHandshake>> still;
+      for (size_t i = 0; i < pending_.size(); ++i) {
+        auto& hs = pending_[i];
+        ServerHandshake::State st = ServerHandshake::State::kRunning;
+        if (fds[1 + i].revents) st = hs->on_readable();
+        if (st == ServerHandshake::State::kRunning && hs->deadline().expired()) {
+          log_info(Subsys::Bootstrap, "root {}: dropped {}: no handshake within {} s", where_,
+                   hs->peer().str(), kHandshakeSeconds);
+          continue;
+        }
+        if (st == ServerHandshake::State::kFailed) {
+          drop_log(*hs);
+          continue;
+        }
+        if (st == ServerHandshake::State::kDone) {
+          admit(*hs);
+          continue;
+        }
+        still.push_back(std::move(hs));
+      }
+      const size_t base = 1 + pending_.size();
+      pending_ = std::move(still);
+      for (size_t i = 0; i < member_ranks.size(); ++i)
+        if (fds[base + i].revents) check_member(member_ranks[i]);
+      if (fds[0].revents & POLLIN) accept_new();
+    }
+  }
+
+  void drop_log(const ServerHandshake& hs) {
+    if (hs.hostile())
+      log_warn(Subsys::Bootstrap, "root {}: dropped connection from {}: {}", where_,
+               hs.peer().str(), hs.failure());
+    else
+      log_info(Subsys::Bootstrap, "root {}: dropped connection from {}: {}", where_,
+               hs.peer().str(), hs.failure());
+  }
+
+  void accept_new() {
+    for (int i = 0; i < 64; ++i) {
+      SockAddr peer;
+      Fd fd = net::accept_nonblocking(listen_.get(), &peer);
+      if (!fd.valid()) return;
+      if (pending_.size() >= kMaxPending) {
+        log_warn(Subsys::Bootstrap, "root {}: too many half-open connections; closing {}",
+                 where_, peer.str());
+        continue;
+      }
+      Deadline d = Deadline::after(std::min(kHandshakeSeconds, deadline_.seconds_left()));
+      auto hs = std::make_unique<ServerHandshake>(std::move(fd), peer, secret_, kRoleRoot,
+                                                  sizeof(RankHello), d);
+      if (hs->start() == ServerHandshake::State::kFailed) {
+        drop_log(*hs);
+        continue;
+      }
+      pending_.push_back(std::move(hs));
+    }
+  }
+
+  // A registered rank's socket became readable: it left (EOF) or broke the
+  // protocol (ranks send nothing after their hello).
+  void check_member(int rank) {
+    auto it = members_.find(rank);
+    uint8_t byte;
+    ssize_t k = ::recv(it->second.fd.get(), &byte, 1, MSG_DONTWAIT);
+    if (k < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    if (k > 0)
+      log_warn(Subsys::Bootstrap, "root {}: rank {} ({}) sent unexpected data; dropping it",
+               where_, rank, it->second.peer.str());
+    else
+      log_info(Subsys::Bootstrap, "root {}: rank {} ({}) left before the rendezvous completed",
+               where_, rank, it->second.peer.str());
+    members_.erase(it);
+    status_dirty_ = true;
+  }
+
+  void reject(ServerHandshake& hs, mycollResult_t code, const std::string& msg) {
+    log_warn(Subsys::Bootstrap, "root {}: rejected {}: {}", where_, hs.peer().str(), msg);
+    std::vector<uint8_t> frame;
+    ErrorHeader eh{static_cast<int32_t>(code), 0};
+    std::vector<uint8_t> payload(reinterpret_cast<uint8_t*>(&eh),
+                                 reinterpret_cast<uint8_t*>(&eh) + sizeof(eh));
+    payload.insert(payload.end(), msg.begin(), msg.end());
+    append_frame(frame, kRootError, payload.data(), payload.size());
+    net::send_all(hs.fd(), frame.data(), frame.size(), Deadline::after(1.0));
+  }
+
+  void admit(ServerHandshake& hs) {
+    RankHello h;
+    std::memcpy(&h, hs.announcement().data(), sizeof(h));
+    if (h.magic != kHelloMagic || h.version != kIdVersion) {
+      reject(hs, mycollInvalidUsage, "bad hello (different mycoll version?)");
+      return;
+    }
+    if (h.nranks < 1 || h.nranks > kMaxRanks || h.rank < 0 || h.rank >= h.nranks) {
+      reject(hs, mycollInvalidUsage,
+             "bootstrap: rank " + std::to_string(h.rank) + " / nranks " +
+                 std::to_string(h.nranks) + " out of range");
+      return;
+    }
+    if (nranks_ > 0 && h.nranks != nranks_) {
+      reject(hs, mycollInvalidUsage,
+             "bootstrap: rank " + std::to_string(h.rank) + " says nranks=" +
+                 std::to_string(h.nranks) + " but the communicator has nranks=" +
+                 std::to_string(nranks_));
+      return;
+    }
+    if (members_.count(h.rank)) {
+      reject(hs, mycollInvalidUsage,
+             "bootstrap: rank " + std::to_string(h.rank) + " joined twice (from " +
+                 members_[h.rank].peer.str() + " and " + hs.peer().str() + ")");
+      return;
+    }
+    try {
+      SockAddr::from_bytes(h.addr);
+    } catch (const Error& e) {
+      reject(hs, mycollInvalidUsage, std::string("bootstrap: bad listener address: ") + e.what());
+      return;
+    }
+    nranks_ = h.nranks;
+    Member m;
+    m.peer = hs.peer();
+    std::memcpy(m.addr, h.addr, sizeof(m.addr));
+    m.fd = hs.take_fd();
+    members_[h.rank] = std::move(m);
+    had_member_ = true;
+    status_dirty_ = true;
+    log_info(Subsys::Bootstrap, "root {}: rank {} of {} joined from {} ({} present)", where_,
+             h.rank, nranks_, members_[h.rank].peer.str(), members_.size());
+  }
+
+  void send_to_all(const std::vector<uint8_t>& frame, double timeout_s) {
+    Deadline d = Deadline::after(timeout_s);
+    for (auto& [r, m] : members_) {
+      int err = 0;
+      auto st = net::send_all(m.fd.get(), frame.data(), frame.size(), d, &err);
+      if (st != net::IoStatus::kOk)
+        log_warn(Subsys::Bootstrap, "root {}: cannot reach rank {} ({}): {}", where_, r,
+                 m.peer.str(), net::io_status_text(st, err));
+    }
+  }
+
+  void broadcast_status() {
+    if (members_.empty()) return;
+    StatusMsg s{static_cast<int32_t>(members_.size()), nranks_};
+    std::vector<uint8_t> frame;
+    append_frame(frame, kRootStatus, &s, sizeof(s));
+    send_to_all(frame, 1.0);
+  }
+
+  void send_table() {
+    std::vector<uint8_t> payload(sizeof(TableHeader) + members_.size() * net::kAddrBytes);
+    TableHeader th{tag_, nranks_, 0};
+    std::memcpy(payload.data(), &th, sizeof(th));
+    for (auto& [r, m] : members_)
+      std::memcpy(payload.data() + sizeof(th) + r * net::kAddrBytes, m.addr, net::kAddrBytes);
+    std::vector<uint8_t> frame;
+    append_frame(frame, kRootTable, payload.data(), payload.size());
+    send_to_all(frame, std::max(5.0, deadline_.seconds_left()));
+    log_info(Subsys::Bootstrap, "root {}: all {} ranks present; table sent", where_, nranks_);
+  }
+
+  void fail_all(mycollResult_t code, const std::string& msg) {
+    ErrorHeader eh{static_cast<int32_t>(code), 0};
+    std::vector<uint8_t> payload(reinterpret_cast<uint8_t*>(&eh),
+                                 reinterpret_cast<uint8_t*>(&eh) + sizeof(eh));
+    payload.insert(payload.end(), msg.begin(), msg.end());
+    std::vector<uint8_t> frame;
+    append_frame(frame, kRootError, payload.data(), payload.size());
+    send_to_all(frame, 1.0);
+  }
+
+  void time_out() {
+    std::string missing;
+    int shown = 0, nmissing = 0;
+    for (int r = 0; r < nranks_; ++r)
+      if (!members_.count(r)) {
+        ++nmissing;
+        if (shown++ < 16) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      }
+    if (nmissing > 16) missing += ", ...";
+    std::string msg = "bootstrap: timed out after " + fmt::format("{:.1f}", timeout_s_) +
+                      " s: " + std::to_string(members_.size()) + " of " +
+                      (nranks_ > 0 ? std::to_string(nranks_) : std::string("?")) +
+                      " ranks arrived at root " + where_ +
+                      (nranks_ > 0 ? " (missing ranks: " + missing + ")" : "");
+    log_warn(Subsys::Bootstrap, "{}", msg);
+    fail_all(mycollTimeout, msg);
+  }
+
+  Fd listen_;
+  std::string where_;
+  Secret secret_;
+  uint64_t tag_;
+  int nranks_;  // -1 until the first rank says
+  double timeout_s_;
+  Deadline deadline_;
+  std::vector<std::unique_ptr<ServerHandshake>> pending_;
+  std::map<int, Member> members_;
+  bool had_member_ = false;
+  bool status_dirty_ = false;
+};
+
+void launch_root(Fd listen, SockAddr where, const Secret& secret, uint64_t tag, int nranks,
+                 double timeout_s) {
+  auto root = std::make_shared<Root>(std::move(listen), where, secret, tag, nranks, timeout_s);
+  std::thread([root] { root->run(); }).detach();
+}
+
+double env_timeout() {
+  double t = parse_double(env_get("MYCOLL_TIMEOUT"), "MYCOLL_TIMEOUT");
+  return t > 0 ? t : 300.0;
+}
+
+}  // namespace
+
+void create_unique_id(mycollUniqueId* id) {
+  check_arg(id != nullptr, "mycollGetUniqueId: uniqueId is NULL");
+  const std::string ip = net::pick_interface_ip(env_get("MYCOLL_SOCKET_IFNAME"));
+  SockAddr bound;
+  Fd listen = net::listen_on(ip, 0, false, &bound);
+  UniqueIdData d;
+  d.magic = kIdMagic;
+  d.version = kIdVersion;
+  bound.to_bytes(d.addr);
+  net::random_bytes(d.secret.data(), d.secret.size());
+  d.tag = net::random_u64();
+  launch_root(std::move(listen), bound, d.secret, d.tag, -1, env_timeout());
+  std::memset(id->internal, 0, sizeof(id->internal));
+  std::memcpy(id->internal, &d, sizeof(d));
+}
+
+UniqueIdData unique_id_from_address(const std::string& host, int port) {
+  check_arg(port > 0 && port < 65536,
+            "bootstrap: port " + std::to_string(port) + " out of range 1..65535");
+  SockAddr addr = SockAddr::resolve(host, port);
+  UniqueIdData d;
+  d.magic = kIdMagic;
+  d.version = kIdVersion;
+  addr.to_bytes(d.addr);
+  // Every rank derives the same secret without talking. With MYCOLL_SECRET
+  // unset it is SHA-256("mycoll-default-secret-v1|<host>:<port>"): anyone who
+  // knows the address can compute it, so the launcher's environment (who can
+  // reach that port) is the trust boundary; set MYCOLL_SECRET to do better.
+  const std::string user = env_get("MYCOLL_SECRET");
+  const std::string material =
+      user.empty() ? "mycoll-default-secret-v1|" + host + ":" + std::to_string(port) : user;
+  auto h = net::sha256(reinterpret_cast<const uint8_t*>(material.data()), material.size());
+  std::memcpy(d.secret.data(), h.data(), d.secret.size());
+  // The root hands every rank a fresh random tag in the table; this one only
+  // names the id.
+  std::memcpy(&d.tag, h.data() + 16, sizeof(d.tag));
+  return d;
+}
+
+UniqueIdData unpack_unique_id(const mycollUniqueId& id) {
+  UniqueIdData d;
+  std::memcpy(&d, id.internal, sizeof(d));
+  if (d.magic != kIdMagic || d.version != kIdVersion)
+    throw_error(mycollInvalidArgument,
+                "not a mycoll unique id (bad magic/version; was it made by mycollGetUniqueId "
+                "of this mycoll version?)");
+  try {
+    SockAddr::from_bytes(d.addr);
+  } catch (const Error& e) {
+    throw_error(mycollInvalidArgument, std::string("not a mycoll unique id: ") + e.what());
+  }
+  return d;
+}
+
+void start_root_listener(const UniqueIdData& id, int nranks, double timeout_s) {
+  check_arg(nranks >= 1, "bootstrap: nranks must be >= 1");
+  SockAddr addr = SockAddr::from_bytes(id.addr);
+  SockAddr bound;
+  Fd listen = net::listen_on("", addr.port(), true, &bound);
+  launch_root(std::move(listen), bound, id.secret, net::random_u64(), nranks, timeout_s);
+}
+
+}  // namespace mycoll

@@ -1,0 +1,68 @@
+// The communicator: what one rank knows about its peers, the connections
+// to them, and the state of its operations. Built in lib/core/comm_init.cc,
+// used by the API layer and the engines.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "algorithms/plan.h"
+#include "bootstrap/bootstrap.h"
+#include "core/config.h"
+#include "mycoll.h"
+#include "transports/transport.h"
+
+namespace mycoll {
+class DeviceComm;  // lib/engine/device_engine.h (GPU communicators only)
+}
+
+// The opaque handle of the C API.
+struct mycollComm {
+  static constexpr uint64_t kMagic = 0x6d79636f6c6c436dull;  // "mycollCm"
+  uint64_t magic = kMagic;
+
+  int rank = 0;
+  int nranks = 1;
+  int cuda_device = -1;  // -1: host-only communicator
+  mycoll::Config cfg;
+  mycoll::AlgoPolicy algo;
+  std::unique_ptr<mycoll::Bootstrap> bootstrap;
+  std::vector<mycoll::PeerInfo> peers;  // indexed by rank
+  // conns[r]: connection to rank r (null for self). transport_of[r]: its name.
+  std::vector<std::unique_ptr<mycoll::Connection>> conns;
+  std::vector<std::string> transport_of;
+  std::unique_ptr<mycoll::DeviceComm> device;  // GPU state, when cuda_device >= 0
+
+  // Host engine scratch, grown on demand and reused.
+  std::vector<char> scratch;
+
+  // Sticky failure: set when a collective failed mid-flight (stream state
+  // lost); every later call returns it. mycollSuccess while healthy.
+  std::atomic<int> async_error{mycollSuccess};
+  std::string async_reason;
+  std::atomic<bool> aborted{false};
+  std::atomic<int> active_ops{0};
+
+  std::mutex err_mu;
+  std::string last_error;
+  uint64_t op_seq = 0;  // collectives issued, for logs
+
+  // Marks the communicator broken with a reason and tells peers (shuts down
+  // every connection so their waits end promptly).
+  void fail(mycollResult_t code, const std::string& reason);
+  // Throws the sticky error if the communicator is broken or aborted.
+  void check_usable() const;
+  ~mycollComm();
+};
+
+namespace mycoll {
+
+// Creates a communicator (collective over nranks ranks). cuda_device < 0 for
+// a host-only communicator. Throws Error.
+std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int rank,
+                                        int cuda_device);
+
+}  // namespace mycoll

@@ -1,0 +1,108 @@
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <thread>
+
+#include "core/comm.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "engine/device_engine.h"
+#include "topo/topo.h"
+
+using namespace mycoll;
+
+void mycollComm::fail(mycollResult_t code, const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> g(err_mu);
+    if (async_error.load() == mycollSuccess) async_reason = reason;
+  }
+  int expected = mycollSuccess;
+  async_error.compare_exchange_strong(expected, code);
+  for (auto& c : conns)
+    if (c) c->shutdown();
+}
+
+void mycollComm::check_usable() const {
+  if (aborted.load()) throw_error(mycollInvalidUsage, "communicator was aborted");
+  int e = async_error.load();
+  if (e != mycollSuccess)
+    throw_error(static_cast<mycollResult_t>(e),
+                "communicator is unusable after an earlier failure: " + async_reason);
+}
+
+mycollComm::~mycollComm() { magic = 0; }
+
+namespace mycoll {
+
+// All ranks must agree on settings that shape the connections.
+static void check_consistent_config(mycollComm& c) {
+  struct Fingerprint {
+    char transport[32];
+    char net[16];
+  } mine{};
+  std::strncpy(mine.transport, c.cfg.transport.c_str(), sizeof(mine.transport) - 1);
+  std::strncpy(mine.net, c.cfg.net.c_str(), sizeof(mine.net) - 1);
+  std::vector<Fingerprint> all(c.nranks);
+  all[c.rank] = mine;
+  c.bootstrap->allgather(all.data(), sizeof(Fingerprint));
+  for (int r = 0; r < c.nranks; ++r) {
+    if (std::memcmp(&all[r], &mine, sizeof(mine)) != 0)
+      throw_error(mycollInvalidUsage,
+                  std::string("MYCOLL_TRANSPORT/MYCOLL_NET differ between ranks: this rank has '") +
+                      mine.transport + "'/'" + mine.net + "', rank " + std::to_string(r) + " has '" +
+                      all[r].transport + "'/'" + all[r].net + "'");
+  }
+}
+
+static void connect_host_transports(mycollComm& c) {
+  c.conns.resize(c.nranks);
+  // Every rank runs every host transport's connect, in the same order,
+  // since connect is collective.
+  const std::pair<const char*, std::unique_ptr<Transport> (*)()> kinds[] = {
+      {"shm", &make_shm_transport}, {"socket", &make_socket_transport}};
+  for (const auto& [name, make] : kinds) {
+    std::vector<int> peers;
+    for (int r = 0; r < c.nranks; ++r)
+      if (c.transport_of[r] == name) peers.push_back(r);
+    auto t = make();
+    auto conns = t->connect(*c.bootstrap, c.peers, peers, c.cfg);
+    for (size_t i = 0; i < peers.size(); ++i) c.conns[peers[i]] = std::move(conns[i]);
+  }
+}
+
+std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int rank,
+                                        int cuda_device) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto c = std::make_unique<mycollComm>();
+  c->cfg = Config::from_env();
+  c->algo = AlgoPolicy::parse(c->cfg.algo);
+  c->rank = rank;
+  c->nranks = nranks;
+  c->cuda_device = cuda_device;
+  c->bootstrap = Bootstrap::init(id, rank, nranks, c->cfg.timeout_s, c->cfg.socket_ifname);
+
+  c->peers.resize(nranks);
+  c->peers[rank] = local_peer_info(rank, cuda_device, c->bootstrap->local_ip(), c->cfg);
+  if (cuda_device >= 0) c->peers[rank].gpu_bus_id = device_bus_id(cuda_device);
+  c->bootstrap->allgather(c->peers.data(), sizeof(PeerInfo));
+  check_consistent_config(*c);
+  c->transport_of = select_transports(c->cfg, c->peers, rank);
+  connect_host_transports(*c);
+  if (cuda_device >= 0) c->device = DeviceComm::create(*c);
+
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  log_info(Subsys::Init, "mycoll {}.{}.{} rank {}/{} host {} pid {} device {} hosts {} init {:.1f} ms",
+           MYCOLL_MAJOR, MYCOLL_MINOR, MYCOLL_PATCH, rank, nranks, c->peers[rank].hostname, getpid(),
+           cuda_device, count_hosts(c->peers), ms);
+  for (int r = 0; r < nranks; ++r) {
+    if (r == rank) continue;
+    std::string how = c->conns[r] ? c->conns[r]->describe() : c->transport_of[r];
+    if (c->device && c->transport_of[r] == "cuda_ipc") how = c->device->describe_peer(r);
+    log_info(Subsys::Init, "rank {} -> rank {} ({}): {}", rank, r, c->peers[r].hostname, how);
+  }
+  return c;
+}
+
+}  // namespace mycoll

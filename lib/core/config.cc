@@ -1,0 +1,132 @@
+#include "core/config.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace mycoll {
+
+const std::vector<EnvVar>& env_registry() {
+  static const std::vector<EnvVar> vars = {
+      {"MYCOLL_DEBUG", "enum", "WARN",
+       "Log level: WARN (default, quiet), INFO (init summary, transport per peer, algorithm per "
+       "collective), TRACE (every step)."},
+      {"MYCOLL_DEBUG_FILE", "string", "",
+       "Write logs to this file instead of stderr; %h is replaced by the hostname, %p by the pid."},
+      {"MYCOLL_TIMEOUT", "double", "300",
+       "Seconds any wait (bootstrap, a peer's data, a flag) may last before the operation fails "
+       "with mycollTimeout naming the peer and the operation."},
+      {"MYCOLL_TRANSPORT", "string", "",
+       "Force the transport for every peer: shm, socket (host), cuda_ipc (GPU). Unset = automatic "
+       "(shm on one host, socket otherwise; cuda_ipc between GPUs). A transport that cannot serve a "
+       "peer is an error at init."},
+      {"MYCOLL_NET", "enum", "",
+       "Network transport between hosts: socket (ib and ucx arrive with the network issue). Unset = "
+       "best available."},
+      {"MYCOLL_ALGO", "string", "auto",
+       "Algorithm: auto, ring, tree, rhd, direct, or per collective, e.g. "
+       "\"allreduce:rhd,broadcast:tree\" (others stay automatic)."},
+      {"MYCOLL_SOCKET_IFNAME", "string", "",
+       "Interfaces for bootstrap and sockets: prefix list (\"eth,ens\"), ^ to exclude "
+       "(\"^docker,lo\"), = for exact names. Unset = first non-loopback interface that is up, "
+       "else loopback."},
+      {"MYCOLL_SECRET", "string", "",
+       "Shared secret for mycollCommInitFromEnv rendezvous (mycollGetUniqueId makes a random one "
+       "itself). Unset = derived from the rendezvous address: the launcher is then the trust "
+       "boundary."},
+      {"MYCOLL_HOST_ID", "string", "",
+       "Override this process' host identity (default: hostname + boot id). Ranks with equal ids "
+       "are treated as one host (shm allowed)."},
+      {"MYCOLL_SHM_FIFO_BYTES", "bytes", "4M", "Size of each shared-memory FIFO (one per ordered pair of ranks)."},
+      {"MYCOLL_SOCKET_BUFFER_BYTES", "bytes", "0",
+       "SO_SNDBUF/SO_RCVBUF for socket transport connections (0 = OS default, autotuned)."},
+      {"MYCOLL_CHUNK_BYTES", "bytes", "512K",
+       "Pipelining chunk of tree and chain algorithms on the host engine."},
+      {"MYCOLL_RANK", "int", "", "mycollCommInitFromEnv: this process' rank."},
+      {"MYCOLL_NRANKS", "int", "", "mycollCommInitFromEnv: number of ranks."},
+      {"MYCOLL_ADDR", "string", "",
+       "mycollCommInitFromEnv: host:port where rank 0 listens for the rendezvous."},
+  };
+  return vars;
+}
+
+std::string env_get(const char* name) {
+  for (const auto& v : env_registry()) {
+    if (std::strcmp(v.name, name) == 0) {
+      const char* s = std::getenv(name);
+      return s ? std::string(s) : std::string(v.default_value);
+    }
+  }
+  throw_error(mycollInternalError, std::string("unregistered environment variable ") + name);
+}
+
+static std::string trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t\n\r");
+  if (b == std::string::npos) return "";
+  size_t e = s.find_last_not_of(" \t\n\r");
+  return s.substr(b, e - b + 1);
+}
+
+double parse_double(const std::string& text, const char* what) {
+  std::string t = trim(text);
+  char* end = nullptr;
+  errno = 0;
+  double v = std::strtod(t.c_str(), &end);
+  if (t.empty() || errno != 0 || *end != '\0')
+    throw_error(mycollInvalidArgument, std::string(what) + ": '" + text + "' is not a number");
+  return v;
+}
+
+long long parse_int(const std::string& text, const char* what) {
+  std::string t = trim(text);
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(t.c_str(), &end, 10);
+  if (t.empty() || errno != 0 || *end != '\0')
+    throw_error(mycollInvalidArgument, std::string(what) + ": '" + text + "' is not an integer");
+  return v;
+}
+
+size_t parse_bytes(const std::string& text, const char* what) {
+  std::string t = trim(text);
+  if (t.empty()) throw_error(mycollInvalidArgument, std::string(what) + ": empty size");
+  size_t mult = 1;
+  char last = t.back();
+  if (last == 'B' || last == 'b') {
+    t.pop_back();
+    if (!t.empty()) last = t.back();
+  }
+  switch (last) {
+    case 'K': case 'k': mult = 1ull << 10; t.pop_back(); break;
+    case 'M': case 'm': mult = 1ull << 20; t.pop_back(); break;
+    case 'G': case 'g': mult = 1ull << 30; t.pop_back(); break;
+    default: break;
+  }
+  long long v = parse_int(t, what);
+  if (v < 0) throw_error(mycollInvalidArgument, std::string(what) + ": negative size '" + text + "'");
+  return static_cast<size_t>(v) * mult;
+}
+
+Config Config::from_env() {
+  Config c;
+  c.debug_level = env_get("MYCOLL_DEBUG");
+  c.timeout_s = parse_double(env_get("MYCOLL_TIMEOUT"), "MYCOLL_TIMEOUT");
+  if (!(c.timeout_s > 0))
+    throw_error(mycollInvalidArgument, "MYCOLL_TIMEOUT must be > 0 seconds");
+  c.transport = trim(env_get("MYCOLL_TRANSPORT"));
+  c.net = trim(env_get("MYCOLL_NET"));
+  c.algo = trim(env_get("MYCOLL_ALGO"));
+  c.socket_ifname = trim(env_get("MYCOLL_SOCKET_IFNAME"));
+  c.host_id = trim(env_get("MYCOLL_HOST_ID"));
+  c.shm_fifo_bytes = parse_bytes(env_get("MYCOLL_SHM_FIFO_BYTES"), "MYCOLL_SHM_FIFO_BYTES");
+  if (c.shm_fifo_bytes < 4096)
+    throw_error(mycollInvalidArgument, "MYCOLL_SHM_FIFO_BYTES must be at least 4K");
+  c.socket_buffer_bytes =
+      parse_bytes(env_get("MYCOLL_SOCKET_BUFFER_BYTES"), "MYCOLL_SOCKET_BUFFER_BYTES");
+  c.chunk_bytes = parse_bytes(env_get("MYCOLL_CHUNK_BYTES"), "MYCOLL_CHUNK_BYTES");
+  return c;
+}
+
+}  // namespace mycoll

@@ -1,0 +1,49 @@
+// Every MYCOLL_* variable in one registry (name, type, default, meaning).
+// Config::from_env() parses them once; a communicator owns its copy.
+// tools/gen_env_doc prints docs/environment.md from the same registry.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mycoll {
+
+struct EnvVar {
+  const char* name;
+  const char* type;  // "int", "double", "string", "bool", "enum"
+  const char* default_value;
+  const char* meaning;
+};
+
+// The registry, in documentation order.
+const std::vector<EnvVar>& env_registry();
+
+// Reads a registered variable: the environment's value or the default.
+// Throws InvalidArgument for a name that is not registered (a programming
+// error caught by tests).
+std::string env_get(const char* name);
+
+struct Config {
+  std::string debug_level;      // MYCOLL_DEBUG
+  double timeout_s = 300;       // MYCOLL_TIMEOUT
+  std::string transport;        // MYCOLL_TRANSPORT ("" = auto)
+  std::string net;              // MYCOLL_NET
+  std::string algo;             // MYCOLL_ALGO ("" = auto)
+  std::string socket_ifname;    // MYCOLL_SOCKET_IFNAME
+  std::string host_id;          // MYCOLL_HOST_ID (override of hostname+boot id)
+  size_t shm_fifo_bytes = 0;    // MYCOLL_SHM_FIFO_BYTES
+  size_t socket_buffer_bytes = 0;  // MYCOLL_SOCKET_BUFFER_BYTES
+  size_t chunk_bytes = 0;       // MYCOLL_CHUNK_BYTES (pipelined tree/chain)
+
+  // Parses every variable; throws InvalidArgument naming the variable on a
+  // malformed value.
+  static Config from_env();
+};
+
+// Helpers shared by parsers (throw InvalidArgument naming `what`).
+double parse_double(const std::string& text, const char* what);
+long long parse_int(const std::string& text, const char* what);
+size_t parse_bytes(const std::string& text, const char* what);  // "4M", "64K", "1G", "123"
+
+}  // namespace mycoll

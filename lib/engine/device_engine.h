@@ -1,0 +1,40 @@
+// Device engine: collectives on GPU buffers, enqueued on the user's stream.
+// Implemented in device_engine.cc (+ kernels/) when CUDA is built; without
+// CUDA the functions report that no GPU support exists.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/task.h"
+#include "mycoll.h"
+
+struct mycollComm;
+
+namespace mycoll {
+
+// Number of usable CUDA devices (0 without a driver or GPU). Cached.
+int cuda_device_count();
+// Whether p is device (or managed) memory. False when no GPU exists.
+bool is_device_pointer(const void* p);
+// PCI bus id of a device packed as domain<<32 | bus<<8 | device (0 if none).
+uint64_t device_bus_id(int dev);
+// The calling thread's current CUDA device (throws if none).
+int current_cuda_device();
+// Blocks until the stream's work is done (host path with a non-NULL stream).
+void stream_synchronize(mycollStream_t stream);
+
+class DeviceComm {
+ public:
+  // Collective over the communicator: maps peers' buffers, allocates FIFOs.
+  static std::unique_ptr<DeviceComm> create(mycollComm& comm);
+  virtual ~DeviceComm() = default;
+  // "cuda_ipc NVLink (IPC between processes)" etc.
+  virtual std::string describe_peer(int rank) const = 0;
+  // Enqueues the tasks of one communicator on stream; returns at once.
+  virtual void enqueue(std::vector<Task>& tasks, mycollStream_t stream) = 0;
+};
+
+}  // namespace mycoll

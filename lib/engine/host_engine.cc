@@ -1,0 +1,348 @@
+#include "engine/host_engine.h"
+
+#include <sched.h>
+#include <time.h>
+
+#include <chrono>
+#include <cstring>
+#include <exception>
+
+#include "core/comm.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "engine/reduce.h"
+
+namespace mycoll {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Every message starts with this header, so a peer that called a different
+// collective (or a different count) is an error, not silent corruption.
+struct MsgHeader {
+  uint32_t magic;
+  uint16_t coll;
+  uint16_t dtype;
+  uint64_t bytes;
+};
+static_assert(sizeof(MsgHeader) == 16, "header layout");
+constexpr uint32_t kMsgMagic = 0x4d43534dU;  // "MSCM"
+
+struct OpState {
+  const Op* op = nullptr;
+  char* dst = nullptr;
+  const char* src = nullptr;
+  size_t bytes = 0;
+  MsgHeader hdr{};  // what this op sends, or expects to receive
+  MsgHeader got{};  // what arrived (receives)
+  size_t hdr_done = 0;
+  size_t done = 0;
+  bool complete = false;
+  unsigned char carry[16];
+  size_t carry_n = 0;
+};
+
+class Exec {
+ public:
+  Exec(mycollComm* comm, std::vector<Task>* tasks) : comm_(comm), tasks_(tasks) {
+    busy_send_.assign(comm->nranks, 0);
+    busy_recv_.assign(comm->nranks, 0);
+    last_progress_ = Clock::now();
+  }
+
+  bool finished() const { return failed_ || task_ >= tasks_->size(); }
+  bool failed() const { return failed_; }
+
+  // One pass over the current step. Returns true if any byte moved.
+  bool advance() {
+    bool moved = false;
+    while (!finished()) {
+      if (!started_) start_step();
+      bool step_moved = false;
+      bool all_done = true;
+      for (auto& s : ops_) {
+        if (s.complete) continue;
+        int peer = s.op->peer;
+        auto& busy = s.op->kind == OpKind::Send ? busy_send_ : busy_recv_;
+        if (busy[peer] != pass_) {
+          busy[peer] = pass_;  // first incomplete op in this direction to peer: it may move
+          step_moved |= s.op->kind == OpKind::Send ? do_send(s) : do_recv(s);
+        }
+        if (!s.complete) all_done = false;
+      }
+      ++pass_;
+      moved |= step_moved;
+      if (!all_done) break;
+      finish_step();
+    }
+    if (moved) last_progress_ = Clock::now();
+    return moved;
+  }
+
+  // Called when a whole pass moved nothing.
+  void idle_check(Clock::time_point now) {
+    if (comm_->aborted.load()) throw_error(mycollRemoteError, where() + ": communicator aborted");
+    double idle = std::chrono::duration<double>(now - last_progress_).count();
+    if (idle > 0.005) {
+      for (auto& s : ops_)
+        if (!s.complete) comm_->conns[s.op->peer]->check_alive();
+    }
+    if (idle > comm_->cfg.timeout_s)
+      throw_error(mycollTimeout, where() + ": no progress for " +
+                                     std::to_string(static_cast<int>(idle)) + " s (MYCOLL_TIMEOUT) " +
+                                     waiting_on());
+  }
+
+  void fail(const Error& e) {
+    failed_ = true;
+    comm_->fail(e.code(), e.what());
+  }
+
+  std::string where() const {
+    if (task_ >= tasks_->size()) return "idle";
+    const Task& t = (*tasks_)[task_];
+    return std::string(coll_name(t.coll)) + " (" + algo_name(t.algo) + ", " +
+           std::to_string(t.count) + " x " + dtype_name(t.dtype) + ", step " +
+           std::to_string(step_ + 1) + "/" + std::to_string(t.plan.steps.size()) + ") on rank " +
+           std::to_string(comm_->rank);
+  }
+
+ private:
+  std::string waiting_on() const {
+    std::string w;
+    for (auto& s : ops_) {
+      if (s.complete) continue;
+      const char* dir = s.op->kind == OpKind::Send ? "sending to" : "receiving from";
+      w += std::string(w.empty() ? "" : ", ") + dir + " rank " + std::to_string(s.op->peer) + " (" +
+           comm_->conns[s.op->peer]->describe() + ", " + std::to_string(s.done) + "/" +
+           std::to_string(s.bytes) + " bytes)";
+    }
+    return w.empty() ? "" : "while " + w;
+  }
+
+  char* resolve(const Slice& sl, size_t es) {
+    const Task& t = (*tasks_)[task_];
+    char* base = nullptr;
+    switch (sl.buf) {
+      case Buf::Input: base = const_cast<char*>(static_cast<const char*>(t.input)); break;
+      case Buf::Output: base = static_cast<char*>(t.output); break;
+      case Buf::Scratch: base = comm_->scratch.data(); break;
+    }
+    return base + sl.offset * es;
+  }
+
+  void start_task() {
+    Task& t = (*tasks_)[task_];
+    size_t need = t.plan.scratch_count * dtype_size(t.dtype);
+    if (comm_->scratch.size() < need) comm_->scratch.resize(need);
+  }
+
+  void start_step() {
+    if (step_ == 0) start_task();
+    Task& t = (*tasks_)[task_];
+    size_t es = dtype_size(t.dtype);
+    ops_.clear();
+    if (step_ < t.plan.steps.size()) {
+      for (const Op& op : t.plan.steps[step_].ops) {
+        if (op.kind == OpKind::Copy) {
+          char* d = resolve(op.dst, es);
+          char* s = resolve(op.src, es);
+          if (d != s && op.src.count) std::memmove(d, s, op.src.count * es);
+          continue;
+        }
+        OpState st;
+        st.op = &op;
+        if (op.kind == OpKind::Send) {
+          st.src = resolve(op.src, es);
+          st.bytes = op.src.count * es;
+        } else {
+          st.dst = resolve(op.dst, es);
+          if (op.kind == OpKind::RecvReduce) st.src = resolve(op.src, es);
+          st.bytes = op.dst.count * es;
+        }
+        st.hdr = MsgHeader{kMsgMagic, static_cast<uint16_t>(t.coll), static_cast<uint16_t>(t.dtype),
+                           st.bytes};
+        ops_.push_back(st);
+      }
+    }
+    started_ = true;
+  }
+
+  void finish_step() {
+    Task& t = (*tasks_)[task_];
+    started_ = false;
+    ops_.clear();
+    if (++step_ < t.plan.steps.size()) return;
+    if (t.op == mycollAvg && t.plan.result.count > 0)
+      scale_avg_host(t.dtype, resolve(t.plan.result, dtype_size(t.dtype)), t.plan.result.count,
+                     comm_->nranks);
+    step_ = 0;
+    ++task_;
+  }
+
+  bool do_send(OpState& s) {
+    Connection& c = *comm_->conns[s.op->peer];
+    bool moved = false;
+    while (s.hdr_done < sizeof(MsgHeader)) {
+      size_t n = c.send_some(reinterpret_cast<const char*>(&s.hdr) + s.hdr_done,
+                             sizeof(MsgHeader) - s.hdr_done);
+      if (n == 0) return moved;
+      s.hdr_done += n;
+      moved = true;
+    }
+    while (s.done < s.bytes) {
+      size_t n = c.send_some(s.src + s.done, s.bytes - s.done);
+      if (n == 0) break;
+      s.done += n;
+      moved = true;
+    }
+    s.complete = s.done == s.bytes;
+    return moved;
+  }
+
+  void check_header(const OpState& s) const {
+    const Task& t = (*tasks_)[task_];
+    const MsgHeader& h = s.got;
+    std::string from = "rank " + std::to_string(s.op->peer);
+    if (h.magic != kMsgMagic)
+      throw_error(mycollRemoteError, where() + ": garbage from " + from + " (bad message magic)");
+    if (h.coll != static_cast<uint16_t>(t.coll) || h.bytes != s.bytes || h.dtype != t.dtype) {
+      std::string theirs = h.coll < kNumColls ? coll_name(static_cast<Coll>(h.coll)) : "?";
+      throw_error(mycollInvalidUsage,
+                  where() + ": " + from + " sent " + std::to_string(h.bytes) + " bytes of " +
+                      theirs + " (" +
+                      (h.dtype < mycollNumTypes ? dtype_name(static_cast<mycollDataType_t>(h.dtype))
+                                                : "?") +
+                      ") where this rank expected " + std::to_string(s.bytes) + " bytes of " +
+                      coll_name(t.coll) +
+                      ": ranks called different collectives, counts or types");
+    }
+  }
+
+  bool do_recv(OpState& s) {
+    Connection& c = *comm_->conns[s.op->peer];
+    bool moved = false;
+    while (s.hdr_done < sizeof(MsgHeader)) {
+      size_t n = c.recv_some(reinterpret_cast<char*>(&s.got) + s.hdr_done,
+                             sizeof(MsgHeader) - s.hdr_done);
+      if (n == 0) return moved;
+      s.hdr_done += n;
+      moved = true;
+      if (s.hdr_done == sizeof(MsgHeader)) check_header(s);
+    }
+    if (s.op->kind == OpKind::Recv) {
+      while (s.done < s.bytes) {
+        size_t n = c.recv_some(s.dst + s.done, s.bytes - s.done);
+        if (n == 0) break;
+        s.done += n;
+        moved = true;
+      }
+    } else {
+      moved |= recv_reduce(c, s);
+    }
+    s.complete = s.done == s.bytes;
+    return moved;
+  }
+
+  bool recv_reduce(Connection& c, OpState& s) {
+    const Task& t = (*tasks_)[task_];
+    const size_t es = dtype_size(t.dtype);
+    bool moved = false;
+    while (s.done < s.bytes) {
+      if (s.carry_n > 0) {  // finish an element split across the channel's wrap
+        size_t n = c.recv_some(s.carry + s.carry_n, es - s.carry_n);
+        if (n == 0) break;
+        s.carry_n += n;
+        moved = true;
+        if (s.carry_n < es) continue;
+        reduce_host(t.dtype, t.op, s.dst + s.done, s.src + s.done, s.carry, 1);
+        s.done += es;
+        s.carry_n = 0;
+        continue;
+      }
+      const void* p = nullptr;
+      size_t n = c.peek(&p, s.bytes - s.done);
+      if (n == 0) break;
+      size_t whole = n / es * es;
+      if (whole == 0) {
+        s.carry_n = c.recv_some(s.carry, n);
+        moved = true;
+        continue;
+      }
+      reduce_host(t.dtype, t.op, s.dst + s.done, s.src + s.done, p, whole / es);
+      c.consume(whole);
+      s.done += whole;
+      moved = true;
+    }
+    return moved;
+  }
+
+  mycollComm* comm_;
+  std::vector<Task>* tasks_;
+  size_t task_ = 0;
+  size_t step_ = 0;
+  bool started_ = false;
+  bool failed_ = false;
+  std::vector<OpState> ops_;
+  std::vector<uint64_t> busy_send_, busy_recv_;
+  uint64_t pass_ = 1;
+  Clock::time_point last_progress_;
+};
+
+void backoff(unsigned idle_passes) {
+  if (idle_passes < 64) {
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+  } else if (idle_passes < 20000) {
+    sched_yield();
+  } else {
+    struct timespec ts = {0, 50 * 1000};
+    nanosleep(&ts, nullptr);
+  }
+}
+
+}  // namespace
+
+void run_host(std::vector<HostWork>& work) {
+  std::vector<Exec> execs;
+  execs.reserve(work.size());
+  for (auto& w : work) execs.emplace_back(w.comm, &w.tasks);
+  std::exception_ptr first_error;
+  unsigned idle = 0;
+  for (;;) {
+    bool all_done = true, moved = false;
+    for (auto& e : execs) {
+      if (e.finished()) continue;
+      try {
+        moved |= e.advance();
+      } catch (const Error& err) {
+        e.fail(err);
+        if (!first_error) first_error = std::current_exception();
+      }
+      if (!e.finished()) all_done = false;
+    }
+    if (all_done) break;
+    if (moved) {
+      idle = 0;
+      continue;
+    }
+    ++idle;
+    if ((idle & 255) == 0 || idle > 20000) {
+      auto now = Clock::now();
+      for (auto& e : execs) {
+        if (e.finished()) continue;
+        try {
+          e.idle_check(now);
+        } catch (const Error& err) {
+          e.fail(err);
+          if (!first_error) first_error = std::current_exception();
+        }
+      }
+    }
+    backoff(idle);
+  }
+  if (first_error) std::rethrow_exception(first_error);
+}
+
+}  // namespace mycoll

@@ -1,0 +1,31 @@
+// CPU reductions for every data type x operation. Used by the host engine
+// and by anything that reduces in host memory (e.g. staged GPU transfers).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "mycoll.h"
+
+namespace mycoll {
+
+size_t dtype_size(mycollDataType_t t);  // 0 for an invalid type
+const char* dtype_name(mycollDataType_t t);
+const char* redop_name(mycollRedOp_t op);
+
+// dst[i] = a[i] <op> b[i] for i < n; dst may alias a or b. Avg reduces as
+// Sum (the engine divides once at the end with scale_avg).
+void reduce_host(mycollDataType_t t, mycollRedOp_t op, void* dst, const void* a, const void* b,
+                 size_t n);
+
+// dst[i] = dst[i] / divisor (integers truncate toward zero; fp16/bf16 computed
+// in fp32 and rounded to nearest even).
+void scale_avg_host(mycollDataType_t t, void* dst, size_t n, int divisor);
+
+// fp16 / bf16 conversions (round to nearest even; NaN/Inf preserved).
+float half_to_float(uint16_t h);
+uint16_t float_to_half(float f);
+float bf16_to_float(uint16_t b);
+uint16_t float_to_bf16(float f);
+
+}  // namespace mycoll

@@ -1,0 +1,24 @@
+// A Task: one collective (or one group's point-to-point batch) of one
+// communicator, ready for an engine: the plan plus where its buffers are.
+#pragma once
+
+#include <string>
+
+#include "algorithms/plan.h"
+#include "mycoll.h"
+
+namespace mycoll {
+
+struct Task {
+  Coll coll = Coll::AllReduce;
+  Algo algo = Algo::Ring;
+  mycollDataType_t dtype = mycollFloat32;
+  mycollRedOp_t op = mycollSum;
+  const void* input = nullptr;
+  void* output = nullptr;
+  size_t count = 0;  // as in CollArgs::count (for logs)
+  int root = 0;
+  Plan plan;
+};
+
+}  // namespace mycoll

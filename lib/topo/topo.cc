@@ -1,0 +1,97 @@
+#include "topo/topo.h"
+
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <set>
+
+#include "core/error.h"
+
+namespace mycoll {
+
+std::string local_host_id(const Config& cfg) {
+  if (!cfg.host_id.empty()) return cfg.host_id;
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  std::string boot;
+  std::ifstream f("/proc/sys/kernel/random/boot_id");
+  std::getline(f, boot);
+  return std::string(host) + "/" + boot;
+}
+
+static void copy_str(char* dst, size_t cap, const std::string& s) {
+  std::strncpy(dst, s.c_str(), cap - 1);
+  dst[cap - 1] = '\0';
+}
+
+PeerInfo local_peer_info(int rank, int cuda_device, const std::string& ip, const Config& cfg) {
+  PeerInfo p;
+  p.rank = rank;
+  p.pid = static_cast<int32_t>(getpid());
+  p.cuda_device = cuda_device;
+  copy_str(p.host_id, sizeof(p.host_id), local_host_id(cfg));
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  copy_str(p.hostname, sizeof(p.hostname), host);
+  copy_str(p.ip, sizeof(p.ip), ip);
+  return p;
+}
+
+int count_hosts(const std::vector<PeerInfo>& all) {
+  std::set<std::string> hosts;
+  for (const auto& p : all) hosts.insert(p.host_id);
+  return static_cast<int>(hosts.size());
+}
+
+static bool same_host(const PeerInfo& a, const PeerInfo& b) {
+  return std::strncmp(a.host_id, b.host_id, sizeof(a.host_id)) == 0;
+}
+
+std::vector<std::string> select_transports(const Config& cfg, const std::vector<PeerInfo>& all,
+                                           int rank) {
+  const PeerInfo& me = all[rank];
+  const bool gpu = me.cuda_device >= 0;
+  std::string net = cfg.net.empty() ? "socket" : cfg.net;
+  if (net != "socket")
+    throw_error(mycollInvalidUsage, "MYCOLL_NET=" + net +
+                                        " is not available in this build (available: socket)");
+  std::vector<std::string> out(all.size());
+  for (size_t r = 0; r < all.size(); ++r) {
+    const PeerInfo& peer = all[r];
+    if (static_cast<int>(r) == rank) {
+      out[r] = "self";
+      continue;
+    }
+    const bool local = same_host(me, peer);
+    if (!cfg.transport.empty()) {
+      const std::string& t = cfg.transport;
+      if (t == "shm") {
+        if (!local)
+          throw_error(mycollInvalidUsage,
+                      "MYCOLL_TRANSPORT=shm cannot serve rank " + std::to_string(r) + " on host " +
+                          peer.hostname + ": shared memory needs both ranks on one host");
+      } else if (t == "cuda_ipc") {
+        if (!gpu || peer.cuda_device < 0)
+          throw_error(mycollInvalidUsage, "MYCOLL_TRANSPORT=cuda_ipc needs GPU communicators; rank " +
+                                              std::to_string(r) + " or this rank is host-only");
+        if (!local)
+          throw_error(mycollInvalidUsage, "MYCOLL_TRANSPORT=cuda_ipc cannot serve rank " +
+                                              std::to_string(r) + " on another host (" +
+                                              peer.hostname + ")");
+      } else if (t != "socket") {
+        throw_error(mycollInvalidArgument, "MYCOLL_TRANSPORT=" + t +
+                                               " is not a transport (shm, socket, cuda_ipc)");
+      }
+      out[r] = t;
+      continue;
+    }
+    if (local)
+      out[r] = (gpu && peer.cuda_device >= 0) ? "cuda_ipc" : "shm";
+    else
+      out[r] = net;
+  }
+  return out;
+}
+
+}  // namespace mycoll

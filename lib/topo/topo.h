@@ -1,0 +1,29 @@
+// Who is where, and which transport serves each peer.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "transports/transport.h"
+
+namespace mycoll {
+
+// This host's identity: MYCOLL_HOST_ID, else hostname + "/" + boot id.
+std::string local_host_id(const Config& cfg);
+
+PeerInfo local_peer_info(int rank, int cuda_device, const std::string& ip, const Config& cfg);
+
+// Transport name per rank ("self" for this rank). Rules:
+//  MYCOLL_TRANSPORT set: that transport for every peer; one that cannot
+//  serve a peer is Error(InvalidUsage) naming the peer and why.
+//  auto: host communicators use shm on the same host, the network transport
+//  (MYCOLL_NET, default socket) otherwise; GPU communicators use cuda_ipc
+//  between GPUs of one host.
+std::vector<std::string> select_transports(const Config& cfg, const std::vector<PeerInfo>& all,
+                                           int rank);
+
+// Number of distinct hosts among all.
+int count_hosts(const std::vector<PeerInfo>& all);
+
+}  // namespace mycoll
