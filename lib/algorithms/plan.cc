@@ -78,10 +78,10 @@ bool is_blocked(Coll c) {
 }
 
 void validate(Algo algo, const CollArgs& a) {
-  if (static_cast<int>(algo) < 0 || static_cast<int>(algo) >= kNumAlgos)
+  if (static_cast<int>(algo) >= kNumAlgos)
     throw_error(mycollInvalidArgument,
                 "build_plan: unknown algorithm id " + std::to_string(static_cast<int>(algo)));
-  if (static_cast<int>(a.coll) < 0 || static_cast<int>(a.coll) >= kNumColls)
+  if (static_cast<int>(a.coll) >= kNumColls)
     throw_error(mycollInvalidArgument, "build_plan: unknown collective id " +
                                            std::to_string(static_cast<int>(a.coll)));
   if (!algo_supports(algo, a.coll))

@@ -48,7 +48,21 @@ mycollResult_t guarded(mycollComm* comm, const char* fn, F&& f) {
   }
 }
 
+// Counts the call as active so mycollCommAbort from another thread waits for
+// it to leave before freeing the communicator.
+struct ActiveGuard {
+  mycollComm* c;
+  explicit ActiveGuard(mycollComm* comm)
+      : c(comm && comm->magic == mycollComm::kMagic ? comm : nullptr) {
+    if (c) c->active_ops++;
+  }
+  ~ActiveGuard() {
+    if (c) c->active_ops--;
+  }
+};
+
 mycollResult_t run_call(mycollComm* comm, const char* fn, const Call& call) {
+  ActiveGuard active(comm);
   return guarded(comm, fn, [&] {
     validate_call(comm, call, fn);
     submit(comm, call);
@@ -242,6 +256,7 @@ mycollResult_t mycollCommAbort(mycollComm_t comm) {
     if (!comm) return;
     valid_comm(comm, "mycollCommAbort");
     comm->aborted = true;
+    if (comm->device) comm->device->abort();
     for (auto& c : comm->conns)
       if (c) c->shutdown();
     if (comm->bootstrap) comm->bootstrap->abort();
@@ -316,6 +331,10 @@ mycollResult_t mycollCommGetAsyncError(mycollComm_t comm, mycollResult_t* asyncE
   return guarded(comm, "mycollCommGetAsyncError", [&] {
     valid_comm(comm, "mycollCommGetAsyncError");
     check_arg(asyncError != nullptr, "mycollCommGetAsyncError: asyncError is NULL");
+    if (comm->device && comm->async_error.load() == mycollSuccess) {
+      std::string why;
+      if (mycollResult_t e = comm->device->poll_error(&why)) comm->fail(e, why);
+    }
     *asyncError = static_cast<mycollResult_t>(comm->async_error.load());
   });
 }

@@ -1,15 +1,19 @@
 // Unique ids and the root rendezvous server.
 //
 // The root is one detached thread per rendezvous with all of its state on its
-// own heap object, so it never keeps the process from exiting (and survives
-// fork() in the parent only). It serves exactly one rendezvous: it ends after
+// own heap object, so it never keeps the process from exiting (an at-exit
+// hook stops live roots within ~0.2 s; after fork() it lives in the parent
+// only). It serves exactly one rendezvous: it ends after
 // sending the address table, after its timeout, or when every rank that had
 // registered has gone away. One poll loop drives every connection through a
 // non-blocking handshake, so port scanners, garbage senders and clients with
 // a wrong secret are dropped without delaying the real ranks.
 #include <poll.h>
+#include <pthread.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <thread>
@@ -32,6 +36,31 @@ namespace {
 
 // Connections half-open at once; beyond this, new ones are closed at once.
 constexpr size_t kMaxPending = 1024;
+// Progress reports to waiting ranks at most this often.
+constexpr auto kStatusInterval = std::chrono::milliseconds(100);
+
+// Live root threads, so process exit can stop them before static
+// destructors (the logger) run: the at-exit hook asks them to stop and waits
+// briefly. Atomics only, so a fork() child (which has no root threads; the
+// atfork hook zeroes the count) can never block on it.
+std::atomic<int> g_live_roots{0};
+std::atomic<bool> g_stop_roots{false};
+
+void stop_roots_at_exit() {
+  g_stop_roots.store(true);
+  for (int i = 0; i < 100 && g_live_roots.load(std::memory_order_acquire) > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+}
+
+void register_exit_hook_once() {
+  static const bool once = [] {
+    logger();  // constructed first, so destroyed after the hook has run
+    std::atexit(stop_roots_at_exit);
+    pthread_atfork(nullptr, nullptr, [] { g_live_roots.store(0); });
+    return true;
+  }();
+  (void)once;
+}
 
 void append_frame(std::vector<uint8_t>& out, uint32_t kind, const void* payload, size_t len) {
   FrameHeader h{kFrameMagic, kind, len};
@@ -73,6 +102,7 @@ class Root {
     log_info(Subsys::Bootstrap, "root listening on {} (timeout {} s)", where_, timeout_s_);
     auto next_status = Clock::now();
     for (;;) {
+      if (g_stop_roots.load()) return;  // process exit
       if (nranks_ > 0 && static_cast<int>(members_.size()) == nranks_) {
         send_table();
         return;
@@ -91,7 +121,7 @@ class Root {
       if (status_dirty_ && Clock::now() >= next_status) {
         broadcast_status();
         status_dirty_ = false;
-        next_status = Clock::now() + std::chrono::seconds(1);
+        next_status = Clock::now() + kStatusInterval;
       }
 
       // Poll: listener, handshakes, registered ranks (to notice departures).
@@ -106,8 +136,8 @@ class Root {
       Deadline wake = deadline_;
       for (auto& hs : pending_) wake.at = std::min(wake.at, hs->deadline().at);
       if (status_dirty_) wake.at = std::min(wake.at, next_status);
-      int rc = ::poll(fds.data(), fds.size(), wake.poll_ms(1000));
-      if (rc < 0 && errno != EINTR) net::throw_poll_error();
+      int rc = ::poll(fds.data(), fds.size(), wake.poll_ms(200));
+      if (rc < 0 && errno != EINTR) throw_system("poll");
 
       // Handshakes first (indices 1..pending), then members, then accept:
       // accepting last keeps the indices of this round valid.
@@ -315,8 +345,19 @@ class Root {
 
 void launch_root(Fd listen, SockAddr where, const Secret& secret, uint64_t tag, int nranks,
                  double timeout_s) {
+  register_exit_hook_once();
   auto root = std::make_shared<Root>(std::move(listen), where, secret, tag, nranks, timeout_s);
-  std::thread([root] { root->run(); }).detach();
+  g_live_roots.fetch_add(1);
+  try {
+    std::thread([root]() mutable {
+      root->run();
+      root.reset();  // sockets closed before the count says "stopped"
+      g_live_roots.fetch_sub(1, std::memory_order_release);
+    }).detach();
+  } catch (...) {
+    g_live_roots.fetch_sub(1);
+    throw;
+  }
 }
 
 double env_timeout() {

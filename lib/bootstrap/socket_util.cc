@@ -260,7 +260,8 @@ void set_buffer_sizes(int fd, size_t bytes) {
   setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v));
 }
 
-Fd listen_on(const std::string& ip, int port, bool reuse_addr, SockAddr* bound) {
+Fd listen_on(const std::string& ip, int port, bool reuse_addr, SockAddr* bound,
+             size_t buffer_bytes) {
   SockAddr addr;
   bool dual_stack = false;
   if (ip.empty()) {
@@ -288,6 +289,7 @@ Fd listen_on(const std::string& ip, int port, bool reuse_addr, SockAddr* bound) 
   int one = 1, zero = 0;
   if (reuse_addr) setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   if (dual_stack) setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+  set_buffer_sizes(fd.get(), buffer_bytes);
   if (::bind(fd.get(), addr.sa(), addr.len) != 0) throw_system("cannot bind listener to " + where);
   if (::listen(fd.get(), SOMAXCONN) != 0) throw_system("cannot listen on " + where);
   if (bound) *bound = SockAddr::local_of(fd.get());
@@ -308,8 +310,8 @@ Fd accept_nonblocking(int listen_fd, SockAddr* peer) {
   }
 }
 
-Fd connect_to(const SockAddr& addr, const Deadline& d, const std::string& what,
-              const std::atomic<bool>* cancel) {
+Fd connect_to(const SockAddr& addr, const Deadline& d, const std::string& what, bool retry,
+              const std::atomic<bool>* cancel, size_t buffer_bytes) {
   int last_err = 0;
   int backoff_ms = 10;
   for (;;) {
@@ -317,6 +319,7 @@ Fd connect_to(const SockAddr& addr, const Deadline& d, const std::string& what,
       throw_error(mycollRemoteError, what + ": aborted while connecting to " + addr.str());
     Fd fd(::socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!fd.valid()) throw_system(what + ": socket() to connect to " + addr.str());
+    set_buffer_sizes(fd.get(), buffer_bytes);
     int rc = ::connect(fd.get(), addr.sa(), addr.len);
     int e = (rc == 0) ? 0 : errno;
     if (rc != 0 && e == EINPROGRESS) {
@@ -333,10 +336,13 @@ Fd connect_to(const SockAddr& addr, const Deadline& d, const std::string& what,
     }
     if (e == 0) return fd;
     last_err = e;
-    const bool retry = e == ECONNREFUSED || e == ETIMEDOUT || e == EHOSTUNREACH ||
+    const bool transient = e == ECONNREFUSED || e == ETIMEDOUT || e == EHOSTUNREACH ||
                        e == ENETUNREACH || e == ECONNRESET || e == EAGAIN || e == EINTR ||
                        e == ECONNABORTED || e == EADDRNOTAVAIL;
-    if (!retry) break;
+    if (!transient) break;
+    if (!retry && e != ETIMEDOUT && e != EINTR && e != EAGAIN)
+      throw_error(mycollRemoteError,
+                  what + ": cannot connect to " + addr.str() + ": " + std::strerror(e));
     if (d.expired()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(std::min(backoff_ms, d.poll_ms())));
     backoff_ms = std::min(backoff_ms * 2, 200);

@@ -108,18 +108,23 @@ void set_buffer_sizes(int fd, size_t bytes);  // 0 = leave the OS default
 // Non-blocking listening socket bound to ip:port. ip "" = every interface
 // (IPv6 dual-stack where the kernel has IPv6, else IPv4). Throws
 // Error(SystemError) naming the address when socket/bind/listen fail.
-Fd listen_on(const std::string& ip, int port, bool reuse_addr, SockAddr* bound);
+// buffer_bytes > 0 sets SO_SNDBUF/SO_RCVBUF (inherited by accepted sockets).
+Fd listen_on(const std::string& ip, int port, bool reuse_addr, SockAddr* bound,
+             size_t buffer_bytes = 0);
 
 // Non-blocking accept; returns an invalid Fd when nothing is pending.
 // The accepted socket is non-blocking.
 Fd accept_nonblocking(int listen_fd, SockAddr* peer);
 
-// Connects to addr (non-blocking socket, result non-blocking), retrying
-// refused/unreachable/reset with backoff until the deadline. Throws
-// Error(Timeout) "<what>: cannot connect to <addr> within Ns: <last errno>",
-// Error(RemoteError) when cancelled.
-Fd connect_to(const SockAddr& addr, const Deadline& d, const std::string& what,
-              const std::atomic<bool>* cancel = nullptr);
+// Connects to addr (non-blocking socket, result non-blocking). With
+// `retry`, refused/unreachable/reset are retried with backoff until the
+// deadline (for a listener that may not be up yet); without, the first such
+// failure throws Error(RemoteError) (for a listener known to be up: the peer
+// is gone). Throws Error(Timeout) "<what>: cannot connect to <addr>: <errno>"
+// at the deadline, Error(RemoteError) when cancelled. buffer_bytes > 0 sets
+// SO_SNDBUF/SO_RCVBUF before connecting (so the window scale fits).
+Fd connect_to(const SockAddr& addr, const Deadline& d, const std::string& what, bool retry,
+              const std::atomic<bool>* cancel = nullptr, size_t buffer_bytes = 0);
 
 // Cryptographic randomness (getrandom). Throws SystemError if unavailable.
 void random_bytes(void* data, size_t n);

@@ -44,6 +44,14 @@ const std::vector<EnvVar>& env_registry() {
        "SO_SNDBUF/SO_RCVBUF for socket transport connections (0 = OS default, autotuned)."},
       {"MYCOLL_CHUNK_BYTES", "bytes", "512K",
        "Pipelining chunk of tree and chain algorithms on the host engine."},
+      {"MYCOLL_NCHANNELS", "int", "16",
+       "GPU: most channels (thread blocks, each with its own FIFOs) one collective uses; large "
+       "messages use all of them, small ones fewer."},
+      {"MYCOLL_GPU_SLOT_BYTES", "bytes", "64K",
+       "GPU: size of one FIFO slot (a multiple of 16); the unit in which data is handed over."},
+      {"MYCOLL_GPU_SLOTS", "int", "8", "GPU: slots per FIFO (per peer and channel)."},
+      {"MYCOLL_GPU_CHANNEL_BYTES", "bytes", "256K",
+       "GPU: message bytes per channel before another channel is added."},
       {"MYCOLL_RANK", "int", "", "mycollCommInitFromEnv: this process' rank."},
       {"MYCOLL_NRANKS", "int", "", "mycollCommInitFromEnv: number of ranks."},
       {"MYCOLL_ADDR", "string", "",
@@ -126,6 +134,18 @@ Config Config::from_env() {
   c.socket_buffer_bytes =
       parse_bytes(env_get("MYCOLL_SOCKET_BUFFER_BYTES"), "MYCOLL_SOCKET_BUFFER_BYTES");
   c.chunk_bytes = parse_bytes(env_get("MYCOLL_CHUNK_BYTES"), "MYCOLL_CHUNK_BYTES");
+  c.gpu_channels = static_cast<int>(parse_int(env_get("MYCOLL_NCHANNELS"), "MYCOLL_NCHANNELS"));
+  if (c.gpu_channels < 1 || c.gpu_channels > 64)
+    throw_error(mycollInvalidArgument, "MYCOLL_NCHANNELS must be in 1..64");
+  c.gpu_slot_bytes = parse_bytes(env_get("MYCOLL_GPU_SLOT_BYTES"), "MYCOLL_GPU_SLOT_BYTES");
+  if (c.gpu_slot_bytes < 1024 || c.gpu_slot_bytes % 16 != 0)
+    throw_error(mycollInvalidArgument, "MYCOLL_GPU_SLOT_BYTES must be a multiple of 16, >= 1K");
+  c.gpu_slots = static_cast<int>(parse_int(env_get("MYCOLL_GPU_SLOTS"), "MYCOLL_GPU_SLOTS"));
+  if (c.gpu_slots < 2 || c.gpu_slots > 1024)
+    throw_error(mycollInvalidArgument, "MYCOLL_GPU_SLOTS must be in 2..1024");
+  c.gpu_channel_bytes =
+      parse_bytes(env_get("MYCOLL_GPU_CHANNEL_BYTES"), "MYCOLL_GPU_CHANNEL_BYTES");
+  if (c.gpu_channel_bytes == 0) c.gpu_channel_bytes = 1;
   return c;
 }
 

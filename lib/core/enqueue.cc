@@ -123,7 +123,9 @@ static Task make_collective_task(mycollComm* c, const Call& call) {
   a.count = call.count;
   a.chunk = std::max<size_t>(1, c->cfg.chunk_bytes / es);
   a.in_place = in_place(c, call);
-  t.plan = build_plan(t.algo, a);
+  t.in_place = a.in_place;
+  t.chunk = a.chunk;
+  if (!c->device) t.plan = build_plan(t.algo, a);
   log_info(Subsys::Coll, "rank {} op {} {} {} count {} {} {} root {} bytes {} algo {}{}", c->rank,
            c->op_seq, coll_name(call.coll), redop_name(call.op), call.count,
            dtype_name(call.dtype), a.in_place ? "in-place" : "out-of-place", call.root, bytes,
@@ -226,16 +228,7 @@ static void execute(std::vector<std::pair<mycollComm*, Call>>& calls) {
     if (stream) stream_synchronize(stream);
     host.push_back(std::move(w));
   }
-  if (!host.empty()) {
-    for (auto& w : host) w.comm->active_ops++;
-    try {
-      run_host(host);
-    } catch (...) {
-      for (auto& w : host) w.comm->active_ops--;
-      throw;
-    }
-    for (auto& w : host) w.comm->active_ops--;
-  }
+  if (!host.empty()) run_host(host);
   if (err) std::rethrow_exception(err);
 }
 

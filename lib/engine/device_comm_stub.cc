@@ -1,5 +1,6 @@
-// Placeholder until the device engine lands: GPU communicators are refused
-// with a clear error instead of misbehaving.
+// Without CUDA in the build, GPU communicators are refused with a clear error.
+
+#if !MYCOLL_HAVE_CUDA
 #include "core/comm.h"
 #include "core/error.h"
 #include "engine/device_engine.h"
@@ -7,8 +8,10 @@
 namespace mycoll {
 
 std::unique_ptr<DeviceComm> DeviceComm::create(mycollComm& comm) {
-  throw_error(mycollInvalidUsage, "GPU communicators are not available in this build yet (device " +
+  throw_error(mycollInvalidUsage, "this build of mycoll has no CUDA support: no GPU communicator (device " +
                                       std::to_string(comm.cuda_device) + ")");
 }
 
 }  // namespace mycoll
+
+#endif  // !MYCOLL_HAVE_CUDA

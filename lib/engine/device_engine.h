@@ -35,6 +35,11 @@ class DeviceComm {
   virtual std::string describe_peer(int rank) const = 0;
   // Enqueues the tasks of one communicator on stream; returns at once.
   virtual void enqueue(std::vector<Task>& tasks, mycollStream_t stream) = 0;
+  // A kernel that gave up (timeout, abort) leaves its reason here; returns
+  // mycollSuccess while healthy. Never blocks.
+  virtual mycollResult_t poll_error(std::string* reason) = 0;
+  // Makes running and future kernels of this communicator give up promptly.
+  virtual void abort() = 0;
 };
 
 }  // namespace mycoll

@@ -22,6 +22,15 @@ void reduce_host(mycollDataType_t t, mycollRedOp_t op, void* dst, const void* a,
 // in fp32 and rounded to nearest even).
 void scale_avg_host(mycollDataType_t t, void* dst, size_t n, int divisor);
 
+// Implementation used by reduce_host / scale_avg_host. The best one the CPU
+// supports is picked at first use; every path gives identical results except
+// that the F16C path may return a signalling fp16 NaN quieted.
+enum class ReduceIsa { Baseline = 0, Avx2 = 1, Avx2F16c = 2 };
+ReduceIsa reduce_isa();
+// For tests and benchmarks: selects isa, or the best supported one below it;
+// returns the one selected. Not meant to race with running reductions.
+ReduceIsa set_reduce_isa(ReduceIsa isa);
+
 // fp16 / bf16 conversions (round to nearest even; NaN/Inf preserved).
 float half_to_float(uint16_t h);
 uint16_t float_to_half(float f);

@@ -18,6 +18,10 @@ struct Task {
   void* output = nullptr;
   size_t count = 0;  // as in CollArgs::count (for logs)
   int root = 0;
+  bool in_place = false;
+  size_t chunk = 0;  // pipelining chunk in elements (tree/chain)
+  // Built for host execution; GPU communicators build per-channel plans
+  // from the fields above instead.
   Plan plan;
 };
 

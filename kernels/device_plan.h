@@ -1,0 +1,102 @@
+// What the host hands a collective kernel: plans flattened into DevOps (one
+// list per channel), the buffers, and the communicator's FIFO mesh.
+// Plain structs shared by host code and CUDA code.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define MYCOLL_HD __host__ __device__
+#else
+#define MYCOLL_HD
+#endif
+
+namespace mycoll {
+
+enum DevOpKind : uint8_t {
+  kDevSend = 0,        // src -> peer
+  kDevRecv = 1,        // peer -> dst
+  kDevRecvReduce = 2,  // dst = src <op> (from peer)
+  kDevCopy = 3,        // dst = src
+  kDevScaleAvg = 4,    // dst /= nranks (Avg), after the last step
+};
+
+// One operation of one channel. Offsets and sizes in bytes. buf: 0 input,
+// 1 output, 2 scratch, 3 absolute (offset is an address: point-to-point).
+struct alignas(16) DevOp {
+  uint8_t kind;
+  uint8_t dst_buf;
+  uint8_t src_buf;
+  uint8_t step_end;  // 1 on the last op of a step
+  int32_t peer;
+  uint64_t dst_off;
+  uint64_t src_off;
+  uint64_t bytes;
+};
+static_assert(sizeof(DevOp) == 32, "DevOp layout");
+
+// FIFO geometry, identical on every rank of a communicator.
+//   inbox of rank r = [data | flags | state], one cudaMalloc:
+//   data:  for sender s, channel c: nslots * slot_bytes, the ring s -> r
+//   flags: for peer s, channel c: 128-byte line with `head` (slots s has
+//          published into r's ring, written by s) and another line with
+//          `tail` (slots s consumed of r's ring at s, written by s)
+//   state: for peer s, channel c: sent / received slot counters (r's own)
+struct FifoGeom {
+  int32_t nranks;
+  int32_t max_channels;
+  int32_t nslots;
+  int32_t pad;
+  uint64_t slot_bytes;
+
+  MYCOLL_HD uint64_t ring_bytes() const { return uint64_t(nslots) * slot_bytes; }
+  MYCOLL_HD uint64_t data_off(int peer, int ch) const {
+    return (uint64_t(peer) * max_channels + ch) * ring_bytes();
+  }
+  MYCOLL_HD uint64_t flags_base() const {
+    return uint64_t(nranks) * max_channels * ring_bytes();
+  }
+  MYCOLL_HD uint64_t head_off(int peer, int ch) const {
+    return flags_base() + (uint64_t(peer) * max_channels + ch) * 256;
+  }
+  MYCOLL_HD uint64_t tail_off(int peer, int ch) const { return head_off(peer, ch) + 128; }
+  MYCOLL_HD uint64_t state_base() const {
+    return flags_base() + uint64_t(nranks) * max_channels * 256;
+  }
+  // [0] sent to peer on ch, [1] received from peer on ch
+  MYCOLL_HD uint64_t state_off(int peer, int ch) const {
+    return state_base() + (uint64_t(peer) * max_channels + ch) * 16;
+  }
+  MYCOLL_HD uint64_t total_bytes() const {
+    return state_base() + uint64_t(nranks) * max_channels * 16;
+  }
+};
+
+// Written by a kernel that gives up (host-mapped memory).
+struct DevError {
+  int32_t code;  // 0 none, mycollTimeout, mycollRemoteError (abort)
+  int32_t peer;
+  int32_t rank;
+  int32_t kind;  // DevOpKind it was waiting in
+};
+
+struct DevComm {
+  FifoGeom geom;
+  int32_t rank;
+  int32_t nranks;
+  uint64_t timeout_ns;
+  char* local;                 // my inbox
+  char* const* remote;         // remote[r] = rank r's inbox mapped here (device array)
+  volatile int32_t* abort;     // host-mapped: nonzero -> give up
+  DevError* error;             // host-mapped
+};
+
+struct KernelArgs {
+  const DevOp* ops;          // all channels' ops
+  const uint32_t* chan_ops;  // channel c's ops are [chan_ops[c], chan_ops[c+1])
+  char* bufs[3];             // input, output, scratch
+  const DevComm* comm;       // device memory
+  int32_t nranks;            // divisor for Avg
+};
+
+}  // namespace mycoll

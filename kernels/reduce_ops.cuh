@@ -1,0 +1,113 @@
+// Reduction functors for every dtype x op on the GPU. Contract: apply(a, b)
+// returns a <op> b for one element; apply16 does it for 16 packed bytes
+// (native half2/bfloat162 math on sm_90). Avg reduces as Sum; the final
+// division is div_avg(x, n). Integers wrap (computed unsigned).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "mycoll.h"
+
+namespace mycoll {
+namespace dev {
+
+template <typename T>
+struct Unsigned {
+  using type = std::make_unsigned_t<T>;
+};
+
+template <typename T, int OP>
+struct Red {
+  __device__ static T apply(T a, T b) {
+    if constexpr (OP == mycollSum || OP == mycollAvg) {
+      if constexpr (std::is_integral_v<T>)
+        return T(typename Unsigned<T>::type(a) + typename Unsigned<T>::type(b));
+      else
+        return a + b;
+    } else if constexpr (OP == mycollProd) {
+      if constexpr (std::is_integral_v<T>)
+        return T(typename Unsigned<T>::type(a) * typename Unsigned<T>::type(b));
+      else
+        return a * b;
+    } else if constexpr (OP == mycollMax) {
+      if constexpr (std::is_floating_point_v<T>)
+        return (a != a || b != b) ? (a + b) : (a > b ? a : b);  // NaN propagates
+      else
+        return a > b ? a : b;
+    } else {
+      if constexpr (std::is_floating_point_v<T>)
+        return (a != a || b != b) ? (a + b) : (a < b ? a : b);
+      else
+        return a < b ? a : b;
+    }
+  }
+};
+
+template <int OP>
+struct Red<__half, OP> {
+  __device__ static __half2 apply2(__half2 a, __half2 b) {
+    if constexpr (OP == mycollSum || OP == mycollAvg) return __hadd2(a, b);
+    else if constexpr (OP == mycollProd) return __hmul2(a, b);
+    else if constexpr (OP == mycollMax) return __hmax2_nan(a, b);
+    else return __hmin2_nan(a, b);
+  }
+  __device__ static __half apply(__half a, __half b) {
+    return __low2half(apply2(__halves2half2(a, a), __halves2half2(b, b)));
+  }
+};
+
+template <int OP>
+struct Red<__nv_bfloat16, OP> {
+  __device__ static __nv_bfloat162 apply2(__nv_bfloat162 a, __nv_bfloat162 b) {
+    if constexpr (OP == mycollSum || OP == mycollAvg) return __hadd2(a, b);
+    else if constexpr (OP == mycollProd) return __hmul2(a, b);
+    else if constexpr (OP == mycollMax) return __hmax2_nan(a, b);
+    else return __hmin2_nan(a, b);
+  }
+  __device__ static __nv_bfloat16 apply(__nv_bfloat16 a, __nv_bfloat16 b) {
+    return __low2bfloat16(apply2(__halves2bfloat162(a, a), __halves2bfloat162(b, b)));
+  }
+};
+
+// 16 packed bytes.
+template <typename T, int OP>
+__device__ __forceinline__ uint4 apply16(uint4 a, uint4 b) {
+  uint4 r;
+  if constexpr (std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>) {
+    using T2 = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
+    const T2* x = reinterpret_cast<const T2*>(&a);
+    const T2* y = reinterpret_cast<const T2*>(&b);
+    T2* z = reinterpret_cast<T2*>(&r);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) z[i] = Red<T, OP>::apply2(x[i], y[i]);
+  } else {
+    constexpr int N = 16 / sizeof(T);
+    const T* x = reinterpret_cast<const T*>(&a);
+    const T* y = reinterpret_cast<const T*>(&b);
+    T* z = reinterpret_cast<T*>(&r);
+#pragma unroll
+    for (int i = 0; i < N; ++i) z[i] = Red<T, OP>::apply(x[i], y[i]);
+  }
+  return r;
+}
+
+template <typename T>
+__device__ __forceinline__ T div_avg(T x, int n) {
+  if constexpr (std::is_same_v<T, __half>)
+    return __float2half_rn(__half2float(x) / float(n));
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return __float2bfloat16_rn(__bfloat162float(x) / float(n));
+  else if constexpr (std::is_same_v<T, float>)
+    return x / float(n);
+  else if constexpr (std::is_same_v<T, double>)
+    return x / double(n);
+  else
+    return T(x / T(n));
+}
+
+}  // namespace dev
+}  // namespace mycoll

@@ -1,0 +1,75 @@
+// Direct family: every block goes straight from its source rank to its
+// destination rank.
+//   alltoall = pairwise exchange: step k sends to rank+k, receives from rank-k
+//   scatter  = root sends block b to rank b (one step)
+//   gather   = rank b sends its block to root (one step)
+// Details: docs/algorithms.md.
+#include "algorithms/builders.h"
+
+namespace mycoll {
+namespace algo {
+namespace {
+
+// In place (Input == Output), the block received at step k from rank r-k is
+// block r-k, which this rank still has to send at step n-k. For 2k <= n that
+// send comes later (or in the same step), so the block is received into
+// Scratch slot k-1 and copied into place at the start of step n-k+1 (or in a
+// final step). For 2k > n the block was already sent and is received in place.
+Plan alltoall(const CollArgs& a) {
+  const int n = a.nranks, r = a.rank;
+  StepTable t;
+  t.copy(1, block(a, Buf::Output, r), block(a, Buf::Input, r));
+  size_t scratch = 0;
+  for (int k = 1; k < n; ++k) {
+    int to = mod(r + k, n), from = mod(r - k, n);
+    t.send(k, to, block(a, Buf::Input, to));
+    if (a.in_place && 2 * k <= n) {
+      Slice slot{Buf::Scratch, static_cast<size_t>(k - 1) * a.count, a.count};
+      t.recv(k, from, slot);
+      t.copy(n - k + 1, block(a, Buf::Output, from), slot);
+      scratch = slot.offset + slot.count;
+    } else {
+      t.recv(k, from, block(a, Buf::Output, from));
+    }
+  }
+  return t.finish(scratch);
+}
+
+Plan scatter(const CollArgs& a) {
+  StepTable t;
+  if (a.rank == a.root) {
+    t.copy(0, Slice{Buf::Output, 0, a.count}, block(a, Buf::Input, a.rank));
+    for (int b = 0; b < a.nranks; ++b)
+      if (b != a.root) t.send(0, b, block(a, Buf::Input, b));
+  } else {
+    t.recv(0, a.root, Slice{Buf::Output, 0, a.count});
+  }
+  return t.finish();
+}
+
+Plan gather(const CollArgs& a) {
+  StepTable t;
+  if (a.rank == a.root) {
+    t.copy(0, block(a, Buf::Output, a.rank), Slice{Buf::Input, 0, a.count});
+    for (int b = 0; b < a.nranks; ++b)
+      if (b != a.root) t.recv(0, b, block(a, Buf::Output, b));
+  } else {
+    t.send(0, a.root, Slice{Buf::Input, 0, a.count});
+  }
+  return t.finish();
+}
+
+}  // namespace
+
+Plan direct_plan(const CollArgs& a) {
+  switch (a.coll) {
+    case Coll::AllToAll: return alltoall(a);
+    case Coll::Scatter: return scatter(a);
+    case Coll::Gather: return gather(a);
+    default: break;
+  }
+  return Plan{};  // unreachable: build_plan checked algo_supports
+}
+
+}  // namespace algo
+}  // namespace mycoll

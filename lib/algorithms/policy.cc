@@ -1,0 +1,139 @@
+// AlgoPolicy: the MYCOLL_ALGO spec and the automatic size/rank rule. The
+// rule and its reasons are written in docs/algorithms.md; keep both in step.
+#include <cctype>
+#include <string>
+
+#include "algorithms/plan.h"
+#include "core/error.h"
+
+namespace mycoll {
+namespace {
+
+constexpr size_t KiB = 1024, MiB = 1024 * KiB;
+
+std::string trim(const std::string& s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return s.substr(b, e - b);
+}
+
+std::string lower(const std::string& s) {
+  std::string out;
+  for (char ch : s) out += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return out;
+}
+
+// Lower case, without '_' and '-', so "All_Reduce" and "reduce-scatter" match.
+std::string normalize(const std::string& s) {
+  std::string out;
+  for (char ch : lower(s))
+    if (ch != '_' && ch != '-') out += ch;
+  return out;
+}
+
+// -2 for "auto", -1 for unknown, else the Algo value.
+int parse_algo(const std::string& name) {
+  std::string n = normalize(name);
+  if (n == "auto") return -2;
+  for (int i = 0; i < kNumAlgos; ++i)
+    if (n == algo_name(static_cast<Algo>(i))) return i;
+  return -1;
+}
+
+int parse_coll(const std::string& name) {
+  std::string n = normalize(name);
+  for (int i = 0; i < kNumColls; ++i)
+    if (n == coll_name(static_cast<Coll>(i))) return i;
+  return -1;
+}
+
+[[noreturn]] void bad_spec(const std::string& spec, const std::string& why) {
+  throw_error(mycollInvalidArgument, "MYCOLL_ALGO '" + spec + "': " + why +
+                                         " (expected auto | ring | tree | rhd | direct, or "
+                                         "comma-separated <collective>:<algorithm> entries)");
+}
+
+}  // namespace
+
+AlgoPolicy AlgoPolicy::parse(const std::string& spec) {
+  AlgoPolicy policy;
+  const std::string whole = trim(spec);
+  if (whole.empty()) return policy;
+  bool seen[kNumColls] = {};
+  bool seen_global = false;
+  size_t start = 0;
+  while (start <= whole.size()) {
+    size_t comma = whole.find(',', start);
+    if (comma == std::string::npos) comma = whole.size();
+    const std::string entry = trim(whole.substr(start, comma - start));
+    start = comma + 1;
+    if (entry.empty()) bad_spec(spec, "empty entry");
+    size_t colon = entry.find(':');
+    if (colon == std::string::npos) {
+      int a = parse_algo(entry);
+      if (a == -1) bad_spec(spec, "unknown algorithm '" + entry + "'");
+      if (seen_global) bad_spec(spec, "more than one global algorithm ('" + entry + "')");
+      seen_global = true;
+      policy.global_ = a >= 0 ? a : -1;
+      continue;
+    }
+    const std::string cname = trim(entry.substr(0, colon));
+    const std::string aname = trim(entry.substr(colon + 1));
+    int c = parse_coll(cname);
+    if (c < 0) bad_spec(spec, "unknown collective '" + cname + "' in entry '" + entry + "'");
+    int a = parse_algo(aname);
+    if (a == -1) bad_spec(spec, "unknown algorithm '" + aname + "' in entry '" + entry + "'");
+    if (a >= 0 && !algo_supports(static_cast<Algo>(a), static_cast<Coll>(c)))
+      bad_spec(spec, std::string("algorithm '") + algo_name(static_cast<Algo>(a)) +
+                         "' does not serve collective '" + coll_name(static_cast<Coll>(c)) +
+                         "' (entry '" + entry + "')");
+    if (seen[c]) bad_spec(spec, "collective '" + cname + "' named twice (entry '" + entry + "')");
+    seen[c] = true;
+    policy.forced_[c] = a;  // -2: explicitly auto, overriding a global family
+  }
+  return policy;
+}
+
+Algo AlgoPolicy::choose(Coll c, int nranks, size_t bytes) const {
+  int ci = static_cast<int>(c);
+  if (ci >= 0 && ci < kNumColls) {
+    if (forced_[ci] >= 0) return static_cast<Algo>(forced_[ci]);
+    if (forced_[ci] == -2) return auto_choice(c, nranks, bytes);
+  }
+  if (global_ >= 0 && algo_supports(static_cast<Algo>(global_), c))
+    return static_cast<Algo>(global_);
+  return auto_choice(c, nranks, bytes);
+}
+
+// bytes is the collective's whole message: the buffer of allreduce,
+// broadcast and reduce; all n blocks of allgather, reducescatter, alltoall
+// (one rank's send buffer), scatter and gather (the root's blocked buffer).
+Algo AlgoPolicy::auto_choice(Coll c, int nranks, size_t bytes) {
+  switch (c) {
+    case Coll::AllReduce:
+      if (nranks <= 2) return Algo::Ring;
+      if (bytes <= 256 * KiB) return Algo::Rhd;
+      if (nranks >= 16 && bytes <= 4 * MiB) return Algo::Tree;
+      return Algo::Ring;
+    case Coll::AllGather:
+    case Coll::ReduceScatter:
+      if (nranks > 2 && bytes <= 256 * KiB) return Algo::Rhd;
+      return Algo::Ring;
+    case Coll::Broadcast:
+    case Coll::Reduce:
+      if (nranks > 2 && (bytes <= 256 * KiB || (nranks >= 32 && bytes <= 4 * MiB)))
+        return Algo::Tree;
+      return Algo::Ring;
+    case Coll::Scatter:
+    case Coll::Gather:
+      if (nranks >= 16 && bytes / static_cast<size_t>(nranks) <= 8 * KiB) return Algo::Tree;
+      return Algo::Direct;
+    case Coll::AllToAll:
+    case Coll::SendRecv:
+      return Algo::Direct;
+  }
+  return Algo::Ring;
+}
+
+}  // namespace mycoll

@@ -1,0 +1,179 @@
+// Recursive halving / doubling family, for any number of ranks.
+//   allreduce     = Rabenseifner: recursive-halving reduce-scatter +
+//                   recursive-doubling all-gather over p segments
+//   reducescatter = recursive halving over the rank blocks
+//   allgather     = recursive doubling over the rank blocks
+// With n not a power of two, p = the largest power of two <= n and
+// rem = n - p: ranks 0..2*rem-1 pair up (2i, 2i+1); the even one folds its
+// data into the odd one before the p-rank core runs and gets the result back
+// after it. The core runs on "new ranks": the odd rank of a pair i is new
+// rank i, a rank r >= 2*rem is new rank r - rem. Details: docs/algorithms.md.
+#include "algorithms/builders.h"
+
+namespace mycoll {
+namespace algo {
+namespace {
+
+struct Fold {
+  int n, p, rem;
+  explicit Fold(int nranks) : n(nranks), p(1), rem(0) {
+    while (p * 2 <= n) p *= 2;
+    rem = n - p;
+  }
+  bool folded_away(int r) const { return r < 2 * rem && r % 2 == 0; }  // even rank of a pair
+  bool folds_in(int r) const { return r < 2 * rem && r % 2 == 1; }     // odd rank of a pair
+  int new_rank(int r) const { return r < 2 * rem ? r / 2 : r - rem; }  // for non-folded-away r
+  int real_rank(int nr) const { return nr < rem ? 2 * nr + 1 : nr + rem; }
+  // First rank block of new rank nr's segment (the blocks whose owners it
+  // represents: {2nr, 2nr+1} for a pair, else {nr + rem}); nr may be p.
+  int first_block(int nr) const { return nr < rem ? 2 * nr : nr + rem; }
+};
+
+Plan allreduce(const CollArgs& a) {
+  Fold f(a.nranks);
+  const int r = a.rank;
+  const Slice in_all{Buf::Input, 0, a.count}, out_all{Buf::Output, 0, a.count};
+  StepTable t;
+  if (f.folded_away(r)) {
+    t.send(0, r + 1, in_all);
+    t.recv(1, r + 1, out_all);
+    return t.finish();
+  }
+  long time = 0;
+  bool in_output = false;  // whether Output holds this rank's running sums
+  if (f.folds_in(r)) {
+    t.recv_reduce(time++, r - 1, out_all, in_all);
+    in_output = true;
+  }
+  Parts seg(a.count, f.p);
+  const int nr = f.new_rank(r);
+  int lo = 0, hi = f.p;
+  // Halving: keep the half of the window that holds new rank nr's segment.
+  for (int d = f.p / 2; d >= 1; d /= 2, ++time) {
+    int peer = f.real_rank(nr ^ d), mid = lo + d;
+    bool low = (nr & d) == 0;
+    int klo = low ? lo : mid, khi = low ? mid : hi, slo = low ? mid : lo, shi = low ? hi : mid;
+    Buf src = in_output ? Buf::Output : Buf::Input;
+    t.send(time, peer, seg.range(src, slo, shi));
+    t.recv_reduce(time, peer, seg.range(Buf::Output, klo, khi), seg.range(src, klo, khi));
+    in_output = true;
+    lo = klo;
+    hi = khi;
+  }
+  // Doubling: exchange windows with the partner until all p segments are here.
+  for (int d = 1; d < f.p; d *= 2, ++time) {
+    int peer = f.real_rank(nr ^ d), plo = lo ^ d;
+    t.send(time, peer, seg.range(Buf::Output, lo, hi));
+    t.recv(time, peer, seg.range(Buf::Output, plo, plo + d));
+    lo = lo < plo ? lo : plo;
+    hi = lo + 2 * d;
+  }
+  if (f.folds_in(r)) t.send(time, r - 1, out_all);
+  return t.finish();
+}
+
+// Working copy W = Scratch holding all n blocks packed (block b at b*count).
+// Before a rank has reduced anything its operand is `src`: the Input itself
+// when stride == count (already packed), else W after packing copies. The
+// last halving step reduces this rank's own block straight into Output; in
+// place that is Input block r, which nothing reads afterwards.
+Plan reducescatter(const CollArgs& a) {
+  Fold f(a.nranks);
+  const int n = a.nranks, r = a.rank;
+  const bool packed = block_stride(a) != a.count;
+  auto blocks = [&](Buf buf, int b0, int b1) {
+    return Slice{buf, b0 * a.count, (b1 - b0) * a.count};
+  };
+  const Slice out{Buf::Output, 0, a.count};
+  StepTable t;
+  if (packed)
+    for (int b = 0; b < n; ++b) t.copy(0, blocks(Buf::Scratch, b, b + 1), block(a, Buf::Input, b));
+  const Buf first_src = packed ? Buf::Scratch : Buf::Input;
+  const size_t scratch = static_cast<size_t>(n) * a.count;
+  if (f.folded_away(r)) {
+    t.send(0, r + 1, blocks(first_src, 0, n));
+    t.recv(1, r + 1, out);
+    return t.finish(packed ? scratch : 0);
+  }
+  long time = 0;
+  bool in_w = packed;
+  if (f.folds_in(r)) {
+    t.recv_reduce(time++, r - 1, blocks(Buf::Scratch, 0, n), blocks(first_src, 0, n));
+    in_w = true;
+  }
+  const int nr = f.new_rank(r);
+  int lo = 0, hi = f.p;
+  for (int d = f.p / 2; d >= 1; d /= 2, ++time) {
+    int peer = f.real_rank(nr ^ d), mid = lo + d;
+    bool low = (nr & d) == 0;
+    int klo = low ? lo : mid, khi = low ? mid : hi, slo = low ? mid : lo, shi = low ? hi : mid;
+    Buf src = in_w ? Buf::Scratch : first_src;
+    int sb0 = f.first_block(slo), sb1 = f.first_block(shi);
+    if (d == 1) {  // the partner splits its receive at its own block, the last one
+      t.send(time, peer, blocks(src, sb0, sb1 - 1));
+      t.send(time, peer, blocks(src, sb1 - 1, sb1));
+    } else {
+      t.send(time, peer, blocks(src, sb0, sb1));
+    }
+    int kb0 = f.first_block(klo), kb1 = f.first_block(khi);
+    if (d == 1) {  // kept window = own segment = blocks {r-1, r} or {r}
+      t.recv_reduce(time, peer, blocks(Buf::Scratch, kb0, r), blocks(src, kb0, r));
+      t.recv_reduce(time, peer, out, blocks(src, r, r + 1));
+    } else {
+      t.recv_reduce(time, peer, blocks(Buf::Scratch, kb0, kb1), blocks(src, kb0, kb1));
+    }
+    in_w = true;
+    lo = klo;
+    hi = khi;
+  }
+  if (f.folds_in(r)) t.send(time, r - 1, blocks(Buf::Scratch, r - 1, r));
+  return t.finish(scratch);
+}
+
+// Working buffer W = Output when stride == count (blocks already packed),
+// else Scratch with the n blocks packed, copied out to Output at the end.
+Plan allgather(const CollArgs& a) {
+  Fold f(a.nranks);
+  const int n = a.nranks, r = a.rank;
+  const bool packed = block_stride(a) != a.count;
+  const Buf w = packed ? Buf::Scratch : Buf::Output;
+  auto blocks = [&](int b0, int b1) { return Slice{w, b0 * a.count, (b1 - b0) * a.count}; };
+  const Slice in{Buf::Input, 0, a.count};
+  StepTable t;
+  long time = 0;
+  if (f.folded_away(r)) {
+    t.send(time++, r + 1, in);
+    t.recv(time++, r + 1, blocks(0, n));
+  } else {
+    t.copy(time, blocks(r, r + 1), in);
+    if (f.folds_in(r)) t.recv(time++, r - 1, blocks(r - 1, r));
+    const int nr = f.new_rank(r);
+    int lo = nr, hi = nr + 1;
+    for (int d = 1; d < f.p; d *= 2, ++time) {
+      int peer = f.real_rank(nr ^ d), plo = lo ^ d;
+      t.send(time, peer, blocks(f.first_block(lo), f.first_block(hi)));
+      t.recv(time, peer, blocks(f.first_block(plo), f.first_block(plo + d)));
+      lo = lo < plo ? lo : plo;
+      hi = lo + 2 * d;
+    }
+    if (f.folds_in(r)) t.send(time, r - 1, blocks(0, n));
+  }
+  if (packed)
+    for (int b = 0; b < n; ++b) t.copy(time, block(a, Buf::Output, b), blocks(b, b + 1));
+  return t.finish(packed ? static_cast<size_t>(n) * a.count : 0);
+}
+
+}  // namespace
+
+Plan rhd_plan(const CollArgs& a) {
+  switch (a.coll) {
+    case Coll::AllReduce: return allreduce(a);
+    case Coll::ReduceScatter: return reducescatter(a);
+    case Coll::AllGather: return allgather(a);
+    default: break;
+  }
+  return Plan{};  // unreachable: build_plan checked algo_supports
+}
+
+}  // namespace algo
+}  // namespace mycoll

@@ -1,0 +1,608 @@
+// Bootstrap: rendezvous with the root, then authenticated peer links for
+// ring allgather, barrier and point-to-point (wire format in wire.h).
+//
+// Links are one-directional: a rank sends to peer p over the link it opened
+// to p (lazily, on first use; the ring link to rank+1 at init) and receives
+// from p over the link p opened to it. A per-rank I/O thread accepts links
+// on the rank's single listener, authenticates them without blocking, and
+// reads every incoming frame eagerly into per-(peer, kind) queues; recv()
+// waits on those queues. Because the receiver always drains, two ranks that
+// send to each other at the same time never deadlock.
+//
+// Failure model: an operation that cannot complete (peer link closed, send
+// error, timeout) marks this bootstrap failed, sends a best-effort kAbort
+// frame with the reason over every outgoing link and shuts every socket
+// down, then throws. A rank receiving kAbort does the same (forwarding the
+// original reason), so a dead rank turns into a RemoteError naming it on
+// every rank instead of a hang.
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "bootstrap/wire.h"
+#include "core/error.h"
+#include "core/log.h"
+
+namespace mycoll {
+
+using namespace bswire;
+using net::Deadline;
+using net::Fd;
+using net::IoStatus;
+using net::ServerHandshake;
+using net::SockAddr;
+
+namespace {
+
+class BootstrapImpl final : public Bootstrap {
+ public:
+  BootstrapImpl(const UniqueIdData& id, int rank, int nranks, double timeout_s)
+      : id_(id), rank_(rank), nranks_(nranks), timeout_s_(timeout_s) {
+    closed_.resize(nranks);
+    incoming_present_.resize(nranks, false);
+    for (int i = 0; i < nranks; ++i) out_.push_back(std::make_unique<Outgoing>());
+  }
+
+  ~BootstrapImpl() override {
+    stop_.store(true);
+    wake_io();
+    if (io_.joinable()) io_.join();
+  }
+
+  void start(const std::string& ifname_spec);
+
+  int rank() const override { return rank_; }
+  int nranks() const override { return nranks_; }
+  const Secret& secret() const override { return id_.secret; }
+  uint64_t tag() const override { return tag_; }
+  std::string local_ip() const override { return local_ip_; }
+
+  void allgather(void* data, size_t bytes) override;
+  void barrier() override;
+  void send(int peer, const void* data, size_t bytes) override;
+  void recv(int peer, void* data, size_t bytes) override;
+  void abort() override { abort_internal("rank " + std::to_string(rank_) + " aborted", true); }
+
+ private:
+  struct Outgoing {
+    std::mutex mu;             // serializes connect and whole frames
+    Fd fd;                     // guarded by mu
+    std::atomic<int> raw{-1};  // fd for shutdown() from abort without mu
+  };
+  struct Incoming {  // owned by the I/O thread
+    Fd fd;
+    int rank = -1;
+    FrameHeader hdr{};
+    size_t hdr_have = 0;
+    std::vector<uint8_t> payload;
+    size_t have = 0;
+  };
+
+  void join_root(const Deadline& d);
+  void io_loop();
+  void io_accept(std::vector<std::unique_ptr<ServerHandshake>>& pending);
+  void io_admit(ServerHandshake& hs, std::vector<std::unique_ptr<Incoming>>& links);
+  bool io_read(Incoming& in);  // false: link ended
+  void io_link_closed(int peer, const std::string& why);
+  void wake_io() {
+    if (wake_.valid()) {
+      uint64_t one = 1;
+      ssize_t ignored = ::write(wake_.get(), &one, sizeof(one));
+      (void)ignored;
+    }
+  }
+
+  void send_frame(int peer, uint32_t kind, const void* data, size_t len, const Deadline& d,
+                  const char* op);
+  std::vector<uint8_t> recv_frame(int peer, uint32_t kind, const Deadline& d, const char* op);
+  void check_usable(const char* op);
+  std::string peer_name(int peer) const {
+    return "rank " + std::to_string(peer) +
+           (peer < static_cast<int>(table_.size()) ? " (" + table_[peer].str() + ")" : "");
+  }
+  // Marks the bootstrap failed (first reason wins), tells the peers, shuts
+  // every socket down. Never throws.
+  void abort_internal(const std::string& reason, bool propagate) noexcept;
+  [[noreturn]] void fail(mycollResult_t code, const std::string& msg) {
+    abort_internal(msg, true);
+    throw Error(code, msg);
+  }
+
+  const UniqueIdData id_;
+  const int rank_;
+  const int nranks_;
+  const double timeout_s_;
+  uint64_t tag_ = 0;
+  std::string local_ip_;
+  SockAddr my_addr_;             // this rank's peer listener
+  std::vector<SockAddr> table_;  // peer listener per rank (immutable after start)
+
+  Fd listen_;
+  Fd wake_;
+  std::thread io_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> aborted_{false};
+
+  std::mutex mu_;  // guards everything below
+  std::condition_variable cv_;
+  std::map<std::pair<int, uint32_t>, std::deque<std::vector<uint8_t>>> queues_;
+  std::vector<std::string> closed_;  // why peer's incoming link ended ("" = not ended)
+  std::vector<bool> incoming_present_;
+  std::string failed_;  // non-empty: unusable, with the root cause
+
+  std::vector<std::unique_ptr<Outgoing>> out_;
+};
+
+// ---------------------------------------------------------------- init ----
+
+void BootstrapImpl::start(const std::string& ifname_spec) {
+  const Deadline d = Deadline::after(timeout_s_);
+  local_ip_ = net::pick_interface_ip(ifname_spec);
+  SockAddr bound;
+  listen_ = net::listen_on(local_ip_, 0, false, &bound);
+  my_addr_ = bound;
+  wake_.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!wake_.valid()) throw_system("bootstrap: eventfd");
+  io_ = std::thread([this] { io_loop(); });
+
+  join_root(d);
+
+  if (nranks_ == 1) return;
+  // Ring: open the link to rank+1 now and wait for rank-1's, so init fails
+  // early (and clearly) when a peer is unreachable.
+  const int next = (rank_ + 1) % nranks_, prev = (rank_ + nranks_ - 1) % nranks_;
+  send_frame(next, kColl, nullptr, 0, d, "init (ring link)");
+  recv_frame(prev, kColl, d, "init (ring link)");
+  log_info(Subsys::Bootstrap, "rank {} of {}: ring ready (listener {}, tag {:016x})", rank_,
+           nranks_, my_addr_.str(), tag_);
+}
+
+void BootstrapImpl::join_root(const Deadline& d) {
+  const SockAddr root = SockAddr::from_bytes(id_.addr);
+  const std::string me = "bootstrap rank " + std::to_string(rank_);
+  Fd fd = net::connect_to(root, d, me + ": root", true, &aborted_);
+  if (!net::authenticate_client(fd.get(), id_.secret, kRoleRoot, d.seconds_left()))
+    throw_error(mycollInvalidUsage,
+                me + ": authentication with root " + root.str() +
+                    " failed (unique id from another mycollGetUniqueId, different MYCOLL_SECRET, "
+                    "or the root has already finished)");
+  RankHello h;
+  std::memset(&h, 0, sizeof(h));
+  h.magic = kHelloMagic;
+  h.version = kIdVersion;
+  h.rank = rank_;
+  h.nranks = nranks_;
+  my_addr_.to_bytes(h.addr);
+  int err = 0;
+  IoStatus st = net::send_all(fd.get(), &h, sizeof(h), d, &err, &aborted_);
+  if (st != IoStatus::kOk)
+    throw_error(mycollRemoteError,
+                me + ": cannot register with root " + root.str() + ": " + io_status_text(st, err));
+
+  int arrived = 1, expected = nranks_;
+  for (;;) {
+    FrameHeader fh;
+    st = net::recv_all(fd.get(), &fh, sizeof(fh), d, &err, &aborted_);
+    if (st == IoStatus::kTimeout)
+      throw_error(mycollTimeout, fmt::format("bootstrap: rank {} timed out after {:.1f} s waiting "
+                                             "at root {}: {} of {} ranks arrived",
+                                             rank_, timeout_s_, root.str(), arrived, expected));
+    if (st != IoStatus::kOk)
+      throw_error(mycollRemoteError,
+                  me + ": lost root " + root.str() +
+                      " before the address table arrived (root process gone?): " +
+                      io_status_text(st, err));
+    if (fh.magic != kFrameMagic || fh.len > kMaxFrameBytes)
+      throw_error(mycollRemoteError, me + ": root " + root.str() + " sent garbage");
+    std::vector<uint8_t> p(fh.len);
+    st = net::recv_all(fd.get(), p.data(), p.size(), d, &err, &aborted_);
+    if (st != IoStatus::kOk)
+      throw_error(st == IoStatus::kTimeout ? mycollTimeout : mycollRemoteError,
+                  me + ": reading from root " + root.str() + ": " + io_status_text(st, err));
+    if (fh.kind == kRootStatus && p.size() == sizeof(StatusMsg)) {
+      StatusMsg s;
+      std::memcpy(&s, p.data(), sizeof(s));
+      arrived = s.arrived;
+      expected = s.nranks;
+      continue;
+    }
+    if (fh.kind == kRootError && p.size() >= sizeof(ErrorHeader)) {
+      ErrorHeader eh;
+      std::memcpy(&eh, p.data(), sizeof(eh));
+      std::string text(p.begin() + sizeof(eh), p.end());
+      auto code = static_cast<mycollResult_t>(eh.code);
+      if (code <= mycollSuccess || code >= mycollNumResults) code = mycollRemoteError;
+      throw_error(code, text + " [rank " + std::to_string(rank_) + "]");
+    }
+    if (fh.kind == kRootTable && p.size() >= sizeof(TableHeader)) {
+      TableHeader th;
+      std::memcpy(&th, p.data(), sizeof(th));
+      if (th.nranks != nranks_ ||
+          p.size() != sizeof(th) + static_cast<size_t>(nranks_) * net::kAddrBytes)
+        throw_error(mycollRemoteError, me + ": root sent a malformed address table");
+      tag_ = th.tag;
+      for (int r = 0; r < nranks_; ++r)
+        table_.push_back(SockAddr::from_bytes(p.data() + sizeof(th) + r * net::kAddrBytes));
+      return;
+    }
+    throw_error(mycollRemoteError, me + ": root " + root.str() + " sent an unexpected frame");
+  }
+}
+
+// ----------------------------------------------------------- I/O thread ----
+
+void BootstrapImpl::io_loop() {
+  std::vector<std::unique_ptr<ServerHandshake>> pending;
+  std::vector<std::unique_ptr<Incoming>> links;
+  while (!stop_.load() && !aborted_.load()) {
+    std::vector<pollfd> fds;
+    fds.push_back({wake_.get(), POLLIN, 0});
+    fds.push_back({listen_.get(), POLLIN, 0});
+    Deadline wake = Deadline::after(1.0);
+    for (auto& hs : pending) {
+      fds.push_back({hs->fd(), POLLIN, 0});
+      wake.at = std::min(wake.at, hs->deadline().at);
+    }
+    for (auto& in : links) fds.push_back({in->fd.get(), POLLIN, 0});
+    int rc = ::poll(fds.data(), fds.size(), wake.poll_ms());
+    if (rc < 0 && errno != EINTR) {
+      abort_internal(std::string("bootstrap I/O thread: poll: ") + std::strerror(errno), true);
+      break;
+    }
+    if (fds[0].revents) {
+      uint64_t v;
+      ssize_t ignored = ::read(wake_.get(), &v, sizeof(v));
+      (void)ignored;
+    }
+    std::vector<std::unique_ptr<ServerHandshake>> still;
+    for (size_t i = 0; i < pending.size(); ++i) {
+      auto& hs = pending[i];
+      auto st = ServerHandshake::State::kRunning;
+      if (fds[2 + i].revents) st = hs->on_readable();
+      if (st == ServerHandshake::State::kDone) {
+        io_admit(*hs, links);
+      } else if (st == ServerHandshake::State::kFailed) {
+        if (hs->hostile())
+          log_warn(Subsys::Bootstrap, "rank {}: dropped connection from {}: {}", rank_,
+                   hs->peer().str(), hs->failure());
+        else
+          log_info(Subsys::Bootstrap, "rank {}: dropped connection from {}: {}", rank_,
+                   hs->peer().str(), hs->failure());
+      } else if (hs->deadline().expired()) {
+        log_info(Subsys::Bootstrap, "rank {}: dropped {}: no handshake in time", rank_,
+                 hs->peer().str());
+      } else {
+        still.push_back(std::move(hs));
+      }
+    }
+    const size_t base = 2 + pending.size();
+    const size_t nlinks_polled = fds.size() - base;
+    pending = std::move(still);
+    std::vector<std::unique_ptr<Incoming>> alive;
+    for (size_t i = 0; i < links.size(); ++i) {
+      if (i < nlinks_polled && fds[base + i].revents && !io_read(*links[i])) continue;
+      alive.push_back(std::move(links[i]));
+    }
+    links = std::move(alive);
+    if (fds[1].revents & POLLIN) io_accept(pending);
+  }
+  // Stopping or aborted: end every incoming link so peers notice promptly.
+  for (auto& in : links) ::shutdown(in->fd.get(), SHUT_RDWR);
+  listen_.reset();
+}
+
+void BootstrapImpl::io_accept(std::vector<std::unique_ptr<ServerHandshake>>& pending) {
+  for (int i = 0; i < 64; ++i) {
+    SockAddr peer;
+    Fd fd = net::accept_nonblocking(listen_.get(), &peer);
+    if (!fd.valid()) return;
+    if (pending.size() >= 1024) {
+      log_warn(Subsys::Bootstrap, "rank {}: too many half-open connections; closing {}", rank_,
+               peer.str());
+      continue;
+    }
+    auto hs = std::make_unique<ServerHandshake>(std::move(fd), peer, id_.secret, kRolePeer,
+                                                sizeof(PeerHello),
+                                                Deadline::after(kHandshakeSeconds));
+    if (hs->start() == ServerHandshake::State::kRunning) pending.push_back(std::move(hs));
+  }
+}
+
+void BootstrapImpl::io_admit(ServerHandshake& hs, std::vector<std::unique_ptr<Incoming>>& links) {
+  PeerHello h;
+  std::memcpy(&h, hs.announcement().data(), sizeof(h));
+  std::string bad;
+  if (h.magic != kPeerMagic)
+    bad = "bad peer hello";
+  else if (h.nranks != nranks_)
+    bad = "peer says nranks=" + std::to_string(h.nranks);
+  else if (h.rank < 0 || h.rank >= nranks_ || h.rank == rank_)
+    bad = "peer claims rank " + std::to_string(h.rank);
+  std::lock_guard<std::mutex> lk(mu_);
+  if (bad.empty() && incoming_present_[h.rank])
+    bad = "second link from rank " + std::to_string(h.rank);
+  if (!bad.empty()) {
+    log_warn(Subsys::Bootstrap, "rank {}: rejected link from {}: {}", rank_, hs.peer().str(), bad);
+    return;
+  }
+  auto in = std::make_unique<Incoming>();
+  in->fd = hs.take_fd();
+  in->rank = h.rank;
+  incoming_present_[h.rank] = true;
+  links.push_back(std::move(in));
+  log_trace(Subsys::Bootstrap, "rank {}: link from rank {} ({}) up", rank_, h.rank,
+            hs.peer().str());
+}
+
+void BootstrapImpl::io_link_closed(int peer, const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (closed_[peer].empty()) closed_[peer] = why;
+  }
+  cv_.notify_all();
+}
+
+bool BootstrapImpl::io_read(Incoming& in) {
+  for (int iter = 0; iter < 256; ++iter) {
+    uint8_t* dst;
+    size_t want;
+    if (in.hdr_have < sizeof(in.hdr)) {
+      dst = reinterpret_cast<uint8_t*>(&in.hdr) + in.hdr_have;
+      want = sizeof(in.hdr) - in.hdr_have;
+    } else {
+      dst = in.payload.data() + in.have;
+      want = in.payload.size() - in.have;
+    }
+    ssize_t k = want ? ::recv(in.fd.get(), dst, want, MSG_DONTWAIT) : 0;
+    if (want && k == 0) {
+      io_link_closed(in.rank, in.hdr_have || in.have ? "closed in the middle of a message"
+                                                     : "closed (process exited or aborted?)");
+      return false;
+    }
+    if (want && k < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+      io_link_closed(in.rank, std::string("socket error: ") + std::strerror(errno));
+      return false;
+    }
+    if (in.hdr_have < sizeof(in.hdr)) {
+      in.hdr_have += static_cast<size_t>(k);
+      if (in.hdr_have < sizeof(in.hdr)) continue;
+      const bool known = in.hdr.kind == kColl || in.hdr.kind == kP2p || in.hdr.kind == kAbort;
+      if (in.hdr.magic != kFrameMagic || !known || in.hdr.len > kMaxFrameBytes) {
+        log_warn(Subsys::Bootstrap, "rank {}: corrupt frame from rank {}; dropping the link",
+                 rank_, in.rank);
+        io_link_closed(in.rank, "sent a corrupt frame");
+        return false;
+      }
+      in.payload.assign(in.hdr.len, 0);
+      in.have = 0;
+    } else {
+      in.have += static_cast<size_t>(k);
+    }
+    if (in.have < in.payload.size()) continue;
+    // A whole frame.
+    if (in.hdr.kind == kAbort) {
+      std::string reason(in.payload.begin(), in.payload.end());
+      log_warn(Subsys::Bootstrap, "rank {}: rank {} aborted: {}", rank_, in.rank, reason);
+      abort_internal(reason, true);
+      return false;
+    }
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      queues_[{in.rank, in.hdr.kind}].push_back(std::move(in.payload));
+    }
+    cv_.notify_all();
+    in.payload = {};
+    in.hdr_have = 0;
+    in.have = 0;
+  }
+  return true;
+}
+
+// ------------------------------------------------------------- failure ----
+
+void BootstrapImpl::abort_internal(const std::string& reason, bool propagate) noexcept {
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (failed_.empty()) {
+      failed_ = reason.empty() ? "aborted" : reason;
+      first = true;
+    }
+  }
+  cv_.notify_all();
+  aborted_.store(true);
+  if (first && propagate) {
+    // Best effort, never blocking: skip links a sender is using right now.
+    FrameHeader fh{kFrameMagic, kAbort, reason.size()};
+    std::vector<uint8_t> frame(reinterpret_cast<uint8_t*>(&fh),
+                               reinterpret_cast<uint8_t*>(&fh) + sizeof(fh));
+    frame.insert(frame.end(), reason.begin(), reason.end());
+    for (auto& o : out_) {
+      std::unique_lock<std::mutex> lk(o->mu, std::try_to_lock);
+      if (lk.owns_lock() && o->fd.valid())
+        (void)!::send(o->fd.get(), frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+  }
+  for (auto& o : out_) {
+    int f = o->raw.load();
+    if (f >= 0) ::shutdown(f, SHUT_RDWR);
+  }
+  wake_io();
+}
+
+void BootstrapImpl::check_usable(const char* op) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!failed_.empty())
+    throw_error(mycollRemoteError, "bootstrap " + std::string(op) + " on rank " +
+                                       std::to_string(rank_) +
+                                       ": bootstrap unusable after an earlier failure: " + failed_);
+}
+
+// ----------------------------------------------------------- transfers ----
+
+void BootstrapImpl::send_frame(int peer, uint32_t kind, const void* data, size_t len,
+                               const Deadline& d, const char* op) {
+  if (peer == rank_) {
+    std::vector<uint8_t> copy(static_cast<const uint8_t*>(data),
+                              static_cast<const uint8_t*>(data) + len);
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      queues_[{peer, kind}].push_back(std::move(copy));
+    }
+    cv_.notify_all();
+    return;
+  }
+  const std::string what = "bootstrap " + std::string(op) + ": rank " + std::to_string(rank_) +
+                           " sending to " + peer_name(peer);
+  mycollResult_t code = mycollSuccess;
+  std::string err;
+  {
+    Outgoing& o = *out_[peer];
+    std::lock_guard<std::mutex> lk(o.mu);
+    try {
+      if (!o.fd.valid()) {
+        Fd fd = net::connect_to(table_[peer], d, what, false, &aborted_);
+        if (!net::authenticate_client(fd.get(), id_.secret, kRolePeer, d.seconds_left()))
+          throw_error(mycollRemoteError, what + ": peer rejected authentication or went away");
+        PeerHello h{kPeerMagic, rank_, nranks_, 0};
+        int e = 0;
+        IoStatus st = net::send_all(fd.get(), &h, sizeof(h), d, &e, &aborted_);
+        if (st != IoStatus::kOk)
+          throw_error(mycollRemoteError, what + ": " + net::io_status_text(st, e));
+        o.raw.store(fd.get());
+        o.fd = std::move(fd);
+        if (aborted_.load()) ::shutdown(o.fd.get(), SHUT_RDWR);
+      }
+      FrameHeader fh{kFrameMagic, kind, len};
+      int e = 0;
+      IoStatus st = net::send_all(o.fd.get(), &fh, sizeof(fh), d, &e, &aborted_);
+      if (st == IoStatus::kOk && len > 0)
+        st = net::send_all(o.fd.get(), data, len, d, &e, &aborted_);
+      if (st != IoStatus::kOk) {
+        code = st == IoStatus::kTimeout ? mycollTimeout : mycollRemoteError;
+        err = what + ": " +
+              (st == IoStatus::kTimeout
+                   ? fmt::format("timed out after {:.1f} s", timeout_s_)
+                   : net::io_status_text(st, e) + " (peer process died or aborted?)");
+      }
+    } catch (const Error& e) {
+      code = e.code();
+      err = e.what();
+    }
+  }
+  if (!err.empty()) {
+    std::string why;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      why = failed_;
+    }
+    if (!why.empty()) fail(mycollRemoteError, what + ": aborted: " + why);
+    fail(code, err);
+  }
+}
+
+std::vector<uint8_t> BootstrapImpl::recv_frame(int peer, uint32_t kind, const Deadline& d,
+                                               const char* op) {
+  const std::string what = "bootstrap " + std::string(op) + ": rank " + std::to_string(rank_) +
+                           " waiting for " + peer_name(peer);
+  mycollResult_t code;
+  std::string err;
+  {
+    std::unique_lock<std::mutex> lk(mu_);
+    auto& q = queues_[{peer, kind}];
+    for (;;) {
+      if (!q.empty()) {
+        std::vector<uint8_t> v = std::move(q.front());
+        q.pop_front();
+        return v;
+      }
+      if (!failed_.empty()) {
+        code = mycollRemoteError;
+        err = what + ": aborted: " + failed_;
+        break;
+      }
+      if (!closed_[peer].empty()) {
+        code = mycollRemoteError;
+        err = what + ": its link " + closed_[peer];
+        break;
+      }
+      if (cv_.wait_until(lk, d.at) == std::cv_status::timeout && q.empty() && failed_.empty() &&
+          closed_[peer].empty()) {
+        code = mycollTimeout;
+        err = what + fmt::format(": timed out after {:.1f} s", timeout_s_);
+        break;
+      }
+    }
+  }
+  fail(code, err);
+}
+
+void BootstrapImpl::allgather(void* data, size_t bytes) {
+  check_usable("allgather");
+  if (nranks_ == 1) return;
+  const Deadline d = Deadline::after(timeout_s_);
+  auto* base = static_cast<uint8_t*>(data);
+  const int n = nranks_, next = (rank_ + 1) % n, prev = (rank_ + n - 1) % n;
+  // Ring: at step s, forward the slot that originated s ranks back.
+  for (int s = 0; s < n - 1; ++s) {
+    const int send_slot = (rank_ - s + n) % n, recv_slot = (rank_ - s - 1 + n) % n;
+    send_frame(next, kColl, base + send_slot * bytes, bytes, d, "allgather");
+    std::vector<uint8_t> got = recv_frame(prev, kColl, d, "allgather");
+    if (got.size() != bytes)
+      fail(mycollInvalidUsage,
+           fmt::format("bootstrap allgather: rank {} got {} bytes from rank {}, expected {} "
+                       "(ranks called with different sizes or out of order)",
+                       rank_, got.size(), prev, bytes));
+    std::memcpy(base + recv_slot * bytes, got.data(), bytes);
+  }
+}
+
+void BootstrapImpl::barrier() {
+  std::vector<uint8_t> flags(nranks_, 1);
+  allgather(flags.data(), 1);
+}
+
+void BootstrapImpl::send(int peer, const void* data, size_t bytes) {
+  check_arg(peer >= 0 && peer < nranks_, "bootstrap send: peer " + std::to_string(peer) +
+                                             " out of range 0.." + std::to_string(nranks_ - 1));
+  check_usable("send");
+  send_frame(peer, kP2p, data, bytes, Deadline::after(timeout_s_), "send");
+}
+
+void BootstrapImpl::recv(int peer, void* data, size_t bytes) {
+  check_arg(peer >= 0 && peer < nranks_, "bootstrap recv: peer " + std::to_string(peer) +
+                                             " out of range 0.." + std::to_string(nranks_ - 1));
+  check_usable("recv");
+  std::vector<uint8_t> got = recv_frame(peer, kP2p, Deadline::after(timeout_s_), "recv");
+  if (got.size() != bytes)
+    fail(mycollInvalidUsage, fmt::format("bootstrap recv: rank {} got {} bytes from rank {}, "
+                                         "expected {} (mismatched send/recv sizes)",
+                                         rank_, got.size(), peer, bytes));
+  if (bytes) std::memcpy(data, got.data(), bytes);
+}
+
+}  // namespace
+
+std::unique_ptr<Bootstrap> Bootstrap::init(const UniqueIdData& id, int rank, int nranks,
+                                           double timeout_s, const std::string& ifname_spec) {
+  check_arg(nranks >= 1 && nranks <= kMaxRanks,
+            "bootstrap: nranks " + std::to_string(nranks) + " out of range");
+  check_arg(rank >= 0 && rank < nranks, "bootstrap: rank " + std::to_string(rank) +
+                                            " out of range 0.." + std::to_string(nranks - 1));
+  check_arg(id.magic == kIdMagic && id.version == kIdVersion, "not a mycoll unique id");
+  check_arg(timeout_s > 0, "bootstrap: timeout must be > 0");
+  auto bs = std::make_unique<BootstrapImpl>(id, rank, nranks, timeout_s);
+  bs->start(ifname_spec);
+  return bs;
+}
+
+}  // namespace mycoll

@@ -1,0 +1,503 @@
+// Device engine (host side): turns plans into per-channel DevOp lists cached
+// in device memory, launches the plan kernel on the user's stream, and
+// stages through host memory when peers are served by host transports.
+#if MYCOLL_HAVE_CUDA
+
+#include "engine/device_engine.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <tuple>
+
+#include "core/comm.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "engine/host_engine.h"
+#include "engine/reduce.h"
+#include "kernels/device_plan.h"
+#include "kernels/launch.h"
+#include "transports/cuda_ipc/cuda_ipc.h"
+
+namespace mycoll {
+namespace {
+
+void cuda_check(cudaError_t e, const std::string& what) {
+  if (e != cudaSuccess)
+    throw_error(mycollUnhandledCudaError, what + ": " + cudaGetErrorString(e));
+}
+
+bool is_blocked(Coll c) {
+  return c == Coll::AllGather || c == Coll::ReduceScatter || c == Coll::AllToAll ||
+         c == Coll::Scatter || c == Coll::Gather;
+}
+bool reduces(Coll c) {
+  return c == Coll::AllReduce || c == Coll::Reduce || c == Coll::ReduceScatter;
+}
+
+// A plan flattened for the kernel, resident in device memory for the life
+// of the communicator (CUDA graphs may replay it at any time).
+struct DevPlan {
+  DevOp* d_ops = nullptr;
+  uint32_t* d_chan = nullptr;
+  void* h_pinned = nullptr;  // source of the upload (kept: a captured copy re-reads it)
+  int nch = 1;
+  size_t scratch_bytes = 0;
+  bool uploaded = false;
+};
+
+class DeviceCommImpl : public DeviceComm {
+ public:
+  explicit DeviceCommImpl(mycollComm& c) : c_(c), dev_(c.cuda_device) {
+    cuda_check(cudaSetDevice(dev_), "cudaSetDevice(" + std::to_string(dev_) + ")");
+    const Config& cfg = c.cfg;
+    geom_.nranks = c.nranks;
+    geom_.max_channels = cfg.gpu_channels;
+    geom_.nslots = cfg.gpu_slots;
+    geom_.slot_bytes = cfg.gpu_slot_bytes;
+    std::vector<bool> use(c.nranks, false);
+    bool any_host = false;
+    for (int r = 0; r < c.nranks; ++r) {
+      use[r] = c.transport_of[r] == "cuda_ipc";
+      if (r != c.rank && !use[r]) any_host = true;
+    }
+    staged_ = any_host;
+    mesh_ = CudaIpcMesh::create(*c.bootstrap, c.peers, use, dev_, geom_.total_bytes());
+
+    void* p = nullptr;
+    cuda_check(cudaHostAlloc(&p, 64, cudaHostAllocMapped | cudaHostAllocPortable), "cudaHostAlloc");
+    std::memset(p, 0, 64);
+    h_abort_ = static_cast<int32_t*>(p);
+    h_error_ = reinterpret_cast<DevError*>(static_cast<char*>(p) + 16);
+    DevComm dc{};
+    dc.geom = geom_;
+    dc.rank = c.rank;
+    dc.nranks = c.nranks;
+    dc.timeout_ns = static_cast<uint64_t>(cfg.timeout_s * 1e9);
+    dc.local = mesh_->local();
+    cuda_check(cudaMalloc(&d_remote_, sizeof(char*) * c.nranks), "cudaMalloc");
+    cuda_check(cudaMemcpy(d_remote_, mesh_->remote().data(), sizeof(char*) * c.nranks,
+                          cudaMemcpyHostToDevice), "cudaMemcpy");
+    dc.remote = d_remote_;
+    void* dp = nullptr;
+    cuda_check(cudaHostGetDevicePointer(&dp, h_abort_, 0), "cudaHostGetDevicePointer");
+    dc.abort = static_cast<volatile int32_t*>(dp);
+    dc.error = reinterpret_cast<DevError*>(static_cast<char*>(dp) + 16);
+    cuda_check(cudaMalloc(&d_comm_, sizeof(DevComm)), "cudaMalloc");
+    cuda_check(cudaMemcpy(d_comm_, &dc, sizeof(dc), cudaMemcpyHostToDevice), "cudaMemcpy");
+    log_info(Subsys::Gpu,
+             "rank {} GPU {}: {} channels x {} slots x {} bytes per peer, FIFO memory {} MiB{}",
+             c.rank, dev_, geom_.max_channels, geom_.nslots, geom_.slot_bytes,
+             geom_.total_bytes() >> 20, staged_ ? ", host-staged peers present" : "");
+  }
+
+  ~DeviceCommImpl() override {
+    cudaSetDevice(dev_);
+    cudaDeviceSynchronize();
+    try {
+      if (!c_.aborted.load() && c_.async_error.load() == mycollSuccess) c_.bootstrap->barrier();
+    } catch (...) {
+    }
+    for (auto& [k, p] : plans_) free_plan(p);
+    for (auto& p : p2p_plans_) free_plan(p.second);
+    if (d_scratch_) cudaFree(d_scratch_);
+    if (d_comm_) cudaFree(d_comm_);
+    if (d_remote_) cudaFree(d_remote_);
+    if (h_abort_) cudaFreeHost(h_abort_);
+    for (auto& s : staging_) cudaFreeHost(s.second);
+    mesh_.reset();
+    cudaGetLastError();
+  }
+
+  std::string describe_peer(int r) const override { return mesh_->describe(r); }
+
+  mycollResult_t poll_error(std::string* reason) override {
+    int code = const_cast<volatile int32_t&>(h_error_->code);
+    if (code == 0) return mycollSuccess;
+    if (reason) {
+      const char* what = h_error_->kind == kDevSend ? "sending to" : "receiving from";
+      *reason = std::string(code == mycollTimeout ? "GPU kernel timed out (MYCOLL_TIMEOUT) "
+                                                  : "GPU kernel aborted ") +
+                "on rank " + std::to_string(c_.rank) + " while " + what + " rank " +
+                std::to_string(h_error_->peer);
+    }
+    return static_cast<mycollResult_t>(code);
+  }
+
+  void abort() override { *const_cast<volatile int32_t*>(h_abort_) = 1; }
+
+  void enqueue(std::vector<Task>& tasks, mycollStream_t stream) override {
+    cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
+    std::string why;
+    if (mycollResult_t e = poll_error(&why)) {
+      c_.fail(e, why);
+      throw_error(e, why);
+    }
+    int cur = -1;
+    cudaGetDevice(&cur);
+    if (cur != dev_) cuda_check(cudaSetDevice(dev_), "cudaSetDevice");
+    for (Task& t : tasks) {
+      if (staged_)
+        enqueue_staged(t, s);
+      else
+        launch(t, s);
+    }
+    if (cur != dev_ && cur >= 0) cudaSetDevice(cur);
+  }
+
+ private:
+  // Channels for a message: one per gpu_channel_bytes, up to the maximum.
+  int channels_for(size_t bytes) const {
+    size_t n = bytes / c_.cfg.gpu_channel_bytes;
+    return static_cast<int>(std::max<size_t>(1, std::min<size_t>(n, geom_.max_channels)));
+  }
+
+  static void free_plan(DevPlan& p) {
+    if (p.d_ops) cudaFree(p.d_ops);
+    if (p.d_chan) cudaFree(p.d_chan);
+    if (p.h_pinned) cudaFreeHost(p.h_pinned);
+  }
+
+  // Appends one channel's plan (built for its column [lo, lo+cnt) of the
+  // data) to ops, with byte offsets.
+  static void flatten(const Plan& plan, size_t es, size_t lo, size_t scratch_base,
+                      bool avg, std::vector<DevOp>& ops) {
+    auto conv = [&](const Slice& s, uint8_t* buf, uint64_t* off) {
+      *buf = static_cast<uint8_t>(s.buf);
+      *off = (s.offset + (s.buf == Buf::Scratch ? scratch_base : lo)) * es;
+    };
+    for (const Step& st : plan.steps) {
+      size_t first = ops.size();
+      int transfers = 0;
+      for (const Op& op : st.ops) {
+        DevOp d{};
+        d.peer = op.peer;
+        switch (op.kind) {
+          case OpKind::Send:
+            d.kind = kDevSend;
+            conv(op.src, &d.src_buf, &d.src_off);
+            d.bytes = op.src.count * es;
+            break;
+          case OpKind::Recv:
+            d.kind = kDevRecv;
+            conv(op.dst, &d.dst_buf, &d.dst_off);
+            d.bytes = op.dst.count * es;
+            break;
+          case OpKind::RecvReduce:
+            d.kind = kDevRecvReduce;
+            conv(op.dst, &d.dst_buf, &d.dst_off);
+            conv(op.src, &d.src_buf, &d.src_off);
+            d.bytes = op.dst.count * es;
+            break;
+          case OpKind::Copy:
+            d.kind = kDevCopy;
+            conv(op.dst, &d.dst_buf, &d.dst_off);
+            conv(op.src, &d.src_buf, &d.src_off);
+            d.bytes = op.src.count * es;
+            break;
+        }
+        if (d.bytes == 0) continue;
+        if (d.kind != kDevCopy) ++transfers;
+        ops.push_back(d);
+      }
+      if (transfers > plan_kernel_max_step_ops())
+        throw_error(mycollInvalidUsage, "a step has " + std::to_string(transfers) +
+                                            " transfers; the GPU engine handles at most " +
+                                            std::to_string(plan_kernel_max_step_ops()));
+      if (ops.size() > first) ops.back().step_end = 1;
+    }
+    if (avg && plan.result.count > 0) {
+      DevOp d{};
+      d.kind = kDevScaleAvg;
+      d.peer = -1;
+      conv(plan.result, &d.dst_buf, &d.dst_off);
+      d.bytes = plan.result.count * es;
+      d.step_end = 1;
+      ops.push_back(d);
+    }
+  }
+
+  void upload(DevPlan& p, const std::vector<DevOp>& ops, const std::vector<uint32_t>& chan,
+              cudaStream_t s) {
+    size_t ob = ops.size() * sizeof(DevOp), cb = chan.size() * sizeof(uint32_t);
+    cuda_check(cudaMalloc(&p.d_ops, std::max<size_t>(ob, 32)), "cudaMalloc plan");
+    cuda_check(cudaMalloc(&p.d_chan, cb), "cudaMalloc plan");
+    cuda_check(cudaHostAlloc(&p.h_pinned, ob + cb + 16, cudaHostAllocDefault), "cudaHostAlloc plan");
+    char* h = static_cast<char*>(p.h_pinned);
+    std::memcpy(h, ops.data(), ob);
+    std::memcpy(h + ob, chan.data(), cb);
+    cuda_check(cudaMemcpyAsync(p.d_ops, h, ob, cudaMemcpyHostToDevice, s), "upload plan");
+    cuda_check(cudaMemcpyAsync(p.d_chan, h + ob, cb, cudaMemcpyHostToDevice, s), "upload plan");
+  }
+
+  // Builds (or finds) the per-channel plans of a collective.
+  DevPlan& collective_plan(const Task& t, cudaStream_t s) {
+    const size_t es = dtype_size(t.dtype);
+    const bool in_place = t.in_place;
+    auto key = std::make_tuple(int(t.coll), int(t.algo), int(es), t.op == mycollAvg, t.count,
+                               t.root, in_place, t.chunk);
+    auto it = plans_.find(key);
+    if (it != plans_.end()) return it->second;
+    DevPlan p;
+    const size_t blocks = is_blocked(t.coll) ? c_.nranks : 1;
+    p.nch = channels_for(t.count * blocks * es);
+    // Channel column boundaries, aligned to 16 bytes so vector paths apply.
+    const size_t align = std::max<size_t>(1, 16 / es);
+    std::vector<DevOp> ops;
+    std::vector<uint32_t> chan(1, 0);
+    size_t scratch = 0;
+    for (int ch = 0; ch < p.nch; ++ch) {
+      size_t lo = t.count * ch / p.nch / align * align;
+      size_t hi = ch + 1 == p.nch ? t.count : t.count * (ch + 1) / p.nch / align * align;
+      CollArgs a;
+      a.coll = t.coll;
+      a.nranks = c_.nranks;
+      a.rank = c_.rank;
+      a.root = t.root;
+      a.count = hi - lo;
+      a.stride = t.count;
+      a.in_place = in_place;
+      a.chunk = t.chunk ? std::max<size_t>(1, (hi - lo + t.chunk - 1) / t.chunk) : 0;
+      if (a.chunk) a.chunk = (a.chunk + align - 1) / align * align;
+      Plan plan = build_plan(t.algo, a);
+      flatten(plan, es, lo, scratch, t.op == mycollAvg, ops);
+      scratch += plan.scratch_count;
+      chan.push_back(static_cast<uint32_t>(ops.size()));
+    }
+    p.scratch_bytes = scratch * es;
+    upload(p, ops, chan, s);
+    return plans_.emplace(key, p).first->second;
+  }
+
+  // Point-to-point batch: every message split over channels by its own size
+  // (so both sides agree), cached by content (addresses repeat in training).
+  DevPlan& p2p_plan(const Task& t, cudaStream_t s) {
+    std::vector<DevOp> flat;
+    int nch = 1;
+    for (const Step& st : t.plan.steps)
+      for (const Op& op : st.ops)
+        if (op.kind != OpKind::Copy)
+          nch = std::max(nch, channels_for(op.kind == OpKind::Send ? op.src.count : op.dst.count));
+    std::vector<uint32_t> chan(1, 0);
+    std::vector<DevOp> ops;
+    for (int ch = 0; ch < nch; ++ch) {
+      for (const Step& st : t.plan.steps) {
+        size_t first = ops.size();
+        for (const Op& op : st.ops) {
+          DevOp d{};
+          d.peer = op.peer;
+          const Slice& sl = op.kind == OpKind::Send ? op.src : op.dst;
+          int mine = op.kind == OpKind::Copy ? nch : channels_for(sl.count);
+          if (ch >= mine) continue;
+          size_t lo = sl.count * ch / mine / 16 * 16;
+          size_t hi = ch + 1 == mine ? sl.count : sl.count * (ch + 1) / mine / 16 * 16;
+          if (hi == lo) continue;
+          d.bytes = hi - lo;
+          d.kind = op.kind == OpKind::Send ? kDevSend
+                   : op.kind == OpKind::Recv ? kDevRecv
+                                             : kDevCopy;
+          if (op.kind != OpKind::Recv) {
+            d.src_buf = 3;
+            d.src_off = op.src.offset + lo;
+          }
+          if (op.kind != OpKind::Send) {
+            d.dst_buf = 3;
+            d.dst_off = op.dst.offset + lo;
+          }
+          ops.push_back(d);
+        }
+        if (ops.size() > first) ops.back().step_end = 1;
+      }
+      chan.push_back(static_cast<uint32_t>(ops.size()));
+    }
+    std::string key(reinterpret_cast<const char*>(ops.data()), ops.size() * sizeof(DevOp));
+    key.append(reinterpret_cast<const char*>(chan.data()), chan.size() * sizeof(uint32_t));
+    auto it = p2p_plans_.find(key);
+    if (it != p2p_plans_.end()) return it->second;
+    DevPlan p;
+    p.nch = nch;
+    upload(p, ops, chan, s);
+    return p2p_plans_.emplace(std::move(key), p).first->second;
+  }
+
+  void ensure_scratch(size_t bytes, cudaStream_t s) {
+    if (bytes <= scratch_bytes_) return;
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    cudaStreamIsCapturing(s, &cs);
+    if (cs != cudaStreamCaptureStatusNone)
+      throw_error(mycollInvalidUsage,
+                  "this collective needs " + std::to_string(bytes) +
+                      " bytes of GPU scratch, first allocated outside CUDA graph capture: run it "
+                      "once before capturing");
+    if (d_scratch_) {
+      cudaStreamSynchronize(s);
+      cudaFree(d_scratch_);
+    }
+    cuda_check(cudaMalloc(&d_scratch_, bytes), "cudaMalloc scratch");
+    scratch_bytes_ = bytes;
+  }
+
+  void launch(const Task& t, cudaStream_t s) {
+    DevPlan& p = t.coll == Coll::SendRecv ? p2p_plan(t, s) : collective_plan(t, s);
+    ensure_scratch(p.scratch_bytes, s);
+    KernelArgs a{};
+    a.ops = p.d_ops;
+    a.chan_ops = p.d_chan;
+    a.bufs[0] = const_cast<char*>(static_cast<const char*>(t.input));
+    a.bufs[1] = static_cast<char*>(t.output);
+    a.bufs[2] = static_cast<char*>(d_scratch_);
+    a.comm = d_comm_;
+    a.nranks = c_.nranks;
+    cuda_check(launch_plan(a, reduces(t.coll), t.dtype, t.op, p.nch, s), "plan kernel launch");
+  }
+
+  // ---- host-staged path (peers on shm/socket) ----
+  char* staging(size_t slot, size_t bytes) {
+    auto it = staging_.find(slot);
+    if (it != staging_.end() && staging_size_[slot] >= bytes) return it->second;
+    if (it != staging_.end()) cudaFreeHost(it->second);
+    void* p = nullptr;
+    cuda_check(cudaHostAlloc(&p, std::max<size_t>(bytes, 64), cudaHostAllocPortable), "cudaHostAlloc staging");
+    staging_[slot] = static_cast<char*>(p);
+    staging_size_[slot] = bytes;
+    return static_cast<char*>(p);
+  }
+
+  struct StagedRun {
+    mycollComm* comm;
+    Task task;  // with host pointers
+  };
+
+  static void CUDART_CB run_staged(void* arg) {
+    auto* r = static_cast<StagedRun*>(arg);
+    std::vector<HostWork> w(1);
+    w[0].comm = r->comm;
+    w[0].tasks.push_back(r->task);
+    try {
+      run_host(w);
+    } catch (const Error& e) {
+      r->comm->fail(e.code(), e.what());
+    } catch (...) {
+      r->comm->fail(mycollInternalError, "host-staged collective failed");
+    }
+  }
+
+  // Synchronous: the stream is drained, data staged through pinned host
+  // memory and the host engine runs the plan on this thread.
+  void enqueue_staged(const Task& t, cudaStream_t s) {
+    cuda_check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+    if (t.coll == Coll::SendRecv) return enqueue_staged_p2p(t, s);
+    const size_t es = dtype_size(t.dtype);
+    CollArgs a;
+    a.coll = t.coll;
+    a.nranks = c_.nranks;
+    a.rank = c_.rank;
+    a.root = t.root;
+    a.count = t.count;
+    a.chunk = t.chunk;
+    a.in_place = t.in_place;
+    BufferCounts bc = buffer_counts(a);
+    // One host region spanning input and output keeps in-place aliasing.
+    const char* in = static_cast<const char*>(t.input);
+    char* out = static_cast<char*>(t.output);
+    size_t in_b = in ? bc.input * es : 0, out_b = out ? bc.output * es : 0;
+    const char* lo = nullptr;
+    const char* hi = nullptr;
+    auto span = [&](const char* p, size_t b) {
+      if (!p || !b) return;
+      lo = lo ? std::min(lo, p) : p;
+      hi = hi ? std::max(hi, p + b) : p + b;
+    };
+    span(in, in_b);
+    span(out, out_b);
+    bool joint = in && out && in_b && out_b && !(in + in_b <= out || out + out_b <= in);
+    auto* run = new StagedRun{&c_, t};
+    run->task.plan = build_plan(t.algo, a);
+    if (joint) {
+      char* h = staging(0, hi - lo);
+      run->task.input = h + (in - lo);
+      run->task.output = h + (out - lo);
+      cuda_check(cudaMemcpyAsync(h, lo, hi - lo, cudaMemcpyDeviceToHost, s), "stage in");
+    } else {
+      char* hin = staging(0, in_b);
+      char* hout = staging(1, out_b);
+      run->task.input = in ? hin : nullptr;
+      run->task.output = out ? hout : nullptr;
+      if (in_b) cuda_check(cudaMemcpyAsync(hin, in, in_b, cudaMemcpyDeviceToHost, s), "stage in");
+    }
+    cuda_check(cudaLaunchHostFunc(s, run_staged, run), "cudaLaunchHostFunc");
+    if (out_b)
+      cuda_check(cudaMemcpyAsync(out, static_cast<char*>(run->task.output), out_b,
+                                 cudaMemcpyHostToDevice, s),
+                 "stage out");
+    staged_runs_.emplace_back(run);
+    cudaStreamSynchronize(s);
+    staged_runs_.clear();
+    std::string why;
+    if (c_.async_error.load() != mycollSuccess) throw_error(static_cast<mycollResult_t>(c_.async_error.load()), c_.async_reason);
+  }
+
+  void enqueue_staged_p2p(const Task& t, cudaStream_t s) {
+    size_t total = 0;
+    for (const Step& st : t.plan.steps)
+      for (const Op& op : st.ops) total += (op.kind == OpKind::Send ? op.src.count : op.dst.count);
+    char* h = staging(2, total);
+    auto* run = new StagedRun{&c_, t};
+    size_t off = 0;
+    std::vector<std::tuple<char*, const char*, size_t>> back;
+    for (Step& st : run->task.plan.steps) {
+      for (Op& op : st.ops) {
+        if (op.kind == OpKind::Send || op.kind == OpKind::Copy) {
+          const char* dsrc = reinterpret_cast<const char*>(op.src.offset);
+          cuda_check(cudaMemcpyAsync(h + off, dsrc, op.src.count, cudaMemcpyDeviceToHost, s), "stage in");
+          op.src.offset = reinterpret_cast<uintptr_t>(h + off);
+          off += op.src.count;
+        }
+        if (op.kind == OpKind::Recv || op.kind == OpKind::Copy) {
+          back.emplace_back(reinterpret_cast<char*>(op.dst.offset), h + off, op.dst.count);
+          op.dst.offset = reinterpret_cast<uintptr_t>(h + off);
+          off += op.dst.count;
+        }
+      }
+    }
+    (void)total;
+    cuda_check(cudaLaunchHostFunc(s, run_staged, run), "cudaLaunchHostFunc");
+    for (auto& [d, hs, n] : back)
+      cuda_check(cudaMemcpyAsync(d, hs, n, cudaMemcpyHostToDevice, s), "stage out");
+    staged_runs_.emplace_back(run);
+    cudaStreamSynchronize(s);
+    staged_runs_.clear();
+    if (c_.async_error.load() != mycollSuccess) throw_error(static_cast<mycollResult_t>(c_.async_error.load()), c_.async_reason);
+  }
+
+  mycollComm& c_;
+  int dev_;
+  FifoGeom geom_{};
+  bool staged_ = false;
+  std::unique_ptr<CudaIpcMesh> mesh_;
+  int32_t* h_abort_ = nullptr;
+  DevError* h_error_ = nullptr;
+  char** d_remote_ = nullptr;
+  DevComm* d_comm_ = nullptr;
+  std::map<std::tuple<int, int, int, bool, size_t, int, bool, size_t>, DevPlan> plans_;
+  std::map<std::string, DevPlan> p2p_plans_;
+  void* d_scratch_ = nullptr;
+  size_t scratch_bytes_ = 0;
+  std::map<size_t, char*> staging_;
+  std::map<size_t, size_t> staging_size_;
+  std::vector<std::unique_ptr<StagedRun>> staged_runs_;
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceComm> DeviceComm::create(mycollComm& comm) {
+  return std::make_unique<DeviceCommImpl>(comm);
+}
+
+}  // namespace mycoll
+
+#endif  // MYCOLL_HAVE_CUDA

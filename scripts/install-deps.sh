@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs what mycoll needs from Debian/Ubuntu packages (only what is
+# missing). Needs root or sudo. CUDA is optional: with nvcc on PATH (or in
+# /usr/local/cuda/bin) the GPU path is built too.
+set -euo pipefail
+pkgs=(cmake ninja-build g++ pkg-config libspdlog-dev libfmt-dev libgtest-dev
+      libopenmpi-dev openmpi-bin iproute2 iputils-ping)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "install-deps: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,86 @@
+// Ranks on several "hosts": network namespaces joined by a bridge, each with
+// its own IP and host identity. Same-host peers use shm, others sockets.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "common/coll_check.h"
+#include "common/multiproc.h"
+
+using namespace mycoll_test;
+
+namespace {
+
+const int kHosts = 3;
+
+std::string script() { return std::string(MYCOLL_SOURCE_DIR) + "/tests/e2e/netns.sh"; }
+
+class MultiHost : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (geteuid() != 0) {
+      skip_reason_ = "needs root to create network namespaces";
+      return;
+    }
+    std::string cmd = script() + " up " + std::to_string(kHosts) + " > /tmp/mycoll_netns.log 2>&1";
+    if (std::system(cmd.c_str()) != 0)
+      skip_reason_ = "could not create network namespaces (see /tmp/mycoll_netns.log)";
+  }
+  static void TearDownTestSuite() {
+    if (skip_reason_.empty()) std::system((script() + " down " + std::to_string(kHosts)).c_str());
+  }
+  void SetUp() override {
+    if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
+  }
+  static std::string skip_reason_;
+};
+std::string MultiHost::skip_reason_;
+
+void enter_host(int host) {
+  std::string path = "/var/run/netns/mycoll_h" + std::to_string(host);
+  int fd = open(path.c_str(), O_RDONLY);
+  if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
+    std::perror("setns");
+    _exit(7);
+  }
+  close(fd);
+  setenv("MYCOLL_HOST_ID", ("nshost" + std::to_string(host)).c_str(), 1);
+}
+
+void run_layout(int ranks_per_host, int hosts) {
+  for (const char* algo : {"ring", "tree", "rhd", "auto"}) {
+    LaunchOptions opt;
+    opt.nranks = ranks_per_host * hosts;
+    opt.env = {{"MYCOLL_SOCKET_IFNAME", "mycvp"}, {"MYCOLL_TIMEOUT", "60"},
+               {"MYCOLL_ALGO", algo}, {"MYCOLL_CHUNK_BYTES", "8K"}};
+    opt.pre_init = [ranks_per_host](int rank) { enter_host(rank / ranks_per_host); };
+    auto res = run_ranks(opt, [](mycollComm_t comm, int rank, int n, const mycollUniqueId&) {
+      const CollKind kinds[] = {CollKind::AllReduce, CollKind::Broadcast,     CollKind::Reduce,
+                                CollKind::AllGather, CollKind::ReduceScatter, CollKind::AllToAll,
+                                CollKind::Scatter,   CollKind::Gather,        CollKind::SendRecvRing};
+      MemOps mem = host_mem();
+      int seed = 1;
+      for (CollKind k : kinds)
+        for (mycollDataType_t t : {mycollInt8, mycollFloat16, mycollFloat32, mycollUint64})
+          for (size_t count : {size_t(1), size_t(999), size_t(70001)})
+            for (bool inplace : {false, true}) {
+              if (k == CollKind::SendRecvRing && inplace) continue;
+              CheckCase c{k, t, k == CollKind::Reduce ? mycollMax : mycollSum, count, n - 1, inplace, seed++};
+              std::string err;
+              if (!check(run_and_check(comm, c, mem, &err), err)) return 1;
+            }
+      return 0;
+    });
+    EXPECT_EQ(describe_failures(res), "") << algo << ", " << hosts << " hosts x " << ranks_per_host;
+  }
+}
+
+TEST_F(MultiHost, ThreeHostsTwoRanksEach) { run_layout(2, 3); }
+TEST_F(MultiHost, TwoHostsOneRankEach) { run_layout(1, 2); }
+TEST_F(MultiHost, ThreeHostsThreeRanksEach) { run_layout(3, 3); }
+
+}  // namespace

@@ -1,0 +1,187 @@
+// GPU collectives: every collective x algorithm x dtype x op x size x
+// in/out-of-place on 2, 3, 4, 8 GPUs, one process per GPU (the torchrun
+// layout) and one thread per GPU in one process; outputs poisoned before
+// each run and every element checked against the host reference.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "common/coll_check.h"
+#include "common/multiproc.h"
+#include "gpu/gpu_util.h"
+
+using namespace mycoll_test;
+
+namespace {
+
+const mycollDataType_t kTypes[] = {mycollInt8,    mycollUint8,   mycollInt32,   mycollUint32,
+                                   mycollInt64,   mycollUint64,  mycollFloat16, mycollFloat32,
+                                   mycollFloat64, mycollBfloat16};
+const mycollRedOp_t kOps[] = {mycollSum, mycollProd, mycollMax, mycollMin, mycollAvg};
+const CollKind kKinds[] = {CollKind::AllReduce, CollKind::Broadcast,     CollKind::Reduce,
+                           CollKind::AllGather, CollKind::ReduceScatter, CollKind::AllToAll,
+                           CollKind::Scatter,   CollKind::Gather,        CollKind::SendRecvRing};
+
+bool served(const std::string& algo, CollKind k) {
+  if (algo == "auto") return true;
+  if (algo == "ring")
+    return k == CollKind::AllReduce || k == CollKind::ReduceScatter || k == CollKind::AllGather ||
+           k == CollKind::Broadcast || k == CollKind::Reduce;
+  if (algo == "tree")
+    return k == CollKind::AllReduce || k == CollKind::Broadcast || k == CollKind::Reduce ||
+           k == CollKind::Scatter || k == CollKind::Gather;
+  if (algo == "rhd")
+    return k == CollKind::AllReduce || k == CollKind::ReduceScatter || k == CollKind::AllGather;
+  return false;
+}
+
+// Runs the whole matrix on one communicator; returns 0 when all passed.
+int matrix(mycollComm_t comm, const std::string& algo, const MemOps& mem, bool quick) {
+  int n = 0;
+  mycollCommCount(comm, &n);
+  std::vector<size_t> counts = {0, 1, 7, 1001, 65537};
+  if (!quick) counts.push_back(1000003);
+  int seed = 0;
+  for (CollKind kind : kKinds) {
+    if (!served(algo, kind)) continue;
+    std::vector<int> roots = {0};
+    if (kind_rooted(kind)) roots = {0, n - 1};
+    for (mycollDataType_t t : kTypes) {
+      std::vector<mycollRedOp_t> ops = {mycollSum};
+      if (kind_reduces(kind)) ops.assign(std::begin(kOps), std::end(kOps));
+      for (mycollRedOp_t op : ops)
+        for (size_t count : counts)
+          for (int root : roots)
+            for (bool inplace : {false, true}) {
+              if (kind == CollKind::SendRecvRing && inplace) continue;
+              // Large sizes: every dtype but one op per collective keeps time sane.
+              if (count > 70000 && op != mycollSum && op != mycollAvg) continue;
+              CheckCase c{kind, t, op, count, root, inplace, ++seed % 13};
+              std::string err;
+              if (!check(run_and_check(comm, c, mem, &err), err)) return 1;
+            }
+    }
+  }
+  return 0;
+}
+
+using Param = std::tuple<int /*ngpus*/, std::string /*algo*/>;
+class GpuProcesses : public ::testing::TestWithParam<Param> {};
+
+TEST_P(GpuProcesses, EveryElementMatchesReference) {
+  auto [ngpus, algo] = GetParam();
+  SKIP_WITHOUT_GPUS(ngpus);
+  LaunchOptions opt;
+  opt.nranks = ngpus;
+  opt.env = {{"MYCOLL_ALGO", algo}, {"MYCOLL_TIMEOUT", "60"}};
+  opt.pre_init = [](int rank) { cudaSetDevice(rank); };
+  opt.timeout_s = 900;
+  auto res = run_ranks(opt, [&](mycollComm_t comm, int rank, int, const mycollUniqueId&) {
+    int dev = -1;
+    mycollCommCuDevice(comm, &dev);
+    if (!check(dev == rank, "communicator bound to GPU " + std::to_string(rank))) return 1;
+    cudaStream_t s;
+    cudaStreamCreate(&s);
+    int rc = matrix(comm, algo, device_mem(s), ngpus == 3);
+    cudaStreamDestroy(s);
+    return rc;
+  });
+  EXPECT_EQ(describe_failures(res), "");
+}
+
+std::string pname(const ::testing::TestParamInfo<Param>& i) {
+  return std::to_string(std::get<0>(i.param)) + "gpus_" + std::get<1>(i.param);
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpu, GpuProcesses,
+                         ::testing::Combine(::testing::Values(2, 3, 4, 8),
+                                            ::testing::Values("auto", "ring", "tree", "rhd")),
+                         pname);
+
+// One process, one thread per GPU, communicators from mycollCommInitAll.
+TEST(GpuThreads, InitAllOneThreadPerGpu) {
+  int n = std::min(gpu_count(), 4);
+  if (n < 2) GTEST_SKIP() << "needs 2 GPUs, this machine has " << gpu_count();
+  LaunchOptions opt;  // run in a child: this test process must not init CUDA
+  opt.nranks = 1;
+  opt.init_comm = false;
+  opt.timeout_s = 900;
+  auto res = run_ranks(opt, [n](mycollComm_t, int, int, const mycollUniqueId&) {
+    std::vector<mycollComm_t> comms(n);
+    if (!check(mycollCommInitAll(comms.data(), n, nullptr) == mycollSuccess,
+               std::string("InitAll: ") + mycollGetLastError(nullptr)))
+      return 1;
+    std::vector<int> rcs(n, 0);
+    std::vector<std::thread> th;
+    for (int i = 0; i < n; ++i)
+      th.emplace_back([&, i] {
+        cudaSetDevice(i);
+        cudaStream_t s;
+        cudaStreamCreate(&s);
+        rcs[i] = matrix(comms[i], "auto", device_mem(s), true);
+        cudaStreamDestroy(s);
+      });
+    for (auto& t : th) t.join();
+    // Group launch from one thread over all communicators.
+    size_t count = 1 << 20;
+    std::vector<float*> bufs(n);
+    std::vector<cudaStream_t> ss(n);
+    std::vector<float> h(count);
+    for (int i = 0; i < n; ++i) {
+      cudaSetDevice(i);
+      cudaStreamCreate(&ss[i]);
+      cudaMalloc(&bufs[i], count * sizeof(float));
+      for (size_t k = 0; k < count; ++k) h[k] = float(i + (k % 7));
+      cudaMemcpy(bufs[i], h.data(), count * sizeof(float), cudaMemcpyHostToDevice);
+    }
+    mycollGroupStart();
+    for (int i = 0; i < n; ++i)
+      mycollAllReduce(bufs[i], bufs[i], count, mycollFloat32, mycollSum, comms[i],
+                      reinterpret_cast<mycollStream_t>(ss[i]));
+    check(mycollGroupEnd() == mycollSuccess, "group allreduce");
+    for (int i = 0; i < n; ++i) {
+      cudaSetDevice(i);
+      cudaStreamSynchronize(ss[i]);
+      cudaMemcpy(h.data(), bufs[i], count * sizeof(float), cudaMemcpyDeviceToHost);
+      for (size_t k = 0; k < count; ++k)
+        if (!check(h[k] == float(n * (n - 1) / 2 + n * (k % 7)), "group allreduce element")) break;
+      cudaFree(bufs[i]);
+      mycollCommDestroy(comms[i]);
+    }
+    int bad = 0;
+    for (int r : rcs) bad += r;
+    return bad;
+  });
+  EXPECT_EQ(describe_failures(res), "");
+}
+
+// >= 256 MiB messages, every element checked.
+TEST(GpuLarge, AllReduceAllGather256MiB) {
+  for (int n : {2, 8}) {
+    if (gpu_count() < n) continue;
+    LaunchOptions opt;
+    opt.nranks = n;
+    opt.pre_init = [](int rank) { cudaSetDevice(rank); };
+    opt.timeout_s = 600;
+    auto res = run_ranks(opt, [](mycollComm_t comm, int, int nr, const mycollUniqueId&) {
+      cudaStream_t s;
+      cudaStreamCreate(&s);
+      MemOps mem = device_mem(s);
+      std::string err;
+      check(run_and_check(comm, {CollKind::AllReduce, mycollFloat32, mycollSum, (256u << 20) / 4 + 3, 0, false, 1}, mem, &err), err);
+      check(run_and_check(comm, {CollKind::AllReduce, mycollBfloat16, mycollMax, (256u << 20) / 2 + 1, 0, true, 2}, mem, &err), err);
+      check(run_and_check(comm, {CollKind::AllGather, mycollInt32, mycollSum, (256u << 20) / 4 / nr + 5, 0, false, 3}, mem, &err), err);
+      check(run_and_check(comm, {CollKind::ReduceScatter, mycollFloat16, mycollSum, (256u << 20) / 2 / nr + 1, 0, true, 4}, mem, &err), err);
+      cudaStreamDestroy(s);
+      return 0;
+    });
+    EXPECT_EQ(describe_failures(res), "") << n << " GPUs";
+  }
+  if (gpu_count() < 2) GTEST_SKIP() << "needs 2 GPUs, this machine has " << gpu_count();
+}
+
+}  // namespace

@@ -1,0 +1,479 @@
+// Bootstrap: SHA-256/HMAC vectors, unique ids, rendezvous + ring
+// collectives with ranks as threads, hostile clients, timeouts, failures.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/socket_util.h"
+#include "bootstrap/wire.h"
+#include "core/error.h"
+
+namespace mycoll {
+namespace {
+
+std::string hex(const std::array<uint8_t, 32>& h) {
+  static const char* d = "0123456789abcdef";
+  std::string s;
+  for (uint8_t b : h) {
+    s += d[b >> 4];
+    s += d[b & 15];
+  }
+  return s;
+}
+
+std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
+
+std::array<uint8_t, 32> sha(const std::string& s) {
+  return net::sha256(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+}
+
+std::array<uint8_t, 32> hmac(const std::vector<uint8_t>& key, const std::vector<uint8_t>& msg) {
+  return net::hmac_sha256(key.data(), key.size(), msg.data(), msg.size());
+}
+
+TEST(Sha256, Fips180Vectors) {
+  EXPECT_EQ(hex(sha("abc")), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(hex(sha("")), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(hex(sha("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  EXPECT_EQ(hex(sha(std::string(1000000, 'a'))),
+            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  // 55/56/64 bytes: the padding boundary cases.
+  EXPECT_EQ(hex(sha(std::string(55, 'a'))),
+            "9f4390f8d30c2dd92ec9f095b65e2b9ae9b0a925a5258e241c9f1e910f734318");
+  EXPECT_EQ(hex(sha(std::string(56, 'a'))),
+            "b35439a4ac6f0948b6d6f9e3c6af0f5f590ce20f1bde7090ef7970686ec6738a");
+  EXPECT_EQ(hex(sha(std::string(64, 'a'))),
+            "ffe054fe7ae0cb6dc65c3af9b61d5209f439851db43d0ba5997337df154668eb");
+}
+
+TEST(Hmac, Rfc4231Vectors) {
+  // Test case 1
+  EXPECT_EQ(hex(hmac(std::vector<uint8_t>(20, 0x0b), bytes("Hi There"))),
+            "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+  // Test case 2
+  EXPECT_EQ(hex(hmac(bytes("Jefe"), bytes("what do ya want for nothing?"))),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  // Test case 3
+  EXPECT_EQ(hex(hmac(std::vector<uint8_t>(20, 0xaa), std::vector<uint8_t>(50, 0xdd))),
+            "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe");
+  // Test case 4
+  std::vector<uint8_t> key4;
+  for (int i = 1; i <= 25; ++i) key4.push_back(static_cast<uint8_t>(i));
+  EXPECT_EQ(hex(hmac(key4, std::vector<uint8_t>(50, 0xcd))),
+            "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b");
+  // Test case 6: key longer than the block.
+  EXPECT_EQ(hex(hmac(std::vector<uint8_t>(131, 0xaa),
+                     bytes("Test Using Larger Than Block-Size Key - Hash Key First"))),
+            "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+  // Test case 7
+  EXPECT_EQ(hex(hmac(std::vector<uint8_t>(131, 0xaa),
+                     bytes("This is a test using a larger than block-size key and a larger "
+                           "than block-size data. The key needs to be hashed before being "
+                           "used by the HMAC algorithm."))),
+            "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2");
+}
+
+// ------------------------------------------------------------- helpers ----
+
+// Runs fn(rank) for every rank in its own thread; returns per-rank errors
+// ("" = success).
+std::vector<std::string> run_ranks(int n, const std::function<void(int)>& fn) {
+  std::vector<std::string> errors(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        fn(r);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+        if (errors[r].empty()) errors[r] = "(exception without message)";
+      }
+    });
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+void expect_all_ok(const std::vector<std::string>& errors) {
+  for (size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+UniqueIdData new_id() {
+  mycollUniqueId uid;
+  create_unique_id(&uid);
+  return unpack_unique_id(uid);
+}
+
+// Byte i of the payload rank `src` sends to `dst` in round `round`.
+uint8_t pattern(int src, int dst, int round, size_t i) {
+  uint64_t x = (uint64_t(src) << 40) ^ (uint64_t(dst) << 20) ^ (uint64_t(round) << 56) ^ i;
+  x *= 0x9e3779b97f4a7c15ull;
+  return static_cast<uint8_t>(x >> 56);
+}
+
+class BootEnv : public ::testing::Test {
+ protected:
+  void SetUp() override { setenv("MYCOLL_TIMEOUT", "30", 1); }
+};
+
+// ------------------------------------------------------------ unique id ----
+
+TEST_F(BootEnv, BootUniqueIdPackUnpack) {
+  mycollUniqueId a, b;
+  create_unique_id(&a);
+  create_unique_id(&b);
+  UniqueIdData da = unpack_unique_id(a), db = unpack_unique_id(b);
+  EXPECT_EQ(da.magic, bswire::kIdMagic);
+  EXPECT_NE(std::memcmp(da.secret.data(), db.secret.data(), da.secret.size()), 0)
+      << "two ids share a secret";
+  EXPECT_NE(da.tag, db.tag);
+  net::SockAddr addr = net::SockAddr::from_bytes(da.addr);
+  EXPECT_GT(addr.port(), 0);
+  // The listener really is there: a port scan (connect + close) succeeds.
+  net::Fd fd = net::connect_to(addr, net::Deadline::after(5), "test", false);
+  EXPECT_TRUE(fd.valid());
+
+  mycollUniqueId bad = a;
+  bad.internal[0] ^= 0x5a;
+  try {
+    unpack_unique_id(bad);
+    FAIL() << "bad magic accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), mycollInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("not a mycoll unique id"), std::string::npos) << e.what();
+  }
+  mycollUniqueId zero;
+  std::memset(&zero, 0, sizeof(zero));
+  EXPECT_THROW(unpack_unique_id(zero), Error);
+}
+
+TEST_F(BootEnv, BootIdFromAddressIsDeterministic) {
+  unsetenv("MYCOLL_SECRET");
+  UniqueIdData a = unique_id_from_address("127.0.0.1", 29500);
+  UniqueIdData b = unique_id_from_address("127.0.0.1", 29500);
+  UniqueIdData c = unique_id_from_address("127.0.0.1", 29501);
+  EXPECT_EQ(a.secret, b.secret);
+  EXPECT_NE(a.secret, c.secret);
+  setenv("MYCOLL_SECRET", "s3cret", 1);
+  UniqueIdData d = unique_id_from_address("127.0.0.1", 29500);
+  unsetenv("MYCOLL_SECRET");
+  EXPECT_NE(a.secret, d.secret);
+  EXPECT_EQ(net::SockAddr::from_bytes(a.addr).str(), "127.0.0.1:29500");
+  UniqueIdData e = unique_id_from_address("localhost", 29500);
+  EXPECT_EQ(net::SockAddr::from_bytes(e.addr).port(), 29500);
+  EXPECT_THROW(unique_id_from_address("no-such-host.invalid", 1), Error);
+}
+
+TEST(BootNet, PickInterface) {
+  std::string auto_ip = net::pick_interface_ip("");
+  EXPECT_NO_THROW(net::SockAddr::from_ip(auto_ip, 0));
+  EXPECT_EQ(net::pick_interface_ip("=lo"), "127.0.0.1");
+  EXPECT_EQ(net::pick_interface_ip("lo"), "127.0.0.1");
+  EXPECT_NE(net::pick_interface_ip("^lo"), "127.0.0.1");
+  EXPECT_THROW(net::pick_interface_ip("=nosuchif0"), Error);
+}
+
+// ----------------------------------------------------------- collectives ----
+
+void check_collectives(int n) {
+  UniqueIdData id = new_id();
+  auto errors = run_ranks(n, [&](int r) {
+    auto bs = Bootstrap::init(id, r, n, 30, "");
+    ASSERT_EQ(bs->rank(), r);
+    ASSERT_EQ(bs->nranks(), n);
+    // Allgather of distinct, odd-sized records, twice (different sizes).
+    for (size_t rec : {size_t(13), size_t(4099)}) {
+      std::vector<uint8_t> data(n * rec, 0xee);
+      for (size_t i = 0; i < rec; ++i) data[r * rec + i] = pattern(r, 0, int(rec), i);
+      bs->allgather(data.data(), rec);
+      for (int s = 0; s < n; ++s)
+        for (size_t i = 0; i < rec; ++i)
+          ASSERT_EQ(data[s * rec + i], pattern(s, 0, int(rec), i))
+              << "rank " << r << " slot " << s << " byte " << i;
+    }
+    bs->barrier();
+    // Every rank sends to every rank (itself included) before receiving:
+    // the eager receive side must keep this from deadlocking, also for
+    // messages far larger than a socket buffer.
+    auto size_of = [&](int src, int dst) {
+      return (src + dst) % 3 == 0 ? size_t(3 << 20) + 7 : size_t(1 + (src * 37 + dst * 11) % 999);
+    };
+    for (int p = 0; p < n; ++p) {
+      std::vector<uint8_t> msg(size_of(r, p));
+      for (size_t i = 0; i < msg.size(); ++i) msg[i] = pattern(r, p, 1, i);
+      bs->send(p, msg.data(), msg.size());
+    }
+    for (int k = 0; k < n; ++k) {
+      int p = (r + n - k) % n;  // receive in an order different from sending
+      std::vector<uint8_t> msg(size_of(p, r));
+      bs->recv(p, msg.data(), msg.size());
+      for (size_t i = 0; i < msg.size(); ++i)
+        ASSERT_EQ(msg[i], pattern(p, r, 1, i)) << "rank " << r << " from " << p << " byte " << i;
+    }
+    bs->barrier();
+    EXPECT_FALSE(bs->local_ip().empty());
+  });
+  expect_all_ok(errors);
+}
+
+TEST_F(BootEnv, BootCollectives1) { check_collectives(1); }
+TEST_F(BootEnv, BootCollectives2) { check_collectives(2); }
+TEST_F(BootEnv, BootCollectives3) { check_collectives(3); }
+TEST_F(BootEnv, BootCollectives5) { check_collectives(5); }
+TEST_F(BootEnv, BootCollectives8) { check_collectives(8); }
+
+TEST_F(BootEnv, BootSameTagOnAllRanks) {
+  const int n = 3;
+  UniqueIdData id = new_id();
+  std::vector<uint64_t> tags(n);
+  expect_all_ok(run_ranks(n, [&](int r) { tags[r] = Bootstrap::init(id, r, n, 30, "")->tag(); }));
+  EXPECT_EQ(tags[0], tags[1]);
+  EXPECT_EQ(tags[0], tags[2]);
+}
+
+// ------------------------------------------------------- hostile clients ----
+
+TEST_F(BootEnv, BootHostileClientsDoNotDisturbRendezvous) {
+  const int n = 3;
+  UniqueIdData id = new_id();
+  const net::SockAddr root = net::SockAddr::from_bytes(id.addr);
+  std::atomic<bool> done{false};
+
+  // Clients that connect before the real ranks: a slow one that never talks
+  // (held open throughout), port scanners, a garbage sender, a wrong secret,
+  // an authenticated client announcing a rank out of range.
+  net::Fd silent = net::connect_to(root, net::Deadline::after(5), "silent", false);
+  for (int i = 0; i < 3; ++i) net::connect_to(root, net::Deadline::after(5), "scanner", false);
+  std::thread garbage([&] {
+    net::Fd fd = net::connect_to(root, net::Deadline::after(5), "garbage", false);
+    std::vector<uint8_t> junk(4096);
+    for (size_t i = 0; i < junk.size(); ++i) junk[i] = pattern(9, 9, 9, i);
+    net::send_all(fd.get(), junk.data(), junk.size(), net::Deadline::after(2));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  });
+  std::string wrong_secret_error;
+  mycollResult_t wrong_secret_code = mycollSuccess;
+  std::thread wrong([&] {
+    UniqueIdData bad = id;
+    bad.secret[3] ^= 1;
+    try {
+      Bootstrap::init(bad, 1, n, 10, "");
+    } catch (const Error& e) {
+      wrong_secret_error = e.what();
+      wrong_secret_code = e.code();
+    }
+  });
+  std::thread bogus([&] {
+    net::Fd fd = net::connect_to(root, net::Deadline::after(5), "bogus", false);
+    ASSERT_TRUE(net::authenticate_client(fd.get(), id.secret, bswire::kRoleRoot, 5));
+    bswire::RankHello h;
+    std::memset(&h, 0, sizeof(h));
+    h.magic = bswire::kHelloMagic;
+    h.version = bswire::kIdVersion;
+    h.rank = 77;
+    h.nranks = n;
+    ASSERT_EQ(net::send_all(fd.get(), &h, sizeof(h), net::Deadline::after(5)), net::IoStatus::kOk);
+    bswire::FrameHeader fh;
+    ASSERT_EQ(net::recv_all(fd.get(), &fh, sizeof(fh), net::Deadline::after(5)),
+              net::IoStatus::kOk);
+    EXPECT_EQ(fh.kind, bswire::kRootError);
+  });
+  wrong.join();
+  bogus.join();
+  EXPECT_EQ(wrong_secret_code, mycollInvalidUsage) << wrong_secret_error;
+  EXPECT_NE(wrong_secret_error.find("authentication"), std::string::npos) << wrong_secret_error;
+
+  auto errors = run_ranks(n, [&](int r) {
+    auto bs = Bootstrap::init(id, r, n, 20, "");
+    std::vector<int32_t> v(n, -1);
+    v[r] = 100 + r;
+    bs->allgather(v.data(), sizeof(int32_t));
+    for (int s = 0; s < n; ++s) EXPECT_EQ(v[s], 100 + s);
+  });
+  done = true;
+  garbage.join();
+  expect_all_ok(errors);
+}
+
+TEST_F(BootEnv, BootAuthRejectsWrongSecretDirectly) {
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  Secret a{}, b{};
+  b[0] = 1;
+  bool server_ok = true;
+  std::thread server([&] {
+    server_ok = net::authenticate_server(sv[0], a, "role", 5);
+    if (!server_ok) ::shutdown(sv[0], SHUT_RDWR);  // as a listener drops a bad client
+  });
+  EXPECT_FALSE(net::authenticate_client(sv[1], b, "role", 5));
+  ::shutdown(sv[1], SHUT_RDWR);
+  server.join();
+  EXPECT_FALSE(server_ok);
+  close(sv[0]);
+  close(sv[1]);
+
+  // Same secret, different role tag: also rejected. Same everything: accepted.
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  std::thread s2([&] {
+    server_ok = net::authenticate_server(sv[0], a, "socket", 5);
+    if (!server_ok) ::shutdown(sv[0], SHUT_RDWR);
+  });
+  EXPECT_FALSE(net::authenticate_client(sv[1], a, "bootstrap", 5));
+  ::shutdown(sv[1], SHUT_RDWR);
+  s2.join();
+  EXPECT_FALSE(server_ok);
+  close(sv[0]);
+  close(sv[1]);
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  std::thread s3([&] { server_ok = net::authenticate_server(sv[0], a, "socket", 5); });
+  EXPECT_TRUE(net::authenticate_client(sv[1], a, "socket", 5));
+  s3.join();
+  EXPECT_TRUE(server_ok);
+  close(sv[0]);
+  close(sv[1]);
+}
+
+// -------------------------------------------------------------- failures ----
+
+TEST_F(BootEnv, BootMissingRankTimesOut) {
+  const int n = 3;
+  UniqueIdData id = new_id();
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<mycollResult_t> codes(n, mycollSuccess);
+  auto errors = run_ranks(2, [&](int r) {  // rank 2 never comes
+    try {
+      Bootstrap::init(id, r, n, 2.0, "");
+    } catch (const Error& e) {
+      codes[r] = e.code();
+      throw;
+    }
+  });
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(secs, 4.0);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(codes[r], mycollTimeout) << errors[r];
+    EXPECT_NE(errors[r].find("2 of 3 ranks arrived"), std::string::npos) << errors[r];
+  }
+}
+
+TEST_F(BootEnv, BootRootTimeoutNamesMissingRanks) {
+  setenv("MYCOLL_TIMEOUT", "1.5", 1);
+  UniqueIdData id = new_id();  // root gives up after 1.5 s
+  setenv("MYCOLL_TIMEOUT", "30", 1);
+  try {
+    Bootstrap::init(id, 1, 4, 10.0, "");
+    FAIL() << "init succeeded without the other ranks";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), mycollTimeout);
+    std::string m = e.what();
+    EXPECT_NE(m.find("1 of 4 ranks arrived"), std::string::npos) << m;
+    EXPECT_NE(m.find("missing ranks: 0, 2, 3"), std::string::npos) << m;
+  }
+}
+
+TEST_F(BootEnv, BootMismatchedNranksRejected) {
+  UniqueIdData id = new_id();
+  std::vector<std::string> errors(2);
+  std::thread a([&] {
+    try {
+      Bootstrap::init(id, 0, 2, 3.0, "");
+    } catch (const Error& e) {
+      errors[0] = e.what();
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  try {
+    Bootstrap::init(id, 1, 3, 3.0, "");
+  } catch (const Error& e) {
+    errors[1] = e.what();
+    EXPECT_EQ(e.code(), mycollInvalidUsage);
+  }
+  a.join();
+  EXPECT_NE(errors[1].find("nranks=3"), std::string::npos) << errors[1];
+  EXPECT_NE(errors[0], "");  // rank 0 waits for a rank 1 that never properly joins
+}
+
+TEST_F(BootEnv, BootDeadRankIsRemoteErrorNamingIt) {
+  const int n = 3;
+  UniqueIdData id = new_id();
+  std::vector<mycollResult_t> codes(n, mycollSuccess);
+  auto errors = run_ranks(n, [&](int r) {
+    auto bs = Bootstrap::init(id, r, n, 20, "");
+    bs->barrier();
+    if (r == 2) {
+      bs.reset();  // rank 2 "dies": its sockets close
+      return;
+    }
+    std::vector<uint8_t> v(n * 64);
+    try {
+      bs->allgather(v.data(), 64);
+    } catch (const Error& e) {
+      codes[r] = e.code();
+      throw;
+    }
+  });
+  EXPECT_EQ(errors[2], "");
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(codes[r], mycollRemoteError) << errors[r];
+    EXPECT_NE(errors[r].find("rank 2"), std::string::npos) << errors[r];
+  }
+}
+
+TEST_F(BootEnv, BootAbortUnblocksAndPropagates) {
+  const int n = 2;
+  UniqueIdData id = new_id();
+  std::vector<std::unique_ptr<Bootstrap>> bs(n);
+  expect_all_ok(run_ranks(n, [&](int r) { bs[r] = Bootstrap::init(id, r, n, 20, ""); }));
+  std::thread killer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    bs[1]->abort();
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  char c;
+  try {
+    bs[1]->recv(0, &c, 1);  // rank 0 never sends
+    FAIL() << "recv returned";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), mycollRemoteError) << e.what();
+  }
+  killer.join();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 3.0);
+  EXPECT_THROW(bs[1]->barrier(), Error);  // future calls fail too
+  // Rank 0 learns of it (abort frame) instead of waiting for the timeout.
+  t0 = std::chrono::steady_clock::now();
+  try {
+    bs[0]->barrier();
+    FAIL() << "barrier with an aborted peer returned";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), mycollRemoteError) << e.what();
+    EXPECT_NE(std::string(e.what()).find("rank 1"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 3.0);
+}
+
+TEST_F(BootEnv, BootSizeMismatchIsAnError) {
+  const int n = 2;
+  UniqueIdData id = new_id();
+  auto errors = run_ranks(n, [&](int r) {
+    auto bs = Bootstrap::init(id, r, n, 10, "");
+    std::vector<uint8_t> buf(100);
+    if (r == 0) bs->send(1, buf.data(), 10);
+    if (r == 1) bs->recv(0, buf.data(), 11);
+  });
+  EXPECT_EQ(errors[0], "");
+  EXPECT_NE(errors[1].find("expected 11"), std::string::npos) << errors[1];
+}
+
+}  // namespace
+}  // namespace mycoll

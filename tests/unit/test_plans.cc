@@ -1,0 +1,428 @@
+// Plans of every algorithm, checked exhaustively by the plan simulator, plus
+// build_plan argument checks, AlgoPolicy parsing and the simulator's own
+// ability to catch broken plans.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "algorithms/plan.h"
+#include "core/error.h"
+#include "tests/unit/plan_simulator.h"
+
+namespace mycoll {
+namespace {
+
+struct Pair {
+  Algo algo;
+  Coll coll;
+};
+
+std::vector<Pair> supported_pairs() {
+  std::vector<Pair> out;
+  for (int a = 0; a < kNumAlgos; ++a)
+    for (int c = 0; c < kNumColls; ++c)
+      if (algo_supports(static_cast<Algo>(a), static_cast<Coll>(c)))
+        out.push_back({static_cast<Algo>(a), static_cast<Coll>(c)});
+  return out;
+}
+
+bool rooted(Coll c) {
+  return c == Coll::Broadcast || c == Coll::Reduce || c == Coll::Scatter || c == Coll::Gather;
+}
+bool blocked(Coll c) {
+  return c == Coll::AllGather || c == Coll::ReduceScatter || c == Coll::AllToAll ||
+         c == Coll::Scatter || c == Coll::Gather;
+}
+bool chunked(Coll c) {
+  return c == Coll::AllReduce || c == Coll::Broadcast || c == Coll::Reduce;
+}
+
+constexpr int kMaxRanks = 64;
+
+// Every configuration of one (algorithm, collective): nranks 1..64 x counts
+// {0, 1, 3, 7, n-1, n+1, 129} x roots (all for n <= 16, else 0, 1, n/2,
+// n-1) x in place or not x chunk {0, 3} (pipelined collectives) x stride
+// {count (spelled 0 or count), count + 3} (blocked collectives).
+class PlanSim : public ::testing::TestWithParam<Pair> {};
+
+TEST_P(PlanSim, EveryConfiguration) {
+  const Pair p = GetParam();
+  int runs = 0, failures = 0;
+  for (int n = 1; n <= kMaxRanks; ++n) {
+    std::set<size_t> counts{0, 1, 3, 7, size_t(n - 1), size_t(n + 1), 129};
+    std::set<int> roots{0};
+    if (rooted(p.coll)) {
+      if (n <= 16) {
+        for (int r = 0; r < n; ++r) roots.insert(r);
+      } else {
+        roots.insert({1, n / 2, n - 1});
+      }
+    }
+    for (size_t count : counts)
+      for (int root : roots)
+        for (bool in_place : {false, true})
+          for (size_t chunk : chunked(p.coll) ? std::vector<size_t>{0, 3} : std::vector<size_t>{0})
+            for (size_t stride : blocked(p.coll)
+                                     ? std::vector<size_t>{n % 2 ? count : 0, count + 3}
+                                     : std::vector<size_t>{0}) {
+              sim::Case c;
+              c.algo = p.algo;
+              c.args.coll = p.coll;
+              c.args.nranks = n;
+              c.args.root = root;
+              c.args.count = count;
+              c.args.stride = stride;
+              c.args.chunk = chunk;
+              c.args.in_place = in_place;
+              std::string err = sim::run_case(c);
+              ++runs;
+              if (!err.empty() && ++failures <= 10) ADD_FAILURE() << err;
+            }
+  }
+  EXPECT_EQ(failures, 0) << "of " << runs << " configurations";
+}
+
+// A sample beyond 64 ranks: a non-power of two (with stride padding) and a
+// power of two.
+TEST_P(PlanSim, LargerRankCounts) {
+  const Pair p = GetParam();
+  for (int n : {100, 128})
+    for (bool in_place : {false, true}) {
+      sim::Case c;
+      c.algo = p.algo;
+      c.args.coll = p.coll;
+      c.args.nranks = n;
+      c.args.root = n - 3;
+      c.args.count = n + 1;
+      c.args.stride = n == 100 && blocked(p.coll) ? n + 2 : 0;
+      c.args.chunk = 7;
+      c.args.in_place = in_place;
+      std::string err = sim::run_case(c);
+      EXPECT_EQ(err, "");
+    }
+}
+
+std::string pair_name(const ::testing::TestParamInfo<Pair>& info) {
+  return std::string(algo_name(info.param.algo)) + "_" + coll_name(info.param.coll);
+}
+
+INSTANTIATE_TEST_SUITE_P(Algorithms, PlanSim, ::testing::ValuesIn(supported_pairs()), pair_name);
+
+// ---------------------------------------------------------------------------
+// Capabilities and names
+
+TEST(PlanBuild, FamiliesServeTheDocumentedCollectives) {
+  std::set<std::string> got;
+  for (const Pair& p : supported_pairs())
+    got.insert(std::string(algo_name(p.algo)) + ":" + coll_name(p.coll));
+  std::set<std::string> want{
+      "ring:allreduce",    "ring:reducescatter", "ring:allgather", "ring:broadcast",
+      "ring:reduce",       "tree:allreduce",     "tree:broadcast", "tree:reduce",
+      "tree:scatter",      "tree:gather",        "rhd:allreduce",  "rhd:reducescatter",
+      "rhd:allgather",     "direct:alltoall",    "direct:scatter", "direct:gather"};
+  EXPECT_EQ(got, want);
+}
+
+TEST(PlanBuild, RejectsUnsupportedPairsNamingBoth) {
+  for (int a = 0; a < kNumAlgos; ++a)
+    for (int c = 0; c < kNumColls; ++c) {
+      Algo algo = static_cast<Algo>(a);
+      Coll coll = static_cast<Coll>(c);
+      if (algo_supports(algo, coll)) continue;
+      CollArgs args;
+      args.coll = coll;
+      args.nranks = 4;
+      args.count = 8;
+      try {
+        build_plan(algo, args);
+        ADD_FAILURE() << algo_name(algo) << "/" << coll_name(coll) << " did not throw";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), mycollInvalidUsage);
+        std::string what = e.what();
+        EXPECT_NE(what.find(algo_name(algo)), std::string::npos) << what;
+        EXPECT_NE(what.find(coll_name(coll)), std::string::npos) << what;
+      }
+    }
+}
+
+TEST(PlanBuild, RejectsBadArguments) {
+  auto code_of = [](Algo algo, CollArgs a) {
+    try {
+      build_plan(algo, a);
+    } catch (const Error& e) {
+      return e.code();
+    }
+    return mycollSuccess;
+  };
+  CollArgs a;
+  a.coll = Coll::Broadcast;
+  a.nranks = 4;
+  a.count = 5;
+  a.root = 4;
+  EXPECT_EQ(code_of(Algo::Tree, a), mycollInvalidArgument);  // root out of range
+  a.root = -1;
+  EXPECT_EQ(code_of(Algo::Ring, a), mycollInvalidArgument);
+  a.root = 0;
+  a.rank = 4;
+  EXPECT_EQ(code_of(Algo::Ring, a), mycollInvalidArgument);  // rank out of range
+  a.rank = 0;
+  a.nranks = 0;
+  EXPECT_EQ(code_of(Algo::Ring, a), mycollInvalidArgument);
+  a.nranks = 4;
+  EXPECT_EQ(code_of(Algo::Ring, a), mycollSuccess);
+  CollArgs g;
+  g.coll = Coll::AllGather;
+  g.nranks = 3;
+  g.count = 5;
+  g.stride = 4;  // stride < count
+  EXPECT_EQ(code_of(Algo::Ring, g), mycollInvalidArgument);
+  g.stride = 5;
+  EXPECT_EQ(code_of(Algo::Rhd, g), mycollSuccess);
+}
+
+TEST(PlanBuild, BufferCounts) {
+  CollArgs a;
+  a.nranks = 4;
+  a.count = 10;
+  a.root = 2;
+  a.rank = 1;
+  a.coll = Coll::AllGather;
+  EXPECT_EQ(buffer_counts(a).input, 10u);
+  EXPECT_EQ(buffer_counts(a).output, 40u);
+  a.stride = 16;
+  EXPECT_EQ(buffer_counts(a).output, 3 * 16 + 10u);  // last block ends at count
+  a.coll = Coll::Reduce;
+  EXPECT_EQ(buffer_counts(a).output, 0u);
+  a.rank = 2;
+  EXPECT_EQ(buffer_counts(a).output, 10u);
+  a.coll = Coll::Scatter;
+  EXPECT_EQ(buffer_counts(a).input, 3 * 16 + 10u);
+  a.rank = 0;
+  EXPECT_EQ(buffer_counts(a).input, 0u);
+  a.count = 0;
+  EXPECT_EQ(buffer_counts(a).output, 0u);
+}
+
+TEST(PlanBuild, Names) {
+  EXPECT_STREQ(coll_name(Coll::ReduceScatter), "reducescatter");
+  EXPECT_STREQ(coll_name(Coll::SendRecv), "sendrecv");
+  EXPECT_STREQ(algo_name(Algo::Rhd), "rhd");
+  EXPECT_STREQ(algo_name(Algo::Direct), "direct");
+}
+
+// Step counts the docs promise (docs/algorithms.md), for a sample.
+TEST(PlanBuild, StepCountsMatchDocs) {
+  auto steps = [](Algo algo, Coll coll, int n, int rank, size_t count, size_t chunk = 0) {
+    CollArgs a;
+    a.coll = coll;
+    a.nranks = n;
+    a.rank = rank;
+    a.count = count;
+    a.chunk = chunk;
+    return build_plan(algo, a).steps.size();
+  };
+  EXPECT_EQ(steps(Algo::Ring, Coll::AllReduce, 8, 3, 64), 14u);     // 2(n-1)
+  EXPECT_EQ(steps(Algo::Rhd, Coll::AllReduce, 8, 3, 64), 6u);       // 2 log2 n
+  EXPECT_EQ(steps(Algo::Rhd, Coll::AllReduce, 6, 3, 64), 6u);       // 2 log2 p + 2
+  EXPECT_EQ(steps(Algo::Rhd, Coll::AllReduce, 6, 0, 64), 2u);       // folded-away rank
+  EXPECT_EQ(steps(Algo::Ring, Coll::AllGather, 5, 0, 7), 4u);       // n-1
+  EXPECT_EQ(steps(Algo::Direct, Coll::AllToAll, 5, 1, 7), 4u);      // n-1
+  EXPECT_EQ(steps(Algo::Ring, Coll::Broadcast, 4, 3, 12, 4), 3u);   // last in chain: 3 chunks
+  EXPECT_EQ(steps(Algo::Tree, Coll::Broadcast, 8, 0, 12), 1u);      // root: one send step
+}
+
+// ---------------------------------------------------------------------------
+// AlgoPolicy
+
+TEST(AlgoPolicy, AutoByDefault) {
+  for (const char* spec : {"", "auto", "  AUTO ", "\t"}) {
+    AlgoPolicy p = AlgoPolicy::parse(spec);
+    for (int c = 0; c < kNumColls; ++c)
+      for (size_t bytes : {size_t(8), size_t(1) << 30})
+        EXPECT_EQ(p.choose(static_cast<Coll>(c), 24, bytes),
+                  AlgoPolicy::auto_choice(static_cast<Coll>(c), 24, bytes))
+            << "spec '" << spec << "'";
+  }
+}
+
+TEST(AlgoPolicy, GlobalFamilyAppliesWhereItServes) {
+  AlgoPolicy p = AlgoPolicy::parse(" Tree ");
+  EXPECT_EQ(p.choose(Coll::AllReduce, 8, 1 << 30), Algo::Tree);
+  EXPECT_EQ(p.choose(Coll::Scatter, 8, 1 << 30), Algo::Tree);
+  EXPECT_EQ(p.choose(Coll::AllGather, 8, 1 << 30), AlgoPolicy::auto_choice(Coll::AllGather, 8, 1 << 30));
+  EXPECT_EQ(p.choose(Coll::AllToAll, 8, 16), Algo::Direct);
+  AlgoPolicy q = AlgoPolicy::parse("rhd");
+  EXPECT_EQ(q.choose(Coll::ReduceScatter, 8, 1 << 30), Algo::Rhd);
+  EXPECT_EQ(q.choose(Coll::Broadcast, 8, 1 << 30), AlgoPolicy::auto_choice(Coll::Broadcast, 8, 1 << 30));
+}
+
+TEST(AlgoPolicy, PerCollectiveEntries) {
+  AlgoPolicy p = AlgoPolicy::parse(" allreduce : RHD , Broadcast:tree,reduce_scatter:ring");
+  EXPECT_EQ(p.choose(Coll::AllReduce, 64, size_t(1) << 30), Algo::Rhd);
+  EXPECT_EQ(p.choose(Coll::Broadcast, 2, size_t(1) << 30), Algo::Tree);
+  EXPECT_EQ(p.choose(Coll::ReduceScatter, 64, 8), Algo::Ring);
+  EXPECT_EQ(p.choose(Coll::AllGather, 64, 8), AlgoPolicy::auto_choice(Coll::AllGather, 64, 8));
+  // A global family plus per-collective overrides.
+  AlgoPolicy q = AlgoPolicy::parse("ring,allreduce:tree,allgather:auto");
+  EXPECT_EQ(q.choose(Coll::AllReduce, 8, 8), Algo::Tree);
+  EXPECT_EQ(q.choose(Coll::Reduce, 8, 8), Algo::Ring);
+  EXPECT_EQ(q.choose(Coll::AllGather, 8, 8), AlgoPolicy::auto_choice(Coll::AllGather, 8, 8));
+  EXPECT_EQ(q.choose(Coll::Gather, 8, 8), AlgoPolicy::auto_choice(Coll::Gather, 8, 8));
+}
+
+TEST(AlgoPolicy, BadSpecsNameTheBadToken) {
+  struct Bad {
+    const char* spec;
+    const char* token;
+  };
+  for (Bad b : {Bad{"rings", "rings"}, Bad{"allreduce:bogus", "bogus"},
+                Bad{"allreduc:ring", "allreduc"}, Bad{"alltoall:ring", "alltoall"},
+                Bad{"allreduce:ring,,broadcast:tree", "empty"}, Bad{"ring,", "empty"},
+                Bad{"allreduce:ring,allreduce:tree", "allreduce"}, Bad{"ring,tree", "tree"},
+                Bad{"gather:rhd", "rhd"}, Bad{"sendrecv:direct", "sendrecv"},
+                Bad{"allreduce:", "allreduce:"}, Bad{":ring", ":ring"}}) {
+    try {
+      AlgoPolicy::parse(b.spec);
+      ADD_FAILURE() << "'" << b.spec << "' parsed";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), mycollInvalidArgument) << b.spec;
+      EXPECT_NE(std::string(e.what()).find(b.token), std::string::npos)
+          << b.spec << " -> " << e.what();
+    }
+  }
+}
+
+TEST(AlgoPolicy, AutoChoiceAlwaysServesTheCollective) {
+  for (int c = 0; c < kNumColls; ++c) {
+    Coll coll = static_cast<Coll>(c);
+    if (coll == Coll::SendRecv) continue;  // built by the engine, not by a family
+    for (int n : {1, 2, 3, 8, 17, 64, 1024})
+      for (size_t bytes = 0; bytes <= (size_t(1) << 34); bytes = bytes ? bytes * 4 : 1) {
+        Algo a = AlgoPolicy::auto_choice(coll, n, bytes);
+        EXPECT_TRUE(algo_supports(a, coll))
+            << coll_name(coll) << " n=" << n << " bytes=" << bytes << " -> " << algo_name(a);
+      }
+  }
+  // The documented shape of the rule.
+  EXPECT_EQ(AlgoPolicy::auto_choice(Coll::AllReduce, 8, 1024), Algo::Rhd);
+  EXPECT_EQ(AlgoPolicy::auto_choice(Coll::AllReduce, 8, size_t(1) << 30), Algo::Ring);
+  EXPECT_EQ(AlgoPolicy::auto_choice(Coll::AllReduce, 64, size_t(2) << 20), Algo::Tree);
+  EXPECT_EQ(AlgoPolicy::auto_choice(Coll::AllToAll, 64, 8), Algo::Direct);
+  EXPECT_EQ(AlgoPolicy::auto_choice(Coll::Gather, 64, 64 * 1024), Algo::Tree);
+  EXPECT_EQ(AlgoPolicy::auto_choice(Coll::Gather, 4, 64), Algo::Direct);
+}
+
+// ---------------------------------------------------------------------------
+// The simulator catches broken plans (so the sweep above can fail).
+
+Op send_op(int peer, Slice src) {
+  Op o;
+  o.kind = OpKind::Send;
+  o.peer = peer;
+  o.src = src;
+  return o;
+}
+Op recv_op(int peer, Slice dst, OpKind k = OpKind::Recv, Slice src = {}) {
+  Op o;
+  o.kind = k;
+  o.peer = peer;
+  o.dst = dst;
+  o.src = src;
+  return o;
+}
+Plan plan_of(std::vector<std::vector<Op>> steps, size_t scratch = 0) {
+  Plan p;
+  for (auto& ops : steps) p.steps.push_back(Step{ops});
+  p.scratch_count = scratch;
+  return p;
+}
+std::vector<sim::RankMemory> memories(int n, size_t count) {
+  std::vector<sim::RankMemory> m(n);
+  for (auto& r : m) {
+    r.arena.assign(2 * count, 0);
+    r.output_base = count;
+    r.counts = {count, count};
+  }
+  return m;
+}
+
+TEST(PlanSimulator, DetectsDeadlockUnderRendezvous) {
+  // Both ranks send first and receive in a later step: fine with buffering,
+  // a deadlock without.
+  Slice in{Buf::Input, 0, 4}, out{Buf::Output, 0, 4};
+  std::vector<Plan> plans{plan_of({{send_op(1, in)}, {recv_op(1, out)}}),
+                          plan_of({{send_op(0, in)}, {recv_op(0, out)}})};
+  auto mem = memories(2, 4);
+  std::string err = sim::execute(plans, mem);
+  EXPECT_NE(err.find("deadlock"), std::string::npos) << err;
+  // The same exchange in one step completes.
+  plans = {plan_of({{send_op(1, in), recv_op(1, out)}}), plan_of({{send_op(0, in), recv_op(0, out)}})};
+  EXPECT_EQ(sim::execute(plans, mem), "");
+}
+
+TEST(PlanSimulator, DetectsMismatchesHazardsAndBounds) {
+  Slice in{Buf::Input, 0, 4}, out{Buf::Output, 0, 4};
+  auto run = [](std::vector<Plan> plans) {
+    auto mem = memories(static_cast<int>(plans.size()), 4);
+    return sim::execute(plans, mem);
+  };
+  // count mismatch
+  EXPECT_NE(run({plan_of({{send_op(1, in)}}), plan_of({{recv_op(0, Slice{Buf::Output, 0, 3})}})})
+                .find("count mismatch"),
+            std::string::npos);
+  // unmatched send
+  EXPECT_NE(run({plan_of({{send_op(1, in)}}), plan_of({})}).find("unmatched send"),
+            std::string::npos);
+  // out of bounds
+  EXPECT_NE(run({plan_of({{send_op(1, Slice{Buf::Input, 2, 4})}}), plan_of({{recv_op(0, out)}})})
+                .find("out of bounds"),
+            std::string::npos);
+  EXPECT_NE(run({plan_of({{send_op(1, Slice{Buf::Scratch, 0, 4})}}, 3), plan_of({{recv_op(0, out)}})})
+                .find("out of bounds"),
+            std::string::npos);
+  // count 0 op
+  EXPECT_NE(run({plan_of({{send_op(1, Slice{Buf::Input, 0, 0})}}),
+                 plan_of({{recv_op(0, Slice{Buf::Output, 0, 0})}})})
+                .find("count 0"),
+            std::string::npos);
+  // intra-step hazard: a receive into what a send of the same step reads
+  EXPECT_NE(run({plan_of({{send_op(1, out), recv_op(1, out)}}),
+                 plan_of({{send_op(0, in), recv_op(0, out)}})})
+                .find("hazard"),
+            std::string::npos);
+  // bad peer
+  EXPECT_NE(run({plan_of({{send_op(0, in)}}), plan_of({})}).find("bad peer"), std::string::npos);
+}
+
+TEST(PlanSimulator, RunCaseCatchesWrongResults) {
+  // A correct plan passes, and the reference is not trivially satisfied: a
+  // ring allgather that skips its self copy fails out of place only.
+  sim::Case c;
+  c.algo = Algo::Ring;
+  c.args.coll = Coll::AllGather;
+  c.args.nranks = 3;
+  c.args.count = 5;
+  EXPECT_EQ(sim::run_case(c), "");
+  std::vector<Plan> plans;
+  std::vector<sim::RankMemory> mem(3);
+  for (int r = 0; r < 3; ++r) {
+    CollArgs a = c.args;
+    a.rank = r;
+    Plan p = build_plan(c.algo, a);
+    ASSERT_EQ(p.steps[0].ops[0].kind, OpKind::Copy);
+    p.steps[0].ops.erase(p.steps[0].ops.begin());
+    plans.push_back(p);
+    mem[r].counts = buffer_counts(a);
+    mem[r].arena.assign(5 + 15, 0);
+    mem[r].output_base = 5;
+    for (int i = 0; i < 5; ++i) mem[r].arena[i] = 100 * (r + 1) + i;
+  }
+  ASSERT_EQ(sim::execute(plans, mem), "");
+  // Rank 0 never got its own block into Output, and so forwarded garbage.
+  EXPECT_NE(mem[0].arena[5], 100u);
+}
+
+}  // namespace
+}  // namespace mycoll

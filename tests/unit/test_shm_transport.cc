@@ -1,0 +1,460 @@
+// Shared-memory transport: ranks as threads stream data to every peer in
+// both directions at once (send_some / peek / consume / recv_some), checked
+// byte for byte; shutdown and dead peers become RemoteError; no names are
+// left in /dev/shm; a forked process killed with SIGKILL is reported.
+#include <gtest/gtest.h>
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "thread_bootstrap.h"
+#include "transports/shm/shm.h"
+#include "transports/transport.h"
+
+namespace mycoll {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The stream src -> dst is a random pattern of odd period kPeriod repeated:
+// a dropped, repeated or misplaced block shows unless it is a multiple of
+// the period long (never a FIFO size, which is a multiple of 4096).
+constexpr size_t kPeriod = 1000003;
+constexpr size_t kMaxChunk = (1u << 20) + 5;
+
+std::vector<uint8_t> make_pattern(int src, int dst) {
+  std::vector<uint8_t> p(kPeriod + kMaxChunk);
+  std::mt19937_64 rng(uint64_t(src) * 1000003 + uint64_t(dst) * 7 + 11);
+  for (size_t i = 0; i < kPeriod; ++i) p[i] = static_cast<uint8_t>(rng() >> 24);
+  for (size_t i = kPeriod; i < p.size(); ++i) p[i] = p[i - kPeriod];  // lets a chunk run past the period
+  return p;
+}
+
+std::vector<PeerInfo> same_host_peers(int n) {
+  std::vector<PeerInfo> all(n);
+  for (int r = 0; r < n; ++r) {
+    all[r].rank = r;
+    all[r].pid = getpid();
+    std::snprintf(all[r].host_id, sizeof(all[r].host_id), "unit-test-host");
+  }
+  return all;
+}
+
+std::vector<std::string> shm_entries_with_tag(uint64_t tag) {
+  char prefix[40];
+  std::snprintf(prefix, sizeof(prefix), "mycoll-%016" PRIx64 "-", tag);
+  std::vector<std::string> found;
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d))
+      if (std::strncmp(e->d_name, prefix, std::strlen(prefix)) == 0) found.push_back(e->d_name);
+    closedir(d);
+  }
+  return found;
+}
+
+// Inside rank threads: a failed check throws, so run_ranks aborts the other
+// ranks at once and rethrows it in the test's thread (a plain ASSERT would
+// only end this rank and leave the others waiting).
+void require(bool ok, const std::string& what) {
+  if (!ok) throw std::runtime_error(what);
+}
+
+struct ConnectedRank {
+  std::vector<int> peers;
+  std::vector<std::unique_ptr<Connection>> conns;
+};
+
+ConnectedRank connect_all(Bootstrap& bs, size_t fifo_bytes) {
+  ConnectedRank c;
+  const int n = bs.nranks();
+  for (int r = 0; r < n; ++r)
+    if (r != bs.rank()) c.peers.push_back(r);
+  Config cfg;
+  cfg.shm_fifo_bytes = fifo_bytes;
+  auto t = make_shm_transport();
+  EXPECT_STREQ(t->name(), "shm");
+  c.conns = t->connect(bs, same_host_peers(n), c.peers, cfg);
+  return c;
+}
+
+// Every ordered pair streams `total` bytes; both directions and all peers
+// progress in one loop per rank. Sizes and the receive call vary.
+void stream_all_pairs(int n, size_t total, size_t fifo_bytes) {
+  run_ranks(n, [&](Bootstrap& bs) {
+    const int me = bs.rank();
+    ConnectedRank c = connect_all(bs, fifo_bytes);
+    require(c.conns.size() == size_t(n - 1), "wrong number of connections");
+    bs.barrier();  // every rank has unlinked what it created
+    EXPECT_TRUE(shm_entries_with_tag(bs.tag()).empty()) << "names left in /dev/shm";
+
+    struct Peer {
+      std::vector<uint8_t> out, in;  // patterns me -> peer, peer -> me
+      size_t sent = 0, got = 0;
+    };
+    std::vector<Peer> ps(c.peers.size());
+    for (size_t i = 0; i < ps.size(); ++i) {
+      ps[i].out = make_pattern(me, c.peers[i]);
+      ps[i].in = make_pattern(c.peers[i], me);
+      EXPECT_EQ(c.conns[i]->describe(), "shm");
+    }
+    // Sizes and modes are random (seeded per rank), and a side sometimes
+    // skips its turn, so the ring is seen full, empty and everything in
+    // between, and reads and writes meet the wrap at every offset.
+    std::mt19937_64 rng(1000 + me);
+    auto random_size = [&rng]() -> size_t {
+      switch (rng() % 4) {
+        case 0: return 1 + rng() % 16;
+        case 1: return 1 + rng() % 5000;
+        case 2: return 1 + rng() % 300000;
+        default: return kMaxChunk;
+      }
+    };
+    std::vector<uint8_t> buf(kMaxChunk);
+    const auto deadline = Clock::now() + std::chrono::seconds(120);
+    bool done = false;
+    while (!done) {
+      done = true;
+      bool moved = false;
+      for (size_t i = 0; i < ps.size(); ++i) {
+        Peer& p = ps[i];
+        Connection& conn = *c.conns[i];
+        const std::string where = "rank " + std::to_string(me) + " <-> " +
+                                  std::to_string(c.peers[i]) + ": ";
+        if (p.sent < total && rng() % 8 != 0) {
+          size_t want = std::min(random_size(), total - p.sent);
+          size_t k = conn.send_some(p.out.data() + p.sent % kPeriod, want);
+          require(k <= want, where + "send_some returned more than asked");
+          p.sent += k;
+          moved |= k > 0;
+        }
+        if (p.got < total && rng() % 8 != 0) {
+          const size_t want = std::min(random_size(), total - p.got);
+          size_t k = 0;
+          const unsigned mode = rng() % 3;
+          if (mode == 0) {
+            k = conn.recv_some(buf.data(), want);
+            require(k <= want, where + "recv_some returned more than asked");
+            require(std::memcmp(buf.data(), p.in.data() + p.got % kPeriod, k) == 0,
+                    where + "recv_some data differs in bytes [" + std::to_string(p.got) + ", +" +
+                        std::to_string(k) + ")");
+          } else {
+            const void* data = nullptr;
+            k = conn.peek(&data, want);
+            require(k <= want, where + "peek returned more than asked");
+            if (k > 0) {
+              require(std::memcmp(data, p.in.data() + p.got % kPeriod, k) == 0,
+                      where + "peeked data differs in bytes [" + std::to_string(p.got) + ", +" +
+                          std::to_string(k) + ")");
+              if (mode == 2) k = 1 + rng() % k;  // release only part of it
+              conn.consume(k);
+            }
+          }
+          p.got += k;
+          moved |= k > 0;
+        }
+        if (p.sent < total || p.got < total) done = false;
+      }
+      if (!moved) {
+        for (auto& conn : c.conns) conn->check_alive();
+        std::this_thread::yield();
+      }
+      require(Clock::now() < deadline, "rank " + std::to_string(me) + " stuck");
+    }
+    // Nothing extra arrived.
+    bs.barrier();
+    for (auto& conn : c.conns) {
+      const void* data = nullptr;
+      EXPECT_EQ(conn->peek(&data, 1), 0u);
+      EXPECT_NO_THROW(conn->check_alive());
+    }
+    bs.barrier();  // nobody unmaps while a peer still checks
+  });
+}
+
+TEST(ShmTransport, TwoRanksStream64MiB) { stream_all_pairs(2, (64u << 20) + 12345, 4u << 20); }
+TEST(ShmTransport, ThreeRanksStream64MiB) { stream_all_pairs(3, (64u << 20) + 777, 1u << 20); }
+TEST(ShmTransport, FourRanksStream64MiBSmallFifo) { stream_all_pairs(4, (64u << 20) + 4099, 64u << 10); }
+
+TEST(ShmTransport, EmptyPeerListStillCollective) {
+  run_ranks(3, [](Bootstrap& bs) {
+    Config cfg;
+    cfg.shm_fifo_bytes = 1 << 16;
+    // Rank 0 has no shm peers; ranks 1 and 2 talk to each other.
+    std::vector<int> peers;
+    if (bs.rank() == 1) peers = {2};
+    if (bs.rank() == 2) peers = {1};
+    auto conns = make_shm_transport()->connect(bs, same_host_peers(3), peers, cfg);
+    EXPECT_EQ(conns.size(), peers.size());
+    if (bs.rank() == 1) {
+      const char msg[] = "hello";
+      EXPECT_EQ(conns[0]->send_some(msg, sizeof(msg)), sizeof(msg));
+    }
+    if (bs.rank() == 2) {
+      char got[6] = {};
+      size_t n = 0;
+      const auto deadline = Clock::now() + std::chrono::seconds(10);
+      while (n < sizeof(got) && Clock::now() < deadline) n += conns[0]->recv_some(got + n, 6 - n);
+      EXPECT_STREQ(got, "hello");
+    }
+    bs.barrier();
+  });
+}
+
+TEST(ShmTransport, CanConnectOnlySameHost) {
+  auto t = make_shm_transport();
+  PeerInfo a, b, c, empty;
+  std::snprintf(a.host_id, sizeof(a.host_id), "hostA-boot1");
+  std::snprintf(b.host_id, sizeof(b.host_id), "hostA-boot1");
+  std::snprintf(c.host_id, sizeof(c.host_id), "hostB-boot1");
+  EXPECT_TRUE(t->can_connect(a, b));
+  EXPECT_FALSE(t->can_connect(a, c));
+  EXPECT_FALSE(t->can_connect(empty, empty));
+}
+
+TEST(ShmTransport, ShutdownIsSeenByPeer) {
+  run_ranks(2, [](Bootstrap& bs) {
+    ConnectedRank c = connect_all(bs, 1 << 16);
+    Connection& conn = *c.conns[0];
+    EXPECT_NO_THROW(conn.check_alive());
+    bs.barrier();
+    if (bs.rank() == 0) conn.shutdown();
+    bs.barrier();
+    try {
+      conn.check_alive();
+      ADD_FAILURE() << "rank " << bs.rank() << ": check_alive did not throw after shutdown";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), mycollRemoteError);
+      if (bs.rank() == 1)
+        EXPECT_NE(std::string(e.what()).find("peer rank 0 closed the shm channel"),
+                  std::string::npos)
+            << e.what();
+      else
+        EXPECT_NE(std::string(e.what()).find("shut down by this rank"), std::string::npos)
+            << e.what();
+    }
+    conn.shutdown();  // idempotent
+    bs.barrier();
+  });
+}
+
+TEST(ShmTransport, UnreadDataIsDrainedBeforePeerLossIsReported) {
+  run_ranks(2, [](Bootstrap& bs) {
+    ConnectedRank c = connect_all(bs, 1 << 16);
+    Connection& conn = *c.conns[0];
+    if (bs.rank() == 0) {
+      std::vector<uint8_t> msg(100, 0x5a);
+      EXPECT_EQ(conn.send_some(msg.data(), msg.size()), msg.size());
+      conn.shutdown();
+    }
+    bs.barrier();
+    if (bs.rank() == 1) {
+      uint8_t buf[100];
+      EXPECT_NO_THROW(conn.check_alive()) << "100 unread bytes: first check defers";
+      EXPECT_EQ(conn.recv_some(buf, 50), 50u);
+      EXPECT_NO_THROW(conn.check_alive()) << "the engine is draining: defer again";
+      EXPECT_THROW(conn.check_alive(), Error) << "no progress since the last check";
+      EXPECT_EQ(conn.recv_some(buf + 50, 50), 50u);
+      EXPECT_EQ(buf[99], 0x5a);
+      EXPECT_THROW(conn.check_alive(), Error) << "drained";
+    }
+    bs.barrier();
+  });
+}
+
+TEST(ShmTransport, ConsumeBeyondPeekIsAnError) {
+  run_ranks(2, [](Bootstrap& bs) {
+    ConnectedRank c = connect_all(bs, 1 << 16);
+    Connection& conn = *c.conns[0];
+    if (bs.rank() == 0) {
+      const char msg[4] = {1, 2, 3, 4};
+      EXPECT_EQ(conn.send_some(msg, 4), 4u);
+    }
+    bs.barrier();
+    if (bs.rank() == 1) {
+      const void* p = nullptr;
+      EXPECT_EQ(conn.peek(&p, 100), 4u);
+      EXPECT_EQ(static_cast<const char*>(p)[3], 4);
+      EXPECT_THROW(conn.consume(5), Error);
+      conn.consume(4);
+      EXPECT_EQ(conn.peek(&p, 100), 0u);
+    }
+    bs.barrier();
+  });
+}
+
+TEST(ShmTransport, FullFifoAcceptsNothingUntilRead) {
+  run_ranks(2, [](Bootstrap& bs) {
+    ConnectedRank c = connect_all(bs, 8192);
+    Connection& conn = *c.conns[0];
+    if (bs.rank() == 0) {
+      std::vector<uint8_t> big(20000);
+      for (size_t i = 0; i < big.size(); ++i) big[i] = uint8_t(i * 7);
+      EXPECT_EQ(conn.send_some(big.data(), big.size()), 8192u);
+      EXPECT_EQ(conn.send_some(big.data(), big.size()), 0u);
+      bs.barrier();  // rank 1 reads 5000
+      bs.barrier();
+      EXPECT_EQ(conn.send_some(big.data() + 8192, big.size() - 8192), 5000u);
+    } else {
+      bs.barrier();
+      std::vector<uint8_t> got(5000);
+      EXPECT_EQ(conn.recv_some(got.data(), got.size()), 5000u);
+      for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], uint8_t(i * 7)) << i;
+      bs.barrier();
+    }
+    bs.barrier();
+  });
+}
+
+TEST(ShmFifo, CreateTwiceIsAnErrorNamingTheSegment) {
+  const std::string name = shm::fifo_name(std::random_device{}(), 5, 6);
+  auto a = shm::Fifo::create(name, 4096);
+  try {
+    shm::Fifo::create(name, 4096);
+    ADD_FAILURE() << "second create did not throw";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), mycollSystemError);
+    EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(std::strerror(EEXIST)), std::string::npos) << e.what();
+  }
+  shm::unlink_fifo(name);
+  EXPECT_THROW(shm::Fifo::open(name), Error);
+}
+
+TEST(ShmFifo, NoSpaceIsAnErrorAndLeavesNothing) {
+  struct statvfs vfs;
+  ASSERT_EQ(statvfs("/dev/shm", &vfs), 0);
+  const uint64_t fs_bytes = uint64_t(vfs.f_blocks) * vfs.f_frsize;
+  // tmpfs refuses at once a fallocate larger than the whole file system; on
+  // an unlimited one it would try to allocate it, so skip there.
+  if (vfs.f_blocks == 0 || fs_bytes > (uint64_t(1) << 44)) GTEST_SKIP() << "/dev/shm unlimited";
+  const uint64_t tag = std::random_device{}();
+  const std::string name = shm::fifo_name(tag, 0, 1);
+  try {
+    shm::Fifo::create(name, static_cast<size_t>(fs_bytes * 2));
+    ADD_FAILURE() << "create larger than /dev/shm did not throw";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), mycollSystemError);
+    EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(shm_entries_with_tag(tag).empty());
+}
+
+TEST(ShmFifo, NameFormat) {
+  EXPECT_EQ(shm::fifo_name(0xabcdef, 3, 12), "/mycoll-0000000000abcdef-3-12");
+}
+
+// Real processes: the child streams to the parent, then is killed; the
+// parent's check_alive names the dead pid (first as an unreaped zombie).
+TEST(ShmFifo, ForkedPeerKilledIsReported) {
+  const uint64_t tag = (uint64_t(std::random_device{}()) << 32) | std::random_device{}();
+  const std::string to_parent = shm::fifo_name(tag, 1, 0), to_child = shm::fifo_name(tag, 0, 1);
+  constexpr size_t kChildBytes = (8u << 20) + 3, kParentBytes = (1u << 20) + 1;
+  auto in = shm::Fifo::create(to_parent, 1 << 18);
+  int c2p[2], p2c[2];
+  ASSERT_EQ(pipe(c2p), 0);
+  ASSERT_EQ(pipe(p2c), 0);
+  fflush(nullptr);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // Child: no gtest here; report failure by exit code.
+    int rc = 0;
+    try {
+      auto cin = shm::Fifo::create(to_child, 1 << 18);
+      char x = 'c';
+      if (write(c2p[1], &x, 1) != 1) _exit(3);
+      if (read(p2c[0], &x, 1) != 1) _exit(4);
+      auto conn = shm::make_connection(0, shm::Fifo::open(to_parent), std::move(cin));
+      const auto out = make_pattern(1, 0), expect = make_pattern(0, 1);
+      std::vector<uint8_t> buf(kMaxChunk);
+      size_t sent = 0, got = 0;
+      const auto deadline = Clock::now() + std::chrono::seconds(60);
+      while ((sent < kChildBytes || got < kParentBytes) && Clock::now() < deadline) {
+        if (sent < kChildBytes)
+          sent += conn->send_some(out.data() + sent % kPeriod,
+                                  std::min<size_t>(300007, kChildBytes - sent));
+        if (got < kParentBytes) {
+          size_t k = conn->recv_some(buf.data(), std::min<size_t>(65537, kParentBytes - got));
+          if (std::memcmp(buf.data(), expect.data() + got % kPeriod, k) != 0) _exit(5);
+          got += k;
+        }
+      }
+      if (sent < kChildBytes || got < kParentBytes) _exit(6);
+      x = 'd';
+      if (write(c2p[1], &x, 1) != 1) _exit(7);
+      for (;;) pause();  // until killed
+    } catch (...) {
+      rc = 2;
+    }
+    _exit(rc);
+  }
+  char x = 0;
+  ASSERT_EQ(read(c2p[0], &x, 1), 1);
+  auto out = shm::Fifo::open(to_child);
+  ASSERT_EQ(write(p2c[1], &x, 1), 1);
+  auto conn = shm::make_connection(1, std::move(out), std::move(in));
+  const auto send_pat = make_pattern(0, 1), want = make_pattern(1, 0);
+  std::vector<uint8_t> buf(kMaxChunk);
+  size_t sent = 0, got = 0;
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while ((sent < kParentBytes || got < kChildBytes) && Clock::now() < deadline) {
+    if (sent < kParentBytes)
+      sent += conn->send_some(send_pat.data() + sent % kPeriod,
+                              std::min<size_t>(40009, kParentBytes - sent));
+    const void* p = nullptr;
+    size_t k = conn->peek(&p, std::min<size_t>(kMaxChunk, kChildBytes - got));
+    if (k) {
+      ASSERT_EQ(0, std::memcmp(p, want.data() + got % kPeriod, k)) << "at byte " << got;
+      conn->consume(k);
+      got += k;
+    }
+  }
+  EXPECT_EQ(sent, kParentBytes);
+  EXPECT_EQ(got, kChildBytes);
+  ASSERT_EQ(read(c2p[0], &x, 1), 1);  // child done and waiting
+  EXPECT_EQ(x, 'd');
+  shm::unlink_fifo(to_parent);
+  shm::unlink_fifo(to_child);
+  EXPECT_NO_THROW(conn->check_alive());
+
+  ASSERT_EQ(kill(child, SIGKILL), 0);
+  // Not reaped yet: the child is a zombie, which must count as gone.
+  std::string what;
+  const auto until = Clock::now() + std::chrono::seconds(10);
+  while (what.empty() && Clock::now() < until) {
+    try {
+      conn->check_alive();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), mycollRemoteError);
+      what = e.what();
+    }
+  }
+  EXPECT_NE(what.find("peer rank 1 (pid " + std::to_string(child) + ") is gone"),
+            std::string::npos)
+      << "got: '" << what << "'";
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "child status " << status;
+  EXPECT_THROW(conn->check_alive(), Error);  // stays reported once reaped
+  for (int fd : {c2p[0], c2p[1], p2c[0], p2c[1]}) close(fd);
+  EXPECT_TRUE(shm_entries_with_tag(tag).empty());
+}
+
+}  // namespace
+}  // namespace mycoll

@@ -1,0 +1,138 @@
+// mycoll-perf: nccl-tests-style benchmark of every mycoll collective.
+//
+//   mycoll-perf all_reduce --np 4 -b 8 -e 128M -f 2         4 local ranks, forked here
+//   MYCOLL_ADDR=127.0.0.1:29500 mpirun -np 4 mycoll-perf all_reduce ...   (launcher env)
+//   mpirun -np 4 mycoll-perf all_reduce --vs mpi ...        MPI bootstrap + MPI comparison
+//   mycoll-perf all_reduce --mem cuda --np 8 --vs nccl ...  8 GPUs, against NCCL
+//
+// See README.md for every flag and the exact command lines.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+
+#include "bench.h"
+#include "launch.h"
+#include "options.h"
+
+#ifdef MYCOLL_PERF_CUDA
+#include "gpu_launch.h"
+#endif
+
+#ifdef MYCOLL_PERF_MPI
+#include <mpi.h>
+#endif
+
+namespace {
+
+using mycoll_perf::Options;
+
+#ifdef MYCOLL_PERF_MPI
+// Under mpirun: MPI_Init, rank 0's unique id broadcast with MPI_Bcast, then
+// the benchmark with MPI's equivalents timed in the same processes.
+int run_under_mpi(const Options& o) {
+  MPI_Init(nullptr, nullptr);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  mycollUniqueId id;
+  std::memset(&id, 0, sizeof(id));
+  int ok = 1;
+  if (rank == 0) {
+    mycollResult_t r = mycollGetUniqueId(&id);
+    if (r != mycollSuccess) {
+      std::fprintf(stderr, "rank 0: %s\n",
+                   mycoll_examples::describe(r, "mycollGetUniqueId", nullptr).c_str());
+      ok = 0;
+    }
+  }
+  MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (!ok) {
+    MPI_Finalize();
+    return 2;
+  }
+  MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
+  mycollComm_t comm = nullptr;
+#ifdef MYCOLL_PERF_CUDA
+  if (o.cuda()) {
+    try {
+      mycoll_perf::select_local_gpu();  // the communicator binds to the current device
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
+      MPI_Abort(MPI_COMM_WORLD, 2);
+      return 2;
+    }
+  }
+#endif
+  mycollResult_t r = mycollCommInitRank(&comm, size, id, rank);
+  if (r != mycollSuccess) {
+    std::fprintf(stderr, "rank %d: %s\n", rank,
+                 mycoll_examples::describe(r, "mycollCommInitRank", nullptr).c_str());
+    MPI_Abort(MPI_COMM_WORLD, 2);
+    return 2;
+  }
+  int rc = mycoll_examples::run_rank(comm, [&](mycollComm_t c, int rk, int n) {
+    return mycoll_perf::run_benchmark(c, rk, n, o, /*with_mpi=*/true);
+  });
+  // A failed rank may leave the others inside a collective: end them all.
+  int worst = 0;
+  MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return worst;
+}
+#endif
+
+// NVLink multicast (NVLS) can take the shared GPU hosts down: NCCL must not
+// use it. Set before anything can initialise NCCL (children inherit it).
+void disable_nvls() {
+  const char* v = std::getenv("NCCL_NVLS_ENABLE");
+  if (v && std::strcmp(v, "0") != 0)
+    std::fprintf(stderr,
+                 "mycoll-perf: warning: NCCL_NVLS_ENABLE=%s ignored, forced to 0 (NVLink "
+                 "multicast is not allowed on these hosts)\n",
+                 v);
+  if (!v || std::strcmp(v, "0") != 0) setenv("NCCL_NVLS_ENABLE", "0", 1);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  disable_nvls();
+  Options o;
+  int exit_code = 0;
+  if (!mycoll_perf::parse_options(argc, argv, &o, &exit_code)) return exit_code;
+
+  if (o.vs_mpi) {
+#ifdef MYCOLL_PERF_MPI
+    if (o.np > 0) {
+      std::fprintf(stderr, "mycoll-perf: --vs mpi runs under mpirun; drop --np\n");
+      return 2;
+    }
+    return run_under_mpi(o);
+#else
+    std::fprintf(stderr, "mycoll-perf: built without MPI (CMake did not find it): no --vs mpi\n");
+    return 2;
+#endif
+  }
+  if (o.cuda()) {
+#ifdef MYCOLL_PERF_CUDA
+    return mycoll_perf::run_gpu(o);
+#else
+    if (o.skip_without_gpu) {
+      std::printf("SKIP: no GPU (mycoll-perf built without CUDA)\n");
+      return 0;
+    }
+    std::fprintf(stderr, "mycoll-perf: --mem cuda: built without CUDA (no nvcc at configure time)\n");
+    return 2;
+#endif
+  }
+  if (o.np > 0 && o.root >= o.np) {
+    std::fprintf(stderr, "mycoll-perf: -r %d is not a rank of --np %d\n", o.root, o.np);
+    return 2;
+  }
+  if (o.np == 0 && !mycoll_examples::launched_by_env())
+    std::fprintf(stderr, "mycoll-perf: one rank (use --np N, or a launcher: see README.md)\n");
+  return mycoll_examples::launch(o.np, [&](mycollComm_t comm, int rank, int nranks) {
+    return mycoll_perf::run_benchmark(comm, rank, nranks, o, /*with_mpi=*/false);
+  });
+}

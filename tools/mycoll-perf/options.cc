@@ -1,0 +1,234 @@
+#include "options.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "datatypes.h"
+
+namespace mycoll_perf {
+namespace {
+
+void usage(const char* prog) {
+  std::fprintf(stderr,
+      "usage: %s <collective> [flags]\n"
+      "  collective: all_reduce all_gather reduce_scatter broadcast reduce alltoall scatter\n"
+      "              gather sendrecv, or all (each in turn)\n"
+      "  -b <bytes>   smallest size (K/M/G suffixes), default 32M\n"
+      "  -e <bytes>   largest size, default 32M\n"
+      "  -f <factor>  multiply the size by this each step, default 2\n"
+      "  -i <bytes>   add this to the size each step (instead of -f)\n"
+      "  -n <iters>   timed iterations per size, default 20\n"
+      "  -w <iters>   warm-up iterations per size, default 1\n"
+      "  -c <0|1>     check every element of one extra run per size, count #wrong (default 1)\n"
+      "  -d <type>    int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 | all\n"
+      "  -o <op>      sum prod max min avg | all (reductions only), default sum\n"
+      "  -r <root>    root of broadcast/reduce/scatter/gather, default 0\n"
+      "  -z <0|1>     blocking: sync the stream after every call (device memory; host\n"
+      "               collectives always complete on return), default 0\n"
+      "  -a <0..3>    time over ranks: 0 rank 0, 1 average, 2 min, 3 max (default)\n"
+      "  --np <N>     fork N local processes (default: processes from the launcher's\n"
+      "               environment, else 1 process)\n"
+      "  --json FILE  also write one JSON object per line per size and collective\n"
+      "  --vs mpi     under mpirun: bootstrap over MPI and time MPI's equivalent too\n"
+      "  --vs nccl    time NCCL (libnccl.so.2, loaded at run time) on the same GPUs,\n"
+      "               buffers and stream (needs --mem cuda)\n"
+      "  --mem <m>    buffer memory: host (default) or cuda (device buffers, one GPU per rank)\n"
+      "  -t <T>       threads per process, one rank each (--mem cuda), default 1\n"
+      "  -g <G>       GPUs per thread, one rank each, driven in one group (--mem cuda), default 1\n"
+      "  -G <N>       capture -n iterations in a CUDA graph, time N launches of it (--mem cuda)\n"
+      "  --skip-without-gpu  with --mem cuda: print 'SKIP: ...' and exit 0 when fewer GPUs\n"
+      "               than needed are present (for test suites)\n"
+      "Exit status: 0 when every checked element was right, 1 if any #wrong > 0, 2 on errors.\n",
+      prog);
+}
+
+// "64K" -> 65536; false when s is not a non-negative size.
+bool parse_bytes(const char* s, size_t* out) {
+  char* end = nullptr;
+  errno = 0;
+  double v = std::strtod(s, &end);
+  if (errno != 0 || end == s || v < 0) return false;
+  double mult = 1;
+  switch (*end) {
+    case 'k': case 'K': mult = 1024.0; ++end; break;
+    case 'm': case 'M': mult = 1024.0 * 1024; ++end; break;
+    case 'g': case 'G': mult = 1024.0 * 1024 * 1024; ++end; break;
+    default: break;
+  }
+  if (*end == 'B' || *end == 'b') ++end;
+  if (*end != '\0') return false;
+  *out = static_cast<size_t>(std::llround(v * mult));
+  return true;
+}
+
+bool parse_int(const char* s, int min, int max, int* out) {
+  char* end = nullptr;
+  errno = 0;
+  long v = std::strtol(s, &end, 10);
+  if (errno != 0 || end == s || *end != '\0' || v < min || v > max) return false;
+  *out = static_cast<int>(v);
+  return true;
+}
+
+}  // namespace
+
+bool parse_options(int argc, char** argv, Options* o, int* exit_code) {
+  *exit_code = 2;
+  bool factor_given = false, increment_given = false;
+  std::string coll_name;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      usage(argv[0]);
+      *exit_code = 0;
+      return false;
+    }
+    if (a.empty() || a[0] != '-') {
+      if (!coll_name.empty()) {
+        std::fprintf(stderr, "mycoll-perf: two collectives given ('%s', '%s')\n",
+                     coll_name.c_str(), a.c_str());
+        return false;
+      }
+      coll_name = a;
+      continue;
+    }
+    if (a == "--skip-without-gpu") {
+      o->skip_without_gpu = true;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "mycoll-perf: %s needs a value (see -h)\n", a.c_str());
+      return false;
+    }
+    const char* v = argv[++i];
+    bool ok = true;
+    if (a == "-b") ok = parse_bytes(v, &o->min_bytes);
+    else if (a == "-e") ok = parse_bytes(v, &o->max_bytes);
+    else if (a == "-f") {
+      char* end = nullptr;
+      o->step_factor = std::strtod(v, &end);
+      ok = end != v && *end == '\0' && o->step_factor >= 1;
+      factor_given = true;
+    } else if (a == "-i") {
+      ok = parse_bytes(v, &o->step_bytes);
+      increment_given = true;
+    } else if (a == "-n") ok = parse_int(v, 1, 1 << 30, &o->iters);
+    else if (a == "-w") ok = parse_int(v, 0, 1 << 30, &o->warmup);
+    else if (a == "-c") ok = parse_int(v, 0, 1, &o->check);
+    else if (a == "-r") ok = parse_int(v, 0, 1 << 30, &o->root);
+    else if (a == "-z") ok = parse_int(v, 0, 1, &o->blocking);
+    else if (a == "-a") ok = parse_int(v, 0, 3, &o->average);
+    else if (a == "--np") ok = parse_int(v, 1, 4096, &o->np);
+    else if (a == "-t") ok = parse_int(v, 1, 1024, &o->threads);
+    else if (a == "-g") ok = parse_int(v, 1, 1024, &o->gpus);
+    else if (a == "-G") ok = parse_int(v, 0, 1 << 20, &o->graph_launches);
+    else if (a == "--json") o->json_path = v;
+    else if (a == "--mem") o->mem = v;
+    else if (a == "--vs") {
+      o->vs_mpi = std::strcmp(v, "mpi") == 0;
+      o->vs_nccl = std::strcmp(v, "nccl") == 0;
+      ok = o->vs_mpi || o->vs_nccl;
+    } else if (a == "-d") {
+      o->dtypes.clear();
+      if (std::strcmp(v, "all") == 0) {
+        for (int t = 0; t < mycollNumTypes; ++t)
+          o->dtypes.push_back(static_cast<mycollDataType_t>(t));
+      } else {
+        mycollDataType_t t;
+        ok = parse_dtype(v, &t);
+        o->dtypes.push_back(t);
+      }
+    } else if (a == "-o") {
+      o->ops.clear();
+      if (std::strcmp(v, "all") == 0) {
+        for (int k = 0; k < mycollNumOps; ++k) o->ops.push_back(static_cast<mycollRedOp_t>(k));
+      } else {
+        mycollRedOp_t op;
+        ok = parse_op(v, &op);
+        o->ops.push_back(op);
+      }
+    } else {
+      std::fprintf(stderr, "mycoll-perf: unknown flag %s (see -h)\n", a.c_str());
+      return false;
+    }
+    if (!ok) {
+      std::fprintf(stderr, "mycoll-perf: bad value '%s' for %s (see -h)\n", v, a.c_str());
+      return false;
+    }
+  }
+  if (coll_name.empty()) {
+    usage(argv[0]);
+    return false;
+  }
+  if (coll_name == "all") {
+    for (const CollInfo& c : all_colls()) o->colls.push_back(&c);
+  } else if (const CollInfo* c = find_coll(coll_name)) {
+    o->colls.push_back(c);
+  } else {
+    std::fprintf(stderr, "mycoll-perf: unknown collective '%s' (see -h)\n", coll_name.c_str());
+    return false;
+  }
+  if (increment_given && !factor_given) o->step_factor = 1;
+  if (o->mem != "host" && o->mem != "cuda") {
+    std::fprintf(stderr, "mycoll-perf: --mem '%s' is not host or cuda\n", o->mem.c_str());
+    return false;
+  }
+  if (!o->cuda()) {
+    const char* needs_cuda = o->vs_nccl ? "--vs nccl" : o->threads > 1 ? "-t" : o->gpus > 1 ? "-g"
+                           : o->graph_launches > 0 ? "-G" : nullptr;
+    if (needs_cuda) {
+      std::fprintf(stderr, "mycoll-perf: %s needs --mem cuda\n", needs_cuda);
+      return false;
+    }
+  }
+  if (o->vs_mpi && (o->threads > 1 || o->gpus > 1)) {
+    std::fprintf(stderr, "mycoll-perf: --vs mpi runs one rank per process: drop -t/-g\n");
+    return false;
+  }
+  if (o->min_bytes > o->max_bytes) {
+    std::fprintf(stderr, "mycoll-perf: -b %zu is larger than -e %zu\n", o->min_bytes,
+                 o->max_bytes);
+    return false;
+  }
+  *exit_code = 0;
+  return true;
+}
+
+std::vector<size_t> size_list(const Options& o) {
+  std::vector<size_t> sizes;
+  size_t s = o.min_bytes;
+  while (s <= o.max_bytes) {
+    sizes.push_back(s);
+    size_t next = s;
+    if (o.step_factor > 1)
+      next = s == 0 ? 1 : static_cast<size_t>(std::ceil(static_cast<double>(s) * o.step_factor));
+    else
+      next = s + o.step_bytes;
+    if (next <= s) break;  // factor 1 and no increment (or s == 0): one size
+    s = next;
+  }
+  return sizes;
+}
+
+std::string describe_options(const Options& o) {
+  std::string s = "-b " + std::to_string(o.min_bytes) + " -e " + std::to_string(o.max_bytes);
+  if (o.step_factor > 1) {
+    char f[32];
+    std::snprintf(f, sizeof(f), " -f %g", o.step_factor);
+    s += f;
+  } else {
+    s += " -i " + std::to_string(o.step_bytes);
+  }
+  s += " -n " + std::to_string(o.iters) + " -w " + std::to_string(o.warmup) + " -c " +
+       std::to_string(o.check) + " -r " + std::to_string(o.root) + " -a " +
+       std::to_string(o.average);
+  if (o.cuda())
+    s += " -z " + std::to_string(o.blocking) + " -t " + std::to_string(o.threads) + " -g " +
+         std::to_string(o.gpus) + " -G " + std::to_string(o.graph_launches);
+  return s;
+}
+
+}  // namespace mycoll_perf

@@ -1,0 +1,435 @@
+// Shared-memory transport (see shm.h for the design and the FIFO layout).
+//
+// Threading (as the other transports): the send side (send_some) and the
+// receive side (peek, consume, recv_some, check_alive) of one connection may
+// run on two different threads, each side on one thread at a time;
+// shutdown() may be called from any thread.
+#include "transports/shm/shm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <new>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "core/config.h"
+#include "core/error.h"
+#include "core/log.h"
+
+namespace mycoll {
+namespace shm {
+namespace {
+
+constexpr size_t kPage = 4096;
+// Publish / release granularity: the writer makes data visible (and the
+// reader frees space) at least every this many bytes, so both sides stream
+// instead of taking turns over the whole ring; it also keeps a peeked block
+// cache-sized for the reduction that reads it.
+constexpr size_t kMaxSlice = 256 * 1024;
+// Minimum time between two liveness checks of the peer's pid.
+constexpr auto kPidCheckInterval = std::chrono::milliseconds(20);
+
+uint64_t own_pidns() {
+  static const uint64_t ino = [] {
+    struct stat st;
+    return stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+  }();
+  return ino;
+}
+
+// True when pid no longer runs: it does not exist, or it is a zombie (a
+// dead child its parent has not reaped yet; kill() still succeeds on it).
+bool process_gone(pid_t pid) {
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
+  FILE* f = std::fopen(path, "r");
+  if (!f) return errno == ENOENT;
+  char buf[512];
+  size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+  std::fclose(f);
+  buf[n] = 0;
+  const char* close_paren = std::strrchr(buf, ')');  // the command name may hold ')'
+  if (!close_paren || close_paren[1] != ' ') return false;
+  const char state = close_paren[2];
+  return state == 'Z' || state == 'X';
+}
+
+size_t slice_of(uint64_t capacity) {
+  return std::min<size_t>(kMaxSlice, std::max<size_t>(kPage, capacity / 4));
+}
+
+std::string errno_text(int e) { return std::strerror(e); }
+
+[[noreturn]] void fail_sys(const std::string& what, int e) {
+  throw_error(mycollSystemError, what + ": " + errno_text(e));
+}
+
+class ShmConnection final : public Connection {
+ public:
+  ShmConnection(int peer, std::unique_ptr<Fifo> out, std::unique_ptr<Fifo> in)
+      : peer_(peer),
+        out_(std::move(out)),
+        in_(std::move(in)),
+        oh_(out_->header()),
+        ih_(in_->header()),
+        odata_(out_->data()),
+        idata_(in_->data()),
+        ocap_(out_->capacity()),
+        icap_(in_->capacity()),
+        oslice_(slice_of(ocap_)),
+        islice_(slice_of(icap_)),
+        my_pid_(getpid()) {
+    // Resume from the counters in case the FIFOs were used before (they
+    // are fresh after connect; this keeps the object honest anyway).
+    head_ = oh_->head.load(std::memory_order_relaxed);
+    tail_seen_ = oh_->tail.load(std::memory_order_acquire);
+    tail_ = ih_->tail.load(std::memory_order_relaxed);
+    head_seen_ = ih_->head.load(std::memory_order_acquire);
+  }
+
+  ~ShmConnection() override = default;
+
+  size_t send_some(const void* data, size_t n) override {
+    const uint8_t* src = static_cast<const uint8_t*>(data);
+    size_t sent = 0;
+    while (sent < n) {
+      const size_t want = std::min(n - sent, oslice_);
+      uint64_t free = ocap_ - (head_ - tail_seen_);
+      if (free < want) {
+        tail_seen_ = oh_->tail.load(std::memory_order_acquire);
+        free = ocap_ - (head_ - tail_seen_);
+        if (free == 0) break;
+      }
+      const size_t k = std::min<uint64_t>(want, free);
+      const size_t pos = head_ % ocap_;
+      const size_t first = std::min<uint64_t>(k, ocap_ - pos);
+      std::memcpy(odata_ + pos, src + sent, first);
+      if (k > first) std::memcpy(odata_, src + sent + first, k - first);
+      head_ += k;
+      oh_->head.store(head_, std::memory_order_release);
+      sent += k;
+    }
+    return sent;
+  }
+
+  size_t peek(const void** data, size_t max) override {
+    const size_t want = std::min(max, islice_);
+    if (want == 0) return 0;
+    uint64_t avail = head_seen_ - tail_;
+    if (avail < want) {
+      head_seen_ = ih_->head.load(std::memory_order_acquire);
+      avail = head_seen_ - tail_;
+      if (avail == 0) return 0;
+    }
+    const size_t pos = tail_ % icap_;
+    const size_t k = std::min<uint64_t>(std::min<uint64_t>(avail, want), icap_ - pos);
+    *data = idata_ + pos;
+    return k;
+  }
+
+  void consume(size_t n) override {
+    if (n > head_seen_ - tail_)
+      throw_error(mycollInternalError, "shm: consume(" + std::to_string(n) + ") from rank " +
+                                           std::to_string(peer_) + " beyond the " +
+                                           std::to_string(head_seen_ - tail_) + " bytes peeked");
+    tail_ += n;
+    ih_->tail.store(tail_, std::memory_order_release);
+  }
+
+  size_t recv_some(void* dst, size_t n) override {
+    uint8_t* out = static_cast<uint8_t*>(dst);
+    size_t got = 0;
+    while (got < n) {
+      const void* p = nullptr;
+      const size_t k = peek(&p, n - got);
+      if (k == 0) break;
+      std::memcpy(out + got, p, k);
+      got += k;
+      tail_ += k;
+      ih_->tail.store(tail_, std::memory_order_release);
+    }
+    return got;
+  }
+
+  void check_alive() override {
+    if (local_closed_.load(std::memory_order_acquire))
+      throw_error(mycollRemoteError, "shm channel to peer rank " + std::to_string(peer_) +
+                                         " was shut down by this rank");
+    std::string why;
+    if ((ih_->closed.load(std::memory_order_acquire) & kWriterClosed) ||
+        (oh_->closed.load(std::memory_order_acquire) & kReaderClosed)) {
+      why = "peer rank " + std::to_string(peer_) + " closed the shm channel";
+    } else if (!gone_.empty()) {
+      why = gone_;
+    } else {
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_pid_check_ >= kPidCheckInterval) {
+        last_pid_check_ = now;
+        pid_t pid = ih_->writer_pid.load(std::memory_order_relaxed);
+        uint64_t ns = ih_->writer_pidns.load(std::memory_order_relaxed);
+        if (pid <= 0) {
+          pid = oh_->reader_pid.load(std::memory_order_relaxed);
+          ns = oh_->reader_pidns.load(std::memory_order_relaxed);
+        }
+        // Only a pid in our own pid namespace means anything to kill().
+        if (pid > 0 && pid != my_pid_ && ns != 0 && ns == own_pidns() && process_gone(pid)) {
+          gone_ = "peer rank " + std::to_string(peer_) + " (pid " + std::to_string(pid) +
+                  ") is gone";
+          why = gone_;
+        }
+      }
+    }
+    if (why.empty()) return;
+    // Bytes the peer wrote before it went away may still be unread (it may
+    // have sent its last message and exited): give the engine one more
+    // pass to take them; if it does not move the tail, report the peer.
+    const uint64_t head = ih_->head.load(std::memory_order_acquire);
+    if (head != tail_ && tail_ != deferred_tail_) {
+      deferred_tail_ = tail_;
+      return;
+    }
+    throw_error(mycollRemoteError, why);
+  }
+
+  void shutdown() noexcept override {
+    local_closed_.store(true, std::memory_order_release);
+    oh_->closed.fetch_or(kWriterClosed, std::memory_order_acq_rel);
+    ih_->closed.fetch_or(kReaderClosed, std::memory_order_acq_rel);
+  }
+
+  std::string describe() const override { return "shm"; }
+
+ private:
+  const int peer_;
+  std::unique_ptr<Fifo> out_, in_;
+  FifoHeader* const oh_;
+  FifoHeader* const ih_;
+  uint8_t* const odata_;
+  const uint8_t* const idata_;
+  const uint64_t ocap_, icap_;
+  const size_t oslice_, islice_;
+  const pid_t my_pid_;
+
+  // Send side.
+  uint64_t head_ = 0;       // our copy of out head (we are its only writer)
+  uint64_t tail_seen_ = 0;  // last out tail read from the peer
+
+  // Receive side.
+  uint64_t tail_ = 0;       // our copy of in tail
+  uint64_t head_seen_ = 0;  // last in head read from the peer
+  std::chrono::steady_clock::time_point last_pid_check_{};
+  std::string gone_;
+  uint64_t deferred_tail_ = UINT64_MAX;
+
+  std::atomic<bool> local_closed_{false};
+};
+
+// Unlinks the names it holds when it goes out of scope.
+struct UnlinkGuard {
+  std::vector<std::string> names;
+  ~UnlinkGuard() {
+    for (const auto& n : names) unlink_fifo(n);
+  }
+};
+
+class ShmTransport final : public Transport {
+ public:
+  const char* name() const override { return "shm"; }
+
+  bool can_connect(const PeerInfo& me, const PeerInfo& peer) const override {
+    return me.host_id[0] != 0 && std::strncmp(me.host_id, peer.host_id, sizeof(me.host_id)) == 0;
+  }
+
+  std::vector<std::unique_ptr<Connection>> connect(Bootstrap& bs, const std::vector<PeerInfo>& all,
+                                                   const std::vector<int>& peers,
+                                                   const Config& cfg) override {
+    const int me = bs.rank();
+    const int n = bs.nranks();
+    const uint64_t tag = bs.tag();
+    const size_t np = peers.size();
+    std::vector<std::unique_ptr<Fifo>> in(np), out(np);
+    UnlinkGuard created;
+
+    // Phase 1: create the FIFOs this rank reads from.
+    std::exception_ptr err;
+    size_t cap = 0;
+    try {
+      cap = cfg.shm_fifo_bytes;
+      if (cap == 0) cap = parse_bytes(env_get("MYCOLL_SHM_FIFO_BYTES"), "MYCOLL_SHM_FIFO_BYTES");
+      check_arg(cap >= kPage, "MYCOLL_SHM_FIFO_BYTES must be at least 4K, got " +
+                                  std::to_string(cap));
+      for (size_t i = 0; i < np; ++i) {
+        const int p = peers[i];
+        check_arg(p >= 0 && p < n && p != me && static_cast<size_t>(p) < all.size() &&
+                      static_cast<size_t>(me) < all.size(),
+                  "shm connect: bad peer rank " + std::to_string(p) + " on rank " +
+                      std::to_string(me) + " of " + std::to_string(n));
+        check_arg(can_connect(all[me], all[p]),
+                  "shm connect: rank " + std::to_string(p) + " is on another host (" +
+                      all[p].host_id + ") than rank " + std::to_string(me) + " (" +
+                      all[me].host_id + ")");
+        const std::string name = fifo_name(tag, p, me);
+        in[i] = Fifo::create(name, cap);
+        created.names.push_back(name);
+      }
+    } catch (...) {
+      err = std::current_exception();
+    }
+    sync(bs, err, "create");
+
+    // Phase 2: open the FIFOs this rank writes to.
+    try {
+      for (size_t i = 0; i < np; ++i) out[i] = Fifo::open(fifo_name(tag, me, peers[i]));
+    } catch (...) {
+      err = std::current_exception();
+    }
+    sync(bs, err, "open");
+    // Everybody has mapped everything: drop the names now (the guard would
+    // do it too; doing it here keeps /dev/shm clean before we return).
+    for (const auto& name : created.names) unlink_fifo(name);
+    created.names.clear();
+
+    std::vector<std::unique_ptr<Connection>> conns;
+    conns.reserve(np);
+    for (size_t i = 0; i < np; ++i)
+      conns.push_back(make_connection(peers[i], std::move(out[i]), std::move(in[i])));
+    if (np > 0)
+      log_info(Subsys::Transport, "shm: rank {} connected to {} peer(s), FIFO {} bytes each way",
+               me, np, cap);
+    return conns;
+  }
+
+ private:
+
+  // Collective status exchange (also the barrier between phases): every
+  // rank learns whether any rank failed, so all fail together instead of
+  // waiting for each other until the bootstrap timeout.
+  static void sync(Bootstrap& bs, std::exception_ptr& err, const char* phase) {
+    std::vector<int32_t> ok(bs.nranks(), 1);
+    ok[bs.rank()] = err ? 0 : 1;
+    bs.allgather(ok.data(), sizeof(int32_t));
+    if (err) std::rethrow_exception(err);
+    for (int r = 0; r < bs.nranks(); ++r)
+      if (!ok[r])
+        throw_error(mycollRemoteError, std::string("shm connect: rank ") + std::to_string(r) +
+                                           " failed to " + phase + " its shared-memory FIFOs");
+  }
+};
+
+}  // namespace
+
+// ---- Fifo --------------------------------------------------------------------
+
+Fifo::Fifo(std::string name, void* base, size_t map_bytes)
+    : name_(std::move(name)),
+      base_(base),
+      map_bytes_(map_bytes),
+      header_(static_cast<FifoHeader*>(base)),
+      data_(static_cast<uint8_t*>(base) + kFifoDataOffset),
+      capacity_(header_->capacity) {}
+
+Fifo::~Fifo() {
+  if (base_) munmap(base_, map_bytes_);
+}
+
+std::unique_ptr<Fifo> Fifo::create(const std::string& name, size_t capacity) {
+  const uint64_t cap = (static_cast<uint64_t>(capacity) + kPage - 1) / kPage * kPage;
+  const size_t total = kFifoDataOffset + cap;
+  int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0) fail_sys("shm: cannot create FIFO " + name, errno);
+  auto cleanup = [&](int e, const std::string& what) {
+    close(fd);
+    shm_unlink(name.c_str());
+    std::string msg = "shm: cannot " + what + " FIFO " + name + " (" + std::to_string(total) +
+                      " bytes)";
+    if (e == ENOSPC || e == ENOMEM)
+      msg += " - /dev/shm is too small for the FIFOs; enlarge it or lower MYCOLL_SHM_FIFO_BYTES";
+    fail_sys(msg, e);
+  };
+  if (ftruncate(fd, static_cast<off_t>(total)) != 0) cleanup(errno, "size");
+  // Reserve the pages now (tmpfs allocates lazily; a full /dev/shm would
+  // otherwise surface as SIGBUS on first write).
+  const int rc = posix_fallocate(fd, 0, static_cast<off_t>(total));
+  if (rc != 0 && rc != EOPNOTSUPP && rc != EINVAL) cleanup(rc, "allocate");
+  void* base = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  if (base == MAP_FAILED) cleanup(errno, "map");
+  close(fd);
+  auto* h = new (base) FifoHeader();
+  h->capacity = cap;
+  h->head.store(0, std::memory_order_relaxed);
+  h->tail.store(0, std::memory_order_relaxed);
+  h->closed.store(0, std::memory_order_relaxed);
+  h->writer_pid.store(0, std::memory_order_relaxed);
+  h->writer_pidns.store(0, std::memory_order_relaxed);
+  h->reader_pid.store(getpid(), std::memory_order_relaxed);
+  h->reader_pidns.store(own_pidns(), std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  h->magic = kFifoMagic;
+  return std::unique_ptr<Fifo>(new Fifo(name, base, total));
+}
+
+std::unique_ptr<Fifo> Fifo::open(const std::string& name) {
+  int fd = shm_open(name.c_str(), O_RDWR, 0);
+  if (fd < 0) fail_sys("shm: cannot open FIFO " + name, errno);
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int e = errno;
+    close(fd);
+    fail_sys("shm: cannot stat FIFO " + name, e);
+  }
+  const size_t total = static_cast<size_t>(st.st_size);
+  if (total < kFifoDataOffset + kPage) {
+    close(fd);
+    throw_error(mycollSystemError, "shm: FIFO " + name + " has size " + std::to_string(total) +
+                                       ", too small to be a mycoll FIFO");
+  }
+  void* base = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  int e = errno;
+  close(fd);
+  if (base == MAP_FAILED) fail_sys("shm: cannot map FIFO " + name, e);
+  auto* h = static_cast<FifoHeader*>(base);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (h->magic != kFifoMagic || h->capacity == 0 || kFifoDataOffset + h->capacity > total) {
+    munmap(base, total);
+    throw_error(mycollSystemError,
+                "shm: " + name + " is not an initialised mycoll FIFO (bad magic or size)");
+  }
+  h->writer_pid.store(getpid(), std::memory_order_relaxed);
+  h->writer_pidns.store(own_pidns(), std::memory_order_relaxed);
+  return std::unique_ptr<Fifo>(new Fifo(name, base, total));
+}
+
+std::string fifo_name(uint64_t tag, int from, int to) {
+  char buf[80];
+  std::snprintf(buf, sizeof(buf), "/mycoll-%016" PRIx64 "-%d-%d", tag, from, to);
+  return buf;
+}
+
+void unlink_fifo(const std::string& name) noexcept {
+  // Errors other than ENOENT leave the segment until reboot; nothing better to do.
+  shm_unlink(name.c_str());
+}
+
+std::unique_ptr<Connection> make_connection(int peer_rank, std::unique_ptr<Fifo> out,
+                                            std::unique_ptr<Fifo> in) {
+  check_arg(out && in, "shm make_connection: missing FIFO");
+  return std::make_unique<ShmConnection>(peer_rank, std::move(out), std::move(in));
+}
+
+}  // namespace shm
+
+std::unique_ptr<Transport> make_shm_transport() { return std::make_unique<shm::ShmTransport>(); }
+
+}  // namespace mycoll

@@ -1,0 +1,376 @@
+// TCP socket transport: one authenticated TCP connection per peer pair.
+//
+// connect() is collective: every rank with peers listens on the bootstrap
+// interface, the {ip, port} of every rank goes round Bootstrap::allgather,
+// then for each pair the lower rank connects and the higher accepts. Accepts
+// run in a helper thread through the non-blocking server handshake (so a
+// stray client cannot stall init) while this thread connects.
+//
+// A connection is a non-blocking socket. Sends go straight to the kernel.
+// Received bytes land in an internal linear buffer (peek/consume); recv_some
+// reads straight into the caller's memory when that buffer is empty, so
+// large messages cost one copy (the kernel's) and big syscalls.
+//
+// Threading: the send side and the receive side of a connection may be
+// driven by two different threads; each side by one thread at a time.
+// check_alive() and progress() belong to the receive side.
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "bootstrap/socket_util.h"
+#include "core/config.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "transports/transport.h"
+
+namespace mycoll {
+namespace {
+
+using net::Deadline;
+using net::Fd;
+using net::ServerHandshake;
+using net::SockAddr;
+
+constexpr const char* kRoleSocket = "mycoll-socket";
+constexpr uint32_t kAnnounceMagic = 0x4b53594d;  // "MYSK"
+constexpr size_t kRecvBufferBytes = 4u << 20;
+
+struct Endpoint {  // allgathered per rank
+  uint8_t addr[net::kAddrBytes];
+  uint32_t valid;  // 0: this rank has no peers on this transport
+};
+
+struct Announce {  // connector -> acceptor after authentication
+  uint32_t magic;
+  int32_t rank;
+};
+
+class SocketConnection final : public Connection {
+ public:
+  SocketConnection(Fd fd, int peer, SockAddr addr)
+      : fd_(std::move(fd)), peer_(peer), addr_(addr) {}
+
+  size_t send_some(const void* data, size_t n) override {
+    if (n == 0) return 0;
+    if (shut_.load(std::memory_order_relaxed)) throw_broken();
+    for (;;) {
+      ssize_t k = ::send(fd_.get(), data, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (k >= 0) return static_cast<size_t>(k);
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+      send_err_.store(errno);
+      throw_broken();
+    }
+  }
+
+  size_t peek(const void** data, size_t max) override {
+    if (tail_ - head_ < max && (!buf_ || tail_ < kRecvBufferBytes)) fill();
+    *data = buf_ ? buf_.get() + head_ : nullptr;
+    return std::min(tail_ - head_, max);
+  }
+
+  void consume(size_t n) override {
+    if (n > tail_ - head_)
+      throw_error(mycollInternalError, describe() + ": consume(" + std::to_string(n) +
+                                           ") beyond the " + std::to_string(tail_ - head_) +
+                                           " bytes peeked");
+    head_ += n;
+    if (head_ == tail_) {
+      head_ = tail_ = 0;
+    } else if (head_ >= kRecvBufferBytes / 2) {
+      // Amortized: at most half the buffer moves after half of it was consumed.
+      std::memmove(buf_.get(), buf_.get() + head_, tail_ - head_);
+      tail_ -= head_;
+      head_ = 0;
+    }
+  }
+
+  size_t recv_some(void* dst, size_t n) override {
+    auto* out = static_cast<uint8_t*>(dst);
+    size_t copied = std::min(tail_ - head_, n);
+    if (copied) {
+      std::memcpy(out, buf_.get() + head_, copied);
+      consume(copied);
+    }
+    if (copied == n || head_ != tail_) return copied;
+    // Buffer empty: read straight into the caller's memory.
+    for (;;) {
+      ssize_t k = ::recv(fd_.get(), out + copied, n - copied, MSG_DONTWAIT);
+      if (k > 0) return copied + static_cast<size_t>(k);
+      if (k == 0) {
+        eof_.store(true);
+        return copied;
+      }
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) recv_err_.store(errno);
+      return copied;
+    }
+  }
+
+  bool progress() override {
+    if (buf_ && tail_ == kRecvBufferBytes) return false;
+    return fill();
+  }
+
+  void check_alive() override {
+    if (shut_.load() || eof_.load() || recv_err_.load() || send_err_.load()) throw_broken();
+    pollfd p{fd_.get(), POLLIN, 0};
+    if (::poll(&p, 1, 0) <= 0) return;
+    if (p.revents & POLLERR) {
+      int e = 0;
+      socklen_t len = sizeof(e);
+      getsockopt(fd_.get(), SOL_SOCKET, SO_ERROR, &e, &len);
+      recv_err_.store(e ? e : EIO);
+      throw_broken();
+    }
+    // Readable: pull what is there (EOF shows only once the data is read;
+    // with a full buffer the peer still has data for us, so it counts as
+    // alive until the engine consumes).
+    if (!buf_ || tail_ < kRecvBufferBytes) fill();
+    if (eof_.load() || recv_err_.load()) throw_broken();
+  }
+
+  void shutdown() noexcept override {
+    if (!shut_.exchange(true)) ::shutdown(fd_.get(), SHUT_RDWR);
+  }
+
+  std::string describe() const override { return "socket " + addr_.str(); }
+
+ private:
+  // Appends what the kernel has to the buffer; true if bytes arrived.
+  bool fill() {
+    if (!buf_) buf_.reset(new uint8_t[kRecvBufferBytes]);
+    for (;;) {
+      ssize_t k = ::recv(fd_.get(), buf_.get() + tail_, kRecvBufferBytes - tail_, MSG_DONTWAIT);
+      if (k > 0) {
+        tail_ += static_cast<size_t>(k);
+        return true;
+      }
+      if (k == 0) {
+        eof_.store(true);
+        return false;
+      }
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) recv_err_.store(errno);
+      return false;
+    }
+  }
+
+  [[noreturn]] void throw_broken() const {
+    std::string who = "socket to rank " + std::to_string(peer_) + " (" + addr_.str() + ")";
+    if (int e = send_err_.load() ? send_err_.load() : recv_err_.load())
+      throw_error(mycollRemoteError, who + ": " + std::strerror(e) + " (peer died or aborted?)");
+    if (eof_.load()) throw_error(mycollRemoteError, who + " closed by peer");
+    throw_error(mycollRemoteError, who + " shut down (communicator aborted)");
+  }
+
+  Fd fd_;
+  int peer_;
+  SockAddr addr_;
+  std::unique_ptr<uint8_t[]> buf_;  // allocated on first receive
+  size_t head_ = 0, tail_ = 0;
+  std::atomic<bool> shut_{false};
+  std::atomic<bool> eof_{false};
+  std::atomic<int> recv_err_{0};
+  std::atomic<int> send_err_{0};
+};
+
+// Accepts `expected` authenticated connections on listen_fd until the
+// deadline; results by announced rank. Runs in a helper thread.
+class Acceptor {
+ public:
+  Acceptor(int listen_fd, const Secret& secret, std::set<int> expected, int nranks, Deadline d,
+           size_t buffer_bytes)
+      : listen_fd_(listen_fd),
+        secret_(secret),
+        expected_(std::move(expected)),
+        nranks_(nranks),
+        deadline_(d),
+        buffer_bytes_(buffer_bytes) {}
+
+  void run() {
+    try {
+      loop();
+    } catch (const std::exception& e) {
+      error_ = e.what();
+    }
+  }
+  void cancel() { cancel_.store(true); }
+  const std::string& error() const { return error_; }
+  std::map<int, Fd>& accepted() { return accepted_; }
+  const std::set<int>& expected() const { return expected_; }
+
+ private:
+  void loop() {
+    std::vector<std::unique_ptr<ServerHandshake>> pending;
+    while (accepted_.size() < expected_.size() && !cancel_.load()) {
+      if (deadline_.expired()) return;
+      std::vector<pollfd> fds{{listen_fd_, POLLIN, 0}};
+      Deadline wake = Deadline::after(0.1);
+      for (auto& hs : pending) {
+        fds.push_back({hs->fd(), POLLIN, 0});
+        wake.at = std::min(wake.at, hs->deadline().at);
+      }
+      int rc = ::poll(fds.data(), fds.size(), wake.poll_ms());
+      if (rc < 0 && errno != EINTR) throw_system("socket transport: poll");
+      std::vector<std::unique_ptr<ServerHandshake>> still;
+      for (size_t i = 0; i < pending.size(); ++i) {
+        auto& hs = pending[i];
+        auto st = ServerHandshake::State::kRunning;
+        if (fds[1 + i].revents) st = hs->on_readable();
+        if (st == ServerHandshake::State::kDone) {
+          admit(*hs);
+        } else if (st == ServerHandshake::State::kFailed) {
+          if (hs->hostile())
+            log_warn(Subsys::Transport, "socket: dropped connection from {}: {}",
+                     hs->peer().str(), hs->failure());
+          else
+            log_info(Subsys::Transport, "socket: dropped connection from {}: {}",
+                     hs->peer().str(), hs->failure());
+        } else if (!hs->deadline().expired()) {
+          still.push_back(std::move(hs));
+        }
+      }
+      pending = std::move(still);
+      if (fds[0].revents & POLLIN) {
+        for (int k = 0; k < 64; ++k) {
+          SockAddr peer;
+          Fd fd = net::accept_nonblocking(listen_fd_, &peer);
+          if (!fd.valid()) break;
+          net::set_buffer_sizes(fd.get(), buffer_bytes_);
+          auto hs = std::make_unique<ServerHandshake>(
+              std::move(fd), peer, secret_, kRoleSocket, sizeof(Announce),
+              Deadline::after(std::min(15.0, std::max(0.0, deadline_.seconds_left()))));
+          if (hs->start() == ServerHandshake::State::kRunning) pending.push_back(std::move(hs));
+        }
+      }
+    }
+  }
+
+  void admit(ServerHandshake& hs) {
+    Announce a;
+    std::memcpy(&a, hs.announcement().data(), sizeof(a));
+    if (a.magic != kAnnounceMagic || !expected_.count(a.rank) || accepted_.count(a.rank)) {
+      log_warn(Subsys::Transport, "socket: rejected connection from {} claiming rank {}",
+               hs.peer().str(), a.rank);
+      return;
+    }
+    accepted_[a.rank] = hs.take_fd();
+  }
+
+  int listen_fd_;
+  Secret secret_;
+  std::set<int> expected_;
+  int nranks_;
+  Deadline deadline_;
+  size_t buffer_bytes_;
+  std::atomic<bool> cancel_{false};
+  std::map<int, Fd> accepted_;
+  std::string error_;
+};
+
+class SocketTransport final : public Transport {
+ public:
+  const char* name() const override { return "socket"; }
+  bool can_connect(const PeerInfo&, const PeerInfo&) const override { return true; }
+
+  std::vector<std::unique_ptr<Connection>> connect(Bootstrap& bs, const std::vector<PeerInfo>& all,
+                                                   const std::vector<int>& peers,
+                                                   const Config& cfg) override {
+    const int me = bs.rank(), n = bs.nranks();
+    const Deadline d = Deadline::after(cfg.timeout_s);
+    std::set<int> seen;
+    for (int p : peers)
+      check_arg(p >= 0 && p < n && p != me && seen.insert(p).second,
+                "socket transport: bad peer list on rank " + std::to_string(me) + " (peer " +
+                    std::to_string(p) + ")");
+
+    Fd listener;
+    std::vector<Endpoint> eps(n);
+    std::memset(eps.data(), 0, eps.size() * sizeof(Endpoint));
+    if (!peers.empty()) {
+      SockAddr bound;
+      listener = net::listen_on(bs.local_ip(), 0, false, &bound, cfg.socket_buffer_bytes);
+      bound.to_bytes(eps[me].addr);
+      eps[me].valid = 1;
+    }
+    bs.allgather(eps.data(), sizeof(Endpoint));
+    if (peers.empty()) return {};
+
+    std::vector<SockAddr> addr(n);
+    std::set<int> lower;
+    for (int p : peers) {
+      if (!eps[p].valid)
+        throw_error(mycollInvalidUsage, "socket transport: rank " + std::to_string(me) +
+                                            " lists rank " + std::to_string(p) +
+                                            " as a peer but that rank has no socket peers "
+                                            "(asymmetric peer lists)");
+      addr[p] = SockAddr::from_bytes(eps[p].addr);
+      if (p < me) lower.insert(p);
+    }
+
+    Acceptor acceptor(listener.get(), bs.secret(), lower, n, d, cfg.socket_buffer_bytes);
+    std::thread accept_thread([&] { acceptor.run(); });
+    std::map<int, Fd> connected;
+    std::string error;
+    mycollResult_t code = mycollRemoteError;
+    try {
+      for (int p : peers) {
+        if (p < me) continue;
+        const std::string what = "socket transport: rank " + std::to_string(me) +
+                                 " connecting to rank " + std::to_string(p);
+        Fd fd = net::connect_to(addr[p], d, what, false, nullptr, cfg.socket_buffer_bytes);
+        if (!net::authenticate_client(fd.get(), bs.secret(), kRoleSocket, d.seconds_left()))
+          throw_error(mycollRemoteError, what + " (" + addr[p].str() +
+                                             "): authentication failed or peer went away");
+        Announce a{kAnnounceMagic, me};
+        int e = 0;
+        auto st = net::send_all(fd.get(), &a, sizeof(a), d, &e);
+        if (st != net::IoStatus::kOk)
+          throw_error(mycollRemoteError, what + ": " + net::io_status_text(st, e));
+        connected[p] = std::move(fd);
+      }
+    } catch (const Error& e) {
+      error = e.what();
+      code = e.code();
+      acceptor.cancel();
+    }
+    accept_thread.join();
+    if (error.empty() && !acceptor.error().empty()) error = acceptor.error();
+    if (error.empty() && acceptor.accepted().size() < lower.size()) {
+      std::string missing;
+      for (int p : lower)
+        if (!acceptor.accepted().count(p)) missing += (missing.empty() ? "" : ", ") + std::to_string(p);
+      code = mycollTimeout;
+      error = "socket transport: rank " + std::to_string(me) + " timed out after " +
+              std::to_string(cfg.timeout_s) + " s waiting for connections from rank(s) " + missing;
+    }
+    if (!error.empty()) throw_error(code, error);
+
+    std::vector<std::unique_ptr<Connection>> out;
+    for (int p : peers) {
+      Fd fd = p < me ? std::move(acceptor.accepted()[p]) : std::move(connected[p]);
+      net::set_nonblocking(fd.get());
+      net::set_nodelay(fd.get());
+      out.push_back(std::make_unique<SocketConnection>(std::move(fd), p, addr[p]));
+    }
+    log_info(Subsys::Transport, "socket: rank {} connected to {} peer(s)", me, peers.size());
+    (void)all;
+    return out;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> make_socket_transport() { return std::make_unique<SocketTransport>(); }
+
+}  // namespace mycoll
