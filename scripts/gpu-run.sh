@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# On a machine with NVIDIA GPUs: build with whatever optional packages exist,
+# run the GPU tests, compute-sanitizer over a subset, and the benchmark beside
+# NCCL; logs go to OUTDIR (default ./gpu-logs).
+#   scripts/gpu-run.sh OUTDIR [build|test|sanitize|bench|all]...   (default: all)
+# Env: GTEST_FILTER (GPU tests to run), BENCH_COLLS, BENCH_MAX (e.g. 2G),
+#      BENCH_NP (GPUs, default all), JOBS.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-gpu-logs}; shift || true
+steps=${*:-all}
+mkdir -p "$out"
+export NCCL_NVLS_ENABLE=0           # never NVLink multicast (shared hosts)
+export PATH=/usr/local/cuda/bin:$PATH
+build=${BUILD_DIR:-build-gpu}
+ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+has() { [[ " $steps " == *" $1 "* || " $steps " == *" all "* ]]; }
+rc=0
+
+if has build; then
+  { nvidia-smi; nvidia-smi topo -m; } > "$out/machine.txt" 2>&1
+  { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
+    ninja -C "$build" -j "${JOBS:-$(nproc)}"; } > "$out/build.log" 2>&1 || { echo "build failed"; tail -30 "$out/build.log"; exit 1; }
+  echo "build ok ($ngpu GPUs)"
+fi
+if has test; then
+  "$build/tests/mycoll_gpu_tests" --gtest_filter="${GTEST_FILTER:-*}" > "$out/gpu-tests.log" 2>&1 || rc=1
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[==========\]|FAILED:" "$out/gpu-tests.log" | head -40
+fi
+if has sanitize; then
+  for tool in memcheck racecheck; do
+    compute-sanitizer --tool $tool --target-processes all --error-exitcode 9 \
+      "$build/tests/mycoll_gpu_tests" --gtest_filter="${SANITIZE_FILTER:-Gpu/GpuProcesses.EveryElementMatchesReference/2gpus_ring}" \
+      > "$out/sanitizer-$tool.log" 2>&1 && echo "sanitizer $tool: clean" || { echo "sanitizer $tool: FAILED"; rc=1; }
+    grep -E "ERROR SUMMARY|Error|PASSED|FAILED" "$out/sanitizer-$tool.log" | head -5
+  done
+fi
+if has bench; then
+  np=${BENCH_NP:-$ngpu}
+  for coll in ${BENCH_COLLS:-all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv}; do
+    "$build/tools/mycoll-perf/mycoll-perf" "$coll" --mem cuda --np "$np" -b 8 -e "${BENCH_MAX:-2G}" -f 2 \
+      -n "${BENCH_ITERS:-20}" -w 5 -c 0 --vs nccl --json "$out/bench-$coll-${np}gpu.json" \
+      > "$out/bench-$coll-${np}gpu.txt" 2>&1 || rc=1
+    tail -4 "$out/bench-$coll-${np}gpu.txt"
+  done
+fi
+exit $rc
