@@ -3,7 +3,7 @@
 // code looks like; uses only the public C API (mycoll.h) and the CUDA runtime.
 //
 //   data_parallel [--np N] [--steps S] [--batch B] [--lr LR]
-//                 [--print-every K] [--target-loss L]
+//                 [--print-every K] [--target-loss L] [--no-broadcast]
 //
 //   --np N      fork N local ranks, rank r on GPU r (default: every GPU)
 //   under torchrun / mpirun / srun: one rank per process, mycollCommInitFromEnv
@@ -71,6 +71,7 @@ struct Options {
   float lr = 0.1f;
   int print_every = 20;
   double target_loss = 0.5;
+  bool broadcast = true;  // --no-broadcast: replicas start different (shows the check fails)
 };
 
 // ---------------------------------------------------------------------------
@@ -427,8 +428,9 @@ int rank_main(mycollComm_t comm, int rank, int nranks, const Options& o, const c
               "cudaMemcpy(params)");
   }
   cuda_must(cudaMemsetAsync(d.stats, 0, 2 * sizeof(float), d.stream), "cudaMemsetAsync(stats)");
-  must(mycollBroadcast(d.params, d.params, kParams, mycollFloat32, 0, comm, d.stream),
-       "mycollBroadcast(initial parameters)", comm);
+  if (o.broadcast)
+    must(mycollBroadcast(d.params, d.params, kParams, mycollFloat32, 0, comm, d.stream),
+         "mycollBroadcast(initial parameters)", comm);
 
   // Training loop.
   const auto t0 = std::chrono::steady_clock::now();
@@ -598,14 +600,16 @@ void select_device(int dev, int rank) {
 void usage(const char* prog) {
   std::fprintf(stderr,
                "usage: %s [--np N] [--steps S] [--batch B] [--lr LR] [--print-every K] "
-               "[--target-loss L]\n"
+               "[--target-loss L] [--no-broadcast]\n"
                "  --np N           fork N local ranks, rank r on GPU r (default: all GPUs);\n"
                "                   leave out under torchrun/mpirun/srun (one rank per process)\n"
                "  --steps S        training steps (default 300)\n"
                "  --batch B        samples per rank per step (default 64)\n"
                "  --lr LR          SGD learning rate (default 0.1)\n"
                "  --print-every K  report the loss every K steps (default 20)\n"
-               "  --target-loss L  fail (exit 1) unless the final loss is below L (default 0.5)\n",
+               "  --target-loss L  fail (exit 1) unless the final loss is below L (default 0.5)\n"
+               "  --no-broadcast   skip broadcasting rank 0's initial parameters: with 2+ ranks the\n"
+               "                   replicas then differ and the final check fails (exit 1)\n",
                prog);
 }
 
@@ -645,6 +649,9 @@ bool parse_args(int argc, char** argv, Options* o) {
     } else if (a == "--lr") {
       ok = parse_number(v, 1e-12, 1e6, &x);
       o->lr = static_cast<float>(x);
+    } else if (a == "--no-broadcast") {
+      o->broadcast = false;
+      continue;  // takes no value
     } else if (a == "--target-loss") {
       ok = parse_number(v, 0, 1e9, &o->target_loss);
     } else {

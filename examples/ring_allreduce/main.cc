@@ -13,50 +13,21 @@
 #include <string>
 #include <vector>
 
+#include "check.h"
 #include "launch.h"
 #include "ring.h"
 
 namespace {
 
 using mycoll_examples::must;
-
-// Small integers: every partial sum is exactly representable in float32 (as
-// long as nranks * 24 < 2^24), so any summation order gives the exact result
-// and the comparison can be exact. The pattern differs per rank and position
-// so a chunk landing in the wrong place or a missed reduction shows.
-float input_value(int rank, size_t i) {
-  return static_cast<float>(static_cast<int>((i * 7 + static_cast<size_t>(rank) * 5) % 25) - 12);
-}
-
-float exact_sum(int nranks, size_t i) {
-  long s = 0;
-  for (int r = 0; r < nranks; ++r) s += static_cast<long>(input_value(r, i));
-  return static_cast<float>(s);
-}
-
-// Compares got with want; prints the first few mismatches. Returns their count.
-size_t compare(const char* what, int rank, const std::vector<float>& got,
-               const std::vector<float>& want) {
-  size_t wrong = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (got[i] == want[i]) continue;
-    if (wrong < 5)
-      std::fprintf(stderr, "rank %d: %s: element %zu is %g, expected %g\n", rank, what, i,
-                   static_cast<double>(got[i]), static_cast<double>(want[i]));
-    ++wrong;
-  }
-  if (wrong > 5)
-    std::fprintf(stderr, "rank %d: %s: ... %zu mismatches in all\n", rank, what, wrong);
-  return wrong;
-}
+using ring_example::input_value;
 
 int rank_main(mycollComm_t comm, int rank, int nranks, size_t count) {
   std::vector<float> send(count), ring_out(count, -1000.f), lib_out(count, -2000.f);
-  std::vector<float> in_place(count), expected(count);
+  std::vector<float> in_place(count);
   for (size_t i = 0; i < count; ++i) {
     send[i] = input_value(rank, i);
     in_place[i] = send[i];
-    expected[i] = exact_sum(nranks, i);
   }
   std::vector<float> scratch(count / nranks + 1);
   const ring_example::RingOps ops = ring_example::host_ring_ops();
@@ -72,17 +43,7 @@ int rank_main(mycollComm_t comm, int rank, int nranks, size_t count) {
   must(mycollAllReduce(send.data(), lib_out.data(), count, mycollFloat32, mycollSum, comm, nullptr),
        "mycollAllReduce", comm);
 
-  size_t wrong = 0;
-  wrong += compare("ring vs exact reference", rank, ring_out, expected);
-  wrong += compare("ring in place vs exact reference", rank, in_place, expected);
-  wrong += compare("mycollAllReduce vs exact reference", rank, lib_out, expected);
-  wrong += compare("ring vs mycollAllReduce", rank, ring_out, lib_out);
-  for (size_t i = 0; i < count; ++i)
-    if (send[i] != input_value(rank, i)) {
-      std::fprintf(stderr, "rank %d: sendbuff element %zu was modified\n", rank, i);
-      ++wrong;
-      break;
-    }
+  const size_t wrong = ring_example::verify(rank, nranks, send, ring_out, in_place, lib_out);
   if (wrong == 0)
     std::printf("rank %d/%d: OK (%zu floats, ring == mycollAllReduce == exact)\n", rank, nranks,
                 count);

@@ -3,12 +3,14 @@
 namespace ring_example {
 namespace {
 
-void host_copy(float* dst, const float* src, size_t n, mycollStream_t) {
+mycollResult_t host_copy(float* dst, const float* src, size_t n, mycollStream_t) {
   for (size_t i = 0; i < n; ++i) dst[i] = src[i];
+  return mycollSuccess;
 }
 
-void host_add(float* dst, const float* src, size_t n, mycollStream_t) {
+mycollResult_t host_add(float* dst, const float* src, size_t n, mycollStream_t) {
   for (size_t i = 0; i < n; ++i) dst[i] += src[i];
+  return mycollSuccess;
 }
 
 int mod(int a, int n) { return ((a % n) + n) % n; }
@@ -51,7 +53,10 @@ mycollResult_t ring_allreduce(const float* sendbuff, float* recvbuff, float* scr
   if (r != mycollSuccess) return r;
 
   // The ring works in recvbuff: start from this rank's own contribution.
-  if (sendbuff != recvbuff) ops.copy(recvbuff, sendbuff, count, stream);
+  if (sendbuff != recvbuff) {
+    r = ops.copy(recvbuff, sendbuff, count, stream);
+    if (r != mycollSuccess) return r;
+  }
   if (n == 1 || count == 0) return mycollSuccess;
 
   const int next = mod(rank + 1, n);  // we always send to next...
@@ -68,7 +73,8 @@ mycollResult_t ring_allreduce(const float* sendbuff, float* recvbuff, float* scr
     const Chunk in = ring_chunk(count, n, mod(rank - s - 1, n));
     r = exchange(recvbuff + out.offset, out.count, next, scratch, in.count, prev, comm, stream);
     if (r != mycollSuccess) return r;
-    ops.add(recvbuff + in.offset, scratch, in.count, stream);
+    if (in.count > 0) r = ops.add(recvbuff + in.offset, scratch, in.count, stream);
+    if (r != mycollSuccess) return r;
   }
 
   // Phase 2, all-gather: n-1 steps that circulate the finished chunks. At

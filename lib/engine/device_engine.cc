@@ -156,6 +156,14 @@ class DeviceCommImpl : public DeviceComm {
     return static_cast<int>(std::max<size_t>(1, std::min<size_t>(n, geom_.max_channels)));
   }
 
+  // Pipelined (tree/chain) plans: about one chunk per 64 KiB of the
+  // channel's data, at most 64 chunks (a step per chunk), 16-byte aligned.
+  static size_t pipeline_chunk(size_t count, size_t es, size_t align) {
+    size_t nchunks = std::min<size_t>(64, std::max<size_t>(1, count * es / 65536));
+    size_t chunk = (count + nchunks - 1) / nchunks;
+    return std::max<size_t>(align, (chunk + align - 1) / align * align);
+  }
+
   static void free_plan(DevPlan& p) {
     if (p.d_ops) cudaFree(p.d_ops);
     if (p.d_chan) cudaFree(p.d_chan);
@@ -239,7 +247,7 @@ class DeviceCommImpl : public DeviceComm {
     const size_t es = dtype_size(t.dtype);
     const bool in_place = t.in_place;
     auto key = std::make_tuple(int(t.coll), int(t.algo), int(es), t.op == mycollAvg, t.count,
-                               t.root, in_place, t.chunk);
+                               t.root, in_place);
     auto it = plans_.find(key);
     if (it != plans_.end()) return it->second;
     DevPlan p;
@@ -261,8 +269,7 @@ class DeviceCommImpl : public DeviceComm {
       a.count = hi - lo;
       a.stride = t.count;
       a.in_place = in_place;
-      a.chunk = t.chunk ? std::max<size_t>(1, (hi - lo + t.chunk - 1) / t.chunk) : 0;
-      if (a.chunk) a.chunk = (a.chunk + align - 1) / align * align;
+      a.chunk = pipeline_chunk(hi - lo, es, align);
       Plan plan = build_plan(t.algo, a);
       flatten(plan, es, lo, scratch, t.op == mycollAvg, ops);
       scratch += plan.scratch_count;
@@ -483,7 +490,7 @@ class DeviceCommImpl : public DeviceComm {
   DevError* h_error_ = nullptr;
   char** d_remote_ = nullptr;
   DevComm* d_comm_ = nullptr;
-  std::map<std::tuple<int, int, int, bool, size_t, int, bool, size_t>, DevPlan> plans_;
+  std::map<std::tuple<int, int, int, bool, size_t, int, bool>, DevPlan> plans_;
   std::map<std::string, DevPlan> p2p_plans_;
   void* d_scratch_ = nullptr;
   size_t scratch_bytes_ = 0;

@@ -56,13 +56,13 @@ class CudaBackend : public Backend {
     check(cudaSetDevice(dev_), "cudaSetDevice");
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
     cudaDeviceProp p;
-    char line[256];
-    if (cudaGetDeviceProperties(&p, dev_) == cudaSuccess)
-      std::snprintf(line, sizeof(line), "cuda:%d [%04x:%02x:%02x.0] %s", dev_, p.pciDomainID,
-                    p.pciBusID, p.pciDeviceID, p.name);
-    else
-      std::snprintf(line, sizeof(line), "cuda:%d", dev_);
-    desc_ = line;
+    char bus[64];
+    desc_ = "cuda:" + std::to_string(dev_);
+    if (cudaGetDeviceProperties(&p, dev_) == cudaSuccess) {
+      std::snprintf(bus, sizeof(bus), " [%04x:%02x:%02x.0] ", p.pciDomainID, p.pciBusID,
+                    p.pciDeviceID);
+      desc_ += bus + std::string(p.name, strnlen(p.name, sizeof(p.name)));
+    }
     timeout_s_ = sync_timeout_s();
   }
   ~CudaBackend() override {

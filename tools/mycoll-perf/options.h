@@ -35,15 +35,6 @@ struct Options {
   int graph_launches = 0;                    // -G: time this many CUDA graph launches
   bool skip_without_gpu = false;             // --skip-without-gpu: exit 0 "SKIP: ..."
   bool cuda() const { return mem == "cuda"; }
-};  // -d (name or "all")
-  std::vector<mycollRedOp_t> ops{mycollSum};            // -o (name or "all")
-  int root = 0;                              // -r
-  int blocking = 1;                          // -z (accepted; host calls always block)
-  int average = 3;                           // -a 0 rank 0, 1 avg, 2 min, 3 max over ranks
-  std::string json_path;                     // --json
-  int np = 0;                                // --np (0: launcher env or one rank)
-  bool vs_mpi = false;                       // --vs mpi
-  std::string mem = "host";                  // --mem host|cuda
 };
 
 // Parses argv. On error or -h prints to stderr and returns false with

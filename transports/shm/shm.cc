@@ -36,7 +36,10 @@ constexpr size_t kPage = 4096;
 // reader frees space) at least every this many bytes, so both sides stream
 // instead of taking turns over the whole ring; it also keeps a peeked block
 // cache-sized for the reduction that reads it.
-constexpr size_t kMaxSlice = 256 * 1024;
+#ifndef MYCOLL_SHM_MAX_SLICE  // compile-time override for benchmarking only
+#define MYCOLL_SHM_MAX_SLICE (256 * 1024)
+#endif
+constexpr size_t kMaxSlice = MYCOLL_SHM_MAX_SLICE;
 // Minimum time between two liveness checks of the peer's pid.
 constexpr auto kPidCheckInterval = std::chrono::milliseconds(20);
 
