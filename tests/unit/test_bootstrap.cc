@@ -233,6 +233,43 @@ TEST_F(BootEnv, BootCollectives3) { check_collectives(3); }
 TEST_F(BootEnv, BootCollectives5) { check_collectives(5); }
 TEST_F(BootEnv, BootCollectives8) { check_collectives(8); }
 
+// mycollCommInitFromEnv's path: rank 0 serves the rendezvous on a known
+// host:port, given as a name and as IPv4 / IPv6 literals.
+TEST_F(BootEnv, BootRootFromAddress) {
+  for (const char* host : {"localhost", "127.0.0.1", "::1"}) {
+    SCOPED_TRACE(host);
+    net::SockAddr probe;
+    int port;
+    {
+      net::Fd fd = net::listen_on(std::string(host) == "::1" ? "::1" : "127.0.0.1", 0, true, &probe);
+      port = probe.port();
+    }
+    const int n = 3;
+    std::vector<std::string> ips(n);
+    auto errors = run_ranks(n, [&](int r) {
+      UniqueIdData id = unique_id_from_address(host, port);  // every rank derives the same id
+      if (r == 0) start_root_listener(id, n, 10);
+      auto bs = Bootstrap::init(id, r, n, 10, "");
+      std::vector<uint32_t> v(n);
+      v[r] = 7 * r + 1;
+      bs->allgather(v.data(), sizeof(uint32_t));
+      for (int s = 0; s < n; ++s) EXPECT_EQ(v[s], uint32_t(7 * s + 1));
+    });
+    expect_all_ok(errors);
+  }
+  // A port that is taken is a clear SystemError, not a hang.
+  net::SockAddr bound;
+  net::Fd blocker = net::listen_on("", 0, false, &bound);
+  try {
+    start_root_listener(unique_id_from_address("127.0.0.1", bound.port()), 2, 5);
+    FAIL() << "second listener on a busy port";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), mycollSystemError) << e.what();
+    EXPECT_NE(std::string(e.what()).find(std::to_string(bound.port())), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_F(BootEnv, BootSameTagOnAllRanks) {
   const int n = 3;
   UniqueIdData id = new_id();
