@@ -84,7 +84,8 @@ ServerHandshake::State ServerHandshake::on_readable() {
     if (!authed_) {
       uint32_t magic = 0;
       std::memcpy(&magic, buf_.data(), 4);
-      if (magic != kProofMagic) return fail("sent garbage instead of an authentication proof", true);
+      if (magic != kProofMagic)
+        return fail("sent garbage instead of an authentication proof", true);
       const uint8_t* nonce_c = buf_.data() + 4;
       Mac expect = proof_mac(secret_, role_, "client", nonce_s_, nonce_c);
       if (!equal_const_time(expect.data(), buf_.data() + 20, 32))

@@ -195,10 +195,10 @@ void BootstrapImpl::join_root(const Deadline& d) {
                                              "at root {}: {} of {} ranks arrived",
                                              rank_, timeout_s_, root.str(), arrived, expected));
     if (st != IoStatus::kOk)
-      throw_error(mycollRemoteError,
-                  me + ": lost root " + root.str() +
-                      " before the address table arrived (root process gone?): " +
-                      io_status_text(st, err));
+      throw_error(
+          mycollRemoteError,
+          me + ": lost root " + root.str() +
+              " before the address table arrived (root process gone?): " + io_status_text(st, err));
     if (fh.magic != kFrameMagic || fh.len > kMaxFrameBytes)
       throw_error(mycollRemoteError, me + ": root " + root.str() + " sent garbage");
     std::vector<uint8_t> p(fh.len);
@@ -308,9 +308,9 @@ void BootstrapImpl::io_accept(std::vector<std::unique_ptr<ServerHandshake>>& pen
                peer.str());
       continue;
     }
-    auto hs = std::make_unique<ServerHandshake>(std::move(fd), peer, id_.secret, kRolePeer,
-                                                sizeof(PeerHello),
-                                                Deadline::after(kHandshakeSeconds));
+    auto hs =
+        std::make_unique<ServerHandshake>(std::move(fd), peer, id_.secret, kRolePeer,
+                                          sizeof(PeerHello), Deadline::after(kHandshakeSeconds));
     if (hs->start() == ServerHandshake::State::kRunning) pending.push_back(std::move(hs));
   }
 }
@@ -377,8 +377,8 @@ bool BootstrapImpl::io_read(Incoming& in) {
       if (in.hdr_have < sizeof(in.hdr)) continue;
       const bool known = in.hdr.kind == kColl || in.hdr.kind == kP2p || in.hdr.kind == kAbort;
       if (in.hdr.magic != kFrameMagic || !known || in.hdr.len > kMaxFrameBytes) {
-        log_warn(Subsys::Bootstrap, "rank {}: corrupt frame from rank {}; dropping the link",
-                 rank_, in.rank);
+        log_warn(Subsys::Bootstrap, "rank {}: corrupt frame from rank {}; dropping the link", rank_,
+                 in.rank);
         io_link_closed(in.rank, "sent a corrupt frame");
         return false;
       }

@@ -184,8 +184,8 @@ class Root {
       Fd fd = net::accept_nonblocking(listen_.get(), &peer);
       if (!fd.valid()) return;
       if (pending_.size() >= kMaxPending) {
-        log_warn(Subsys::Bootstrap, "root {}: too many half-open connections; closing {}",
-                 where_, peer.str());
+        log_warn(Subsys::Bootstrap, "root {}: too many half-open connections; closing {}", where_,
+                 peer.str());
         continue;
       }
       Deadline d = Deadline::after(std::min(kHandshakeSeconds, deadline_.seconds_left()));
@@ -207,8 +207,8 @@ class Root {
     ssize_t k = ::recv(it->second.fd.get(), &byte, 1, MSG_DONTWAIT);
     if (k < 0 && (errno == EAGAIN || errno == EINTR)) return;
     if (k > 0)
-      log_warn(Subsys::Bootstrap, "root {}: rank {} ({}) sent unexpected data; dropping it",
-               where_, rank, it->second.peer.str());
+      log_warn(Subsys::Bootstrap, "root {}: rank {} ({}) sent unexpected data; dropping it", where_,
+               rank, it->second.peer.str());
     else
       log_info(Subsys::Bootstrap, "root {}: rank {} ({}) left before the rendezvous completed",
                where_, rank, it->second.peer.str());
@@ -236,15 +236,15 @@ class Root {
     }
     if (h.nranks < 1 || h.nranks > kMaxRanks || h.rank < 0 || h.rank >= h.nranks) {
       reject(hs, mycollInvalidUsage,
-             "bootstrap: rank " + std::to_string(h.rank) + " / nranks " +
-                 std::to_string(h.nranks) + " out of range");
+             "bootstrap: rank " + std::to_string(h.rank) + " / nranks " + std::to_string(h.nranks) +
+                 " out of range");
       return;
     }
     if (nranks_ > 0 && h.nranks != nranks_) {
       reject(hs, mycollInvalidUsage,
-             "bootstrap: rank " + std::to_string(h.rank) + " says nranks=" +
-                 std::to_string(h.nranks) + " but the communicator has nranks=" +
-                 std::to_string(nranks_));
+             "bootstrap: rank " + std::to_string(h.rank) +
+                 " says nranks=" + std::to_string(h.nranks) +
+                 " but the communicator has nranks=" + std::to_string(nranks_));
       return;
     }
     if (members_.count(h.rank)) {

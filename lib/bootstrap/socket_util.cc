@@ -24,7 +24,7 @@ Deadline Deadline::after(double seconds) {
   // Cap far-future deadlines (a day) so arithmetic cannot overflow.
   seconds = std::min(seconds, 86400.0);
   return Deadline{Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                      std::chrono::duration<double>(seconds))};
+                                     std::chrono::duration<double>(seconds))};
 }
 
 int Deadline::poll_ms(int cap_ms) const {
@@ -60,8 +60,7 @@ void SockAddr::set_port(int port) {
 std::string SockAddr::ip() const {
   char buf[INET6_ADDRSTRLEN] = {};
   if (family() == AF_INET)
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&storage)->sin_addr, buf,
-              sizeof(buf));
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&storage)->sin_addr, buf, sizeof(buf));
   else if (family() == AF_INET6)
     inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&storage)->sin6_addr, buf,
               sizeof(buf));
@@ -117,8 +116,7 @@ SockAddr SockAddr::resolve(const std::string& host, int port) {
   addrinfo* res = nullptr;
   int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
   if (rc != 0 || res == nullptr)
-    throw_error(mycollInvalidArgument,
-                "cannot resolve host '" + host + "': " + gai_strerror(rc));
+    throw_error(mycollInvalidArgument, "cannot resolve host '" + host + "': " + gai_strerror(rc));
   const addrinfo* pick = nullptr;
   for (const addrinfo* r = res; r; r = r->ai_next)
     if (r->ai_family == AF_INET) {
@@ -214,7 +212,7 @@ IoStatus send_all(int fd, const void* data, size_t n, const Deadline& d, int* er
     }
     if (err) *err = (k < 0) ? errno : EPIPE;
     return (k < 0 && (errno == EPIPE || errno == ECONNRESET)) ? IoStatus::kClosed
-                                                             : IoStatus::kError;
+                                                              : IoStatus::kError;
   }
   return IoStatus::kOk;
 }
@@ -337,8 +335,8 @@ Fd connect_to(const SockAddr& addr, const Deadline& d, const std::string& what, 
     if (e == 0) return fd;
     last_err = e;
     const bool transient = e == ECONNREFUSED || e == ETIMEDOUT || e == EHOSTUNREACH ||
-                       e == ENETUNREACH || e == ECONNRESET || e == EAGAIN || e == EINTR ||
-                       e == ECONNABORTED || e == EADDRNOTAVAIL;
+                           e == ENETUNREACH || e == ECONNRESET || e == EAGAIN || e == EINTR ||
+                           e == ECONNABORTED || e == EADDRNOTAVAIL;
     if (!transient) break;
     if (!retry && e != ETIMEDOUT && e != EINTR && e != EAGAIN)
       throw_error(mycollRemoteError,

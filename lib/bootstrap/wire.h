@@ -20,7 +20,7 @@
 namespace mycoll {
 namespace bswire {
 
-constexpr uint32_t kIdMagic = 0x4c43594d;     // "MYCL" in mycollUniqueId
+constexpr uint32_t kIdMagic = 0x4c43594d;  // "MYCL" in mycollUniqueId
 constexpr uint32_t kIdVersion = 1;
 constexpr uint32_t kHelloMagic = 0x4852594d;  // "MYRH"
 constexpr uint32_t kPeerMagic = 0x4850594d;   // "MYPH"

@@ -19,6 +19,9 @@ struct EnvVar {
 // The registry, in documentation order.
 const std::vector<EnvVar>& env_registry();
 
+// docs/environment.md, generated from the registry.
+std::string environment_markdown();
+
 // Reads a registered variable: the environment's value or the default.
 // Throws InvalidArgument for a name that is not registered (a programming
 // error caught by tests).

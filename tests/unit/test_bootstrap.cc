@@ -241,7 +241,8 @@ TEST_F(BootEnv, BootRootFromAddress) {
     net::SockAddr probe;
     int port;
     {
-      net::Fd fd = net::listen_on(std::string(host) == "::1" ? "::1" : "127.0.0.1", 0, true, &probe);
+      net::Fd fd =
+          net::listen_on(std::string(host) == "::1" ? "::1" : "127.0.0.1", 0, true, &probe);
       port = probe.port();
     }
     const int n = 3;
@@ -285,13 +286,33 @@ TEST_F(BootEnv, BootHostileClientsDoNotDisturbRendezvous) {
   const int n = 3;
   UniqueIdData id = new_id();
   const net::SockAddr root = net::SockAddr::from_bytes(id.addr);
-  std::atomic<bool> done{false};
 
-  // Clients that connect before the real ranks: a slow one that never talks
-  // (held open throughout), port scanners, a garbage sender, a wrong secret,
-  // an authenticated client announcing a rank out of range.
+  // While the real ranks join (staggered), hostile clients hit the root: a
+  // silent one held open throughout, port scanners, a garbage sender, a
+  // wrong secret claiming a real rank, an authenticated client announcing
+  // a rank out of range.
   net::Fd silent = net::connect_to(root, net::Deadline::after(5), "silent", false);
-  for (int i = 0; i < 3; ++i) net::connect_to(root, net::Deadline::after(5), "scanner", false);
+  std::vector<std::string> errors;
+  std::thread ranks([&] {
+    errors = run_ranks(n, [&](int r) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(60 * r));
+      auto bs = Bootstrap::init(id, r, n, 20, "");
+      std::vector<int32_t> v(n, -1);
+      v[r] = 100 + r;
+      bs->allgather(v.data(), sizeof(int32_t));
+      for (int s = 0; s < n; ++s) EXPECT_EQ(v[s], 100 + s);
+    });
+  });
+  std::thread scanner([&] {
+    for (int i = 0; i < 15; ++i) {
+      try {
+        net::connect_to(root, net::Deadline::after(1), "scanner", false);
+      } catch (const Error&) {
+        // the root may be gone already: fine
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  });
   std::thread garbage([&] {
     net::Fd fd = net::connect_to(root, net::Deadline::after(5), "garbage", false);
     std::vector<uint8_t> junk(4096);
@@ -326,21 +347,10 @@ TEST_F(BootEnv, BootHostileClientsDoNotDisturbRendezvous) {
               net::IoStatus::kOk);
     EXPECT_EQ(fh.kind, bswire::kRootError);
   });
-  wrong.join();
-  bogus.join();
+  for (std::thread* t : {&ranks, &scanner, &garbage, &wrong, &bogus}) t->join();
+  expect_all_ok(errors);
   EXPECT_EQ(wrong_secret_code, mycollInvalidUsage) << wrong_secret_error;
   EXPECT_NE(wrong_secret_error.find("authentication"), std::string::npos) << wrong_secret_error;
-
-  auto errors = run_ranks(n, [&](int r) {
-    auto bs = Bootstrap::init(id, r, n, 20, "");
-    std::vector<int32_t> v(n, -1);
-    v[r] = 100 + r;
-    bs->allgather(v.data(), sizeof(int32_t));
-    for (int s = 0; s < n; ++s) EXPECT_EQ(v[s], 100 + s);
-  });
-  done = true;
-  garbage.join();
-  expect_all_ok(errors);
 }
 
 TEST_F(BootEnv, BootAuthRejectsWrongSecretDirectly) {

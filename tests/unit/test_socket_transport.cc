@@ -161,8 +161,7 @@ void stream_all_pairs(int n, const std::function<size_t(int, int)>& bytes) {
       if (std::chrono::steady_clock::now() > deadline) {
         for (size_t i = 0; i < peers.size(); ++i)
           ADD_FAILURE() << "rank " << me << " peer " << peers[i] << ": sent " << st[i].sent << "/"
-                        << st[i].to_send << " received " << st[i].received << "/"
-                        << st[i].to_recv;
+                        << st[i].to_send << " received " << st[i].received << "/" << st[i].to_recv;
         return;
       }
     }
@@ -211,7 +210,8 @@ TEST(SocketTransport, SubsetOfPeersAndEmptyList) {
     size_t sent = 0, got = 0;
     char buf[sizeof(msg)] = {};
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while ((sent < sizeof(msg) || got < sizeof(msg)) && std::chrono::steady_clock::now() < deadline) {
+    while ((sent < sizeof(msg) || got < sizeof(msg)) &&
+           std::chrono::steady_clock::now() < deadline) {
       if (sent < sizeof(msg)) sent += conns[0]->send_some(msg + sent, sizeof(msg) - sent);
       if (got < sizeof(msg)) got += conns[0]->recv_some(buf + got, sizeof(msg) - got);
     }

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -192,12 +193,23 @@ int run_thread(const Options& o, const Proc& pc, int t, const Ids& ids) {
         a.CommAbort(s.nccl);
     }
   }
-  for (RankSlot& s : slots) {
-    if (!s.comm || s.comm == pc.env_comm) continue;
+  // mycollCommDestroy may wait for the other ranks (it does in this
+  // library): a thread's ranks are torn down concurrently, one helper thread
+  // each, as they were created.
+  auto teardown = [&](RankSlot& s) {
+    if (!s.comm || s.comm == pc.env_comm) return;
+    cudaSetDevice(s.device);
     if (failed)
       mycollCommAbort(s.comm);
     else
       mycollCommDestroy(s.comm);
+  };
+  if (slots.size() == 1) {
+    teardown(slots[0]);
+  } else {
+    std::vector<std::thread> th;
+    for (RankSlot& s : slots) th.emplace_back(teardown, std::ref(s));
+    for (auto& x : th) x.join();
   }
   return rc;
 }

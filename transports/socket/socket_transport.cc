@@ -56,8 +56,7 @@ struct Announce {  // connector -> acceptor after authentication
 
 class SocketConnection final : public Connection {
  public:
-  SocketConnection(Fd fd, int peer, SockAddr addr)
-      : fd_(std::move(fd)), peer_(peer), addr_(addr) {}
+  SocketConnection(Fd fd, int peer, SockAddr addr) : fd_(std::move(fd)), peer_(peer), addr_(addr) {}
 
   size_t send_some(const void* data, size_t n) override {
     if (n == 0) return 0;
@@ -188,12 +187,11 @@ class SocketConnection final : public Connection {
 // deadline; results by announced rank. Runs in a helper thread.
 class Acceptor {
  public:
-  Acceptor(int listen_fd, const Secret& secret, std::set<int> expected, int nranks, Deadline d,
+  Acceptor(int listen_fd, const Secret& secret, std::set<int> expected, Deadline d,
            size_t buffer_bytes)
       : listen_fd_(listen_fd),
         secret_(secret),
         expected_(std::move(expected)),
-        nranks_(nranks),
         deadline_(d),
         buffer_bytes_(buffer_bytes) {}
 
@@ -231,11 +229,11 @@ class Acceptor {
           admit(*hs);
         } else if (st == ServerHandshake::State::kFailed) {
           if (hs->hostile())
-            log_warn(Subsys::Transport, "socket: dropped connection from {}: {}",
-                     hs->peer().str(), hs->failure());
+            log_warn(Subsys::Transport, "socket: dropped connection from {}: {}", hs->peer().str(),
+                     hs->failure());
           else
-            log_info(Subsys::Transport, "socket: dropped connection from {}: {}",
-                     hs->peer().str(), hs->failure());
+            log_info(Subsys::Transport, "socket: dropped connection from {}: {}", hs->peer().str(),
+                     hs->failure());
         } else if (!hs->deadline().expired()) {
           still.push_back(std::move(hs));
         }
@@ -270,7 +268,6 @@ class Acceptor {
   int listen_fd_;
   Secret secret_;
   std::set<int> expected_;
-  int nranks_;
   Deadline deadline_;
   size_t buffer_bytes_;
   std::atomic<bool> cancel_{false};
@@ -283,7 +280,8 @@ class SocketTransport final : public Transport {
   const char* name() const override { return "socket"; }
   bool can_connect(const PeerInfo&, const PeerInfo&) const override { return true; }
 
-  std::vector<std::unique_ptr<Connection>> connect(Bootstrap& bs, const std::vector<PeerInfo>& all,
+  std::vector<std::unique_ptr<Connection>> connect(Bootstrap& bs,
+                                                   const std::vector<PeerInfo>& /*all*/,
                                                    const std::vector<int>& peers,
                                                    const Config& cfg) override {
     const int me = bs.rank(), n = bs.nranks();
@@ -318,7 +316,7 @@ class SocketTransport final : public Transport {
       if (p < me) lower.insert(p);
     }
 
-    Acceptor acceptor(listener.get(), bs.secret(), lower, n, d, cfg.socket_buffer_bytes);
+    Acceptor acceptor(listener.get(), bs.secret(), lower, d, cfg.socket_buffer_bytes);
     std::thread accept_thread([&] { acceptor.run(); });
     std::map<int, Fd> connected;
     std::string error;
@@ -330,8 +328,8 @@ class SocketTransport final : public Transport {
                                  " connecting to rank " + std::to_string(p);
         Fd fd = net::connect_to(addr[p], d, what, false, nullptr, cfg.socket_buffer_bytes);
         if (!net::authenticate_client(fd.get(), bs.secret(), kRoleSocket, d.seconds_left()))
-          throw_error(mycollRemoteError, what + " (" + addr[p].str() +
-                                             "): authentication failed or peer went away");
+          throw_error(mycollRemoteError,
+                      what + " (" + addr[p].str() + "): authentication failed or peer went away");
         Announce a{kAnnounceMagic, me};
         int e = 0;
         auto st = net::send_all(fd.get(), &a, sizeof(a), d, &e);
@@ -349,7 +347,8 @@ class SocketTransport final : public Transport {
     if (error.empty() && acceptor.accepted().size() < lower.size()) {
       std::string missing;
       for (int p : lower)
-        if (!acceptor.accepted().count(p)) missing += (missing.empty() ? "" : ", ") + std::to_string(p);
+        if (!acceptor.accepted().count(p))
+          missing += (missing.empty() ? "" : ", ") + std::to_string(p);
       code = mycollTimeout;
       error = "socket transport: rank " + std::to_string(me) + " timed out after " +
               std::to_string(cfg.timeout_s) + " s waiting for connections from rank(s) " + missing;
@@ -364,7 +363,6 @@ class SocketTransport final : public Transport {
       out.push_back(std::make_unique<SocketConnection>(std::move(fd), p, addr[p]));
     }
     log_info(Subsys::Transport, "socket: rank {} connected to {} peer(s)", me, peers.size());
-    (void)all;
     return out;
   }
 };

@@ -1,0 +1,69 @@
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "core/config.h"
+#include "core/error.h"
+
+using namespace mycoll;
+
+TEST(Config, ParsesSizesAndRejectsGarbage) {
+  EXPECT_EQ(parse_bytes("4M", "x"), 4u << 20);
+  EXPECT_EQ(parse_bytes("64k", "x"), 64u << 10);
+  EXPECT_EQ(parse_bytes("1G", "x"), 1u << 30);
+  EXPECT_EQ(parse_bytes(" 123 ", "x"), 123u);
+  EXPECT_EQ(parse_bytes("2MB", "x"), 2u << 20);
+  EXPECT_THROW(parse_bytes("", "x"), Error);
+  EXPECT_THROW(parse_bytes("4Q", "x"), Error);
+  EXPECT_THROW(parse_bytes("-1", "x"), Error);
+  EXPECT_EQ(parse_int("-42", "x"), -42);
+  EXPECT_THROW(parse_int("4.5", "x"), Error);
+  EXPECT_DOUBLE_EQ(parse_double("2.5", "x"), 2.5);
+  EXPECT_THROW(parse_double("abc", "x"), Error);
+}
+
+TEST(Config, FromEnvReadsEveryVariableAndNamesBadOnes) {
+  setenv("MYCOLL_TIMEOUT", "7.5", 1);
+  setenv("MYCOLL_SHM_FIFO_BYTES", "1M", 1);
+  Config c = Config::from_env();
+  EXPECT_DOUBLE_EQ(c.timeout_s, 7.5);
+  EXPECT_EQ(c.shm_fifo_bytes, 1u << 20);
+  setenv("MYCOLL_TIMEOUT", "soon", 1);
+  try {
+    Config::from_env();
+    FAIL() << "bad MYCOLL_TIMEOUT accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), mycollInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("MYCOLL_TIMEOUT"), std::string::npos) << e.what();
+  }
+  setenv("MYCOLL_TIMEOUT", "-1", 1);
+  EXPECT_THROW(Config::from_env(), Error);
+  unsetenv("MYCOLL_TIMEOUT");
+  unsetenv("MYCOLL_SHM_FIFO_BYTES");
+  setenv("MYCOLL_NCHANNELS", "0", 1);
+  EXPECT_THROW(Config::from_env(), Error);
+  unsetenv("MYCOLL_NCHANNELS");
+  EXPECT_NO_THROW(Config::from_env());
+}
+
+TEST(Config, RegistryIsUniqueAndUnregisteredNamesFail) {
+  std::set<std::string> names;
+  for (const auto& v : env_registry()) {
+    EXPECT_TRUE(names.insert(v.name).second) << v.name;
+    EXPECT_EQ(std::string(v.name).rfind("MYCOLL_", 0), 0u) << v.name;
+    EXPECT_GT(std::string(v.meaning).size(), 10u) << v.name;
+  }
+  EXPECT_THROW(env_get("MYCOLL_NOT_A_VARIABLE"), Error);
+}
+
+TEST(Config, EnvironmentDocMatchesRegistry) {
+  std::ifstream f(std::string(MYCOLL_SOURCE_DIR) + "/docs/environment.md");
+  ASSERT_TRUE(f.good()) << "docs/environment.md missing";
+  std::stringstream ss;
+  ss << f.rdbuf();
+  EXPECT_EQ(ss.str(), environment_markdown())
+      << "regenerate: build/tools/mycoll-gen-env-doc > docs/environment.md";
+}
