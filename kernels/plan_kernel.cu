@@ -14,7 +14,7 @@ namespace mycoll {
 namespace dev {
 
 constexpr int kThreads = 512;
-constexpr int kUnroll = 4;
+constexpr int kUnroll = 8;
 constexpr int kMaxStepOps = 128;
 
 __device__ __forceinline__ uint64_t globaltimer() {
@@ -37,37 +37,35 @@ __device__ __forceinline__ V load(const V* p) {
 
 // dst[0:n) = src[0:n); the whole block participates.
 template <bool FromFifo>
-__device__ void copy_bytes(char* dst, const char* src, uint64_t n) {
-  const int tid = threadIdx.x;
+__device__ void copy_bytes(char* dst, const char* src, uint64_t n, int tid, int nt) {
   uint64_t done = 0;
   if (((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src)) & 15) == 0) {
     const uint64_t nv = n / 16;
     const uint4* s = reinterpret_cast<const uint4*>(src);
     uint4* d = reinterpret_cast<uint4*>(dst);
-    for (uint64_t i = tid; i < nv; i += kThreads * kUnroll) {
+    for (uint64_t i = tid; i < nv; i += nt * kUnroll) {
       uint4 v[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u)
-        if (i + u * kThreads < nv) v[u] = load<FromFifo>(s + i + u * kThreads);
+        if (i + u * nt < nv) v[u] = load<FromFifo>(s + i + u * nt);
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u)
-        if (i + u * kThreads < nv) d[i + u * kThreads] = v[u];
+        if (i + u * nt < nv) d[i + u * nt] = v[u];
     }
     done = nv * 16;
   } else if (((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src)) & 3) == 0) {
     const uint64_t nw = n / 4;
     const uint32_t* s = reinterpret_cast<const uint32_t*>(src);
     uint32_t* d = reinterpret_cast<uint32_t*>(dst);
-    for (uint64_t i = tid; i < nw; i += kThreads) d[i] = load<FromFifo>(s + i);
+    for (uint64_t i = tid; i < nw; i += nt) d[i] = load<FromFifo>(s + i);
     done = nw * 4;
   }
-  for (uint64_t i = done + tid; i < n; i += kThreads) dst[i] = load<FromFifo>(src + i);
+  for (uint64_t i = done + tid; i < n; i += nt) dst[i] = load<FromFifo>(src + i);
 }
 
 // dst[i] = a[i] <op> b[i] over n bytes (whole elements); b is the FIFO.
 template <typename T, int OP>
-__device__ void reduce_bytes(char* dst, const char* a, const char* b, uint64_t n) {
-  const int tid = threadIdx.x;
+__device__ void reduce_bytes(char* dst, const char* a, const char* b, uint64_t n, int tid, int nt) {
   uint64_t done = 0;
   if (((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(a) |
         reinterpret_cast<uintptr_t>(b)) & 15) == 0) {
@@ -75,17 +73,17 @@ __device__ void reduce_bytes(char* dst, const char* a, const char* b, uint64_t n
     const uint4* x = reinterpret_cast<const uint4*>(a);
     const uint4* y = reinterpret_cast<const uint4*>(b);
     uint4* z = reinterpret_cast<uint4*>(dst);
-    for (uint64_t i = tid; i < nv; i += kThreads * kUnroll) {
+    for (uint64_t i = tid; i < nv; i += nt * kUnroll) {
       uint4 va[kUnroll], vb[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u)
-        if (i + u * kThreads < nv) {
-          va[u] = x[i + u * kThreads];
-          vb[u] = __ldcg(y + i + u * kThreads);
+        if (i + u * nt < nv) {
+          va[u] = x[i + u * nt];
+          vb[u] = __ldcg(y + i + u * nt);
         }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u)
-        if (i + u * kThreads < nv) z[i + u * kThreads] = apply16<T, OP>(va[u], vb[u]);
+        if (i + u * nt < nv) z[i + u * nt] = apply16<T, OP>(va[u], vb[u]);
     }
     done = nv * 16;
   }
@@ -93,7 +91,7 @@ __device__ void reduce_bytes(char* dst, const char* a, const char* b, uint64_t n
   const T* x = reinterpret_cast<const T*>(a);
   const T* y = reinterpret_cast<const T*>(b);
   T* z = reinterpret_cast<T*>(dst);
-  for (uint64_t i = done / sizeof(T) + tid; i < ne; i += kThreads) {
+  for (uint64_t i = done / sizeof(T) + tid; i < ne; i += nt) {
     T yv;
     // __ldcg has no overload for every T: read the element's bytes through L2.
     if constexpr (sizeof(T) == 1) {
@@ -116,29 +114,34 @@ __device__ void reduce_bytes(char* dst, const char* a, const char* b, uint64_t n
 template <typename T>
 __device__ void scale_bytes(char* dst, uint64_t n, int nranks) {
   T* z = reinterpret_cast<T*>(dst);
-  for (uint64_t i = threadIdx.x; i < n / sizeof(T); i += kThreads) z[i] = div_avg<T>(z[i], nranks);
+  for (uint64_t i = threadIdx.x; i < n / sizeof(T); i += blockDim.x) z[i] = div_avg<T>(z[i], nranks);
 }
 
 __device__ __forceinline__ char* resolve(const KernelArgs& a, uint8_t buf, uint64_t off) {
   return buf == 3 ? reinterpret_cast<char*>(off) : a.bufs[buf] + off;
 }
 
+__device__ __forceinline__ void group_bar(int group, int nt) {
+  asm volatile("bar.sync %0, %1;" ::"r"(group + 1), "r"(nt) : "memory");
+}
+
+// The block is two warp groups: group 0 runs the step's sends, group 1 its
+// receives, concurrently; each group syncs on its own named barrier and the
+// whole block joins at step boundaries.
 template <typename T, int OP, bool kReduce>
 __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
   __shared__ uint64_t s_done[kMaxStepOps];  // slots done per op of the step
-  __shared__ uint64_t s_n;
-  __shared__ uint64_t s_base;
+  __shared__ uint64_t s_n[2];
+  __shared__ uint64_t s_base[2];
   __shared__ int s_stop;
-  const int tid = threadIdx.x;
+  constexpr int NT = kThreads / 2;
+  const int group = threadIdx.x / NT;  // 0: sends, 1: receives
+  const int tid = threadIdx.x % NT;
   const int ch = blockIdx.x;
   const DevComm& cm = *a.comm;
   const FifoGeom g = cm.geom;
   const uint64_t SB = g.slot_bytes;
-  uint64_t last_progress = 0;
-  if (tid == 0) {
-    s_stop = 0;
-    last_progress = globaltimer();
-  }
+  if (threadIdx.x == 0) s_stop = 0;
   uint32_t i = a.chan_ops[ch];
   const uint32_t end = a.chan_ops[ch + 1];
   while (i < end) {
@@ -150,27 +153,28 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
       const DevOp& op = a.ops[k];
       if (op.kind == kDevCopy) {
         char* d = resolve(a, op.dst_buf, op.dst_off);
-        const char* s = resolve(a, op.src_buf, op.src_off);
-        if (d != s) copy_bytes<false>(d, s, op.bytes);
+        const char* src = resolve(a, op.src_buf, op.src_off);
+        if (d != src) copy_bytes<false>(d, src, op.bytes, threadIdx.x, kThreads);
         __syncthreads();
       } else if (op.kind == kDevScaleAvg) {
         if constexpr (kReduce) scale_bytes<T>(resolve(a, op.dst_buf, op.dst_off), op.bytes, a.nranks);
         __syncthreads();
       }
     }
-    for (uint32_t k = s0 + tid; k < s1; k += kThreads) s_done[k - s0] = 0;
+    for (uint32_t k = s0 + threadIdx.x; k < s1; k += kThreads) s_done[k - s0] = 0;
     __syncthreads();
-    // Transfers of the step, interleaved slot batch by slot batch.
+    uint64_t last_progress = globaltimer();
     for (;;) {
       bool all_done = true, moved = false;
       for (uint32_t k = s0; k < s1; ++k) {
         const DevOp& op = a.ops[k];
         if (op.kind > kDevRecvReduce) continue;
+        const bool is_send = op.kind == kDevSend;
+        if (is_send != (group == 0)) continue;
         const uint64_t total = (op.bytes + SB - 1) / SB;
         const uint64_t done = s_done[k - s0];
         if (done >= total) continue;
         all_done = false;
-        const bool is_send = op.kind == kDevSend;
         // Messages to/from one peer stream in order: wait for earlier ones.
         bool blocked = false;
         for (uint32_t q = s0; q < k && !blocked; ++q) {
@@ -186,17 +190,17 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
             uint64_t sent = *reinterpret_cast<uint64_t*>(st);
             uint64_t tail = ld_vol(cm.local + g.tail_off(op.peer, ch));
             n = g.nslots - (sent - tail);
-            s_base = sent;
+            s_base[group] = sent;
           } else {
             uint64_t recvd = *reinterpret_cast<uint64_t*>(st + 8);
             uint64_t head = ld_vol(cm.local + g.head_off(op.peer, ch));
             n = head - recvd;
-            s_base = recvd;
+            s_base[group] = recvd;
           }
-          s_n = n < total - done ? n : total - done;
+          s_n[group] = n < total - done ? n : total - done;
         }
-        __syncthreads();
-        const uint64_t n = s_n, base = s_base;
+        group_bar(group, NT);
+        const uint64_t n = s_n[group], base = s_base[group];
         if (n > 0) {
           __threadfence();
           for (uint64_t j = 0; j < n; ++j) {
@@ -205,21 +209,22 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
             const uint64_t slot = (base + j) % g.nslots;
             if (is_send) {
               char* ring = cm.remote[op.peer] + g.data_off(cm.rank, ch);
-              copy_bytes<false>(ring + slot * SB, resolve(a, op.src_buf, op.src_off) + off, len);
+              copy_bytes<false>(ring + slot * SB, resolve(a, op.src_buf, op.src_off) + off, len, tid, NT);
             } else {
               const char* ring = cm.local + g.data_off(op.peer, ch);
               char* d = resolve(a, op.dst_buf, op.dst_off) + off;
               if constexpr (kReduce) {
                 if (op.kind == kDevRecvReduce) {
-                  reduce_bytes<T, OP>(d, resolve(a, op.src_buf, op.src_off) + off, ring + slot * SB, len);
+                  reduce_bytes<T, OP>(d, resolve(a, op.src_buf, op.src_off) + off, ring + slot * SB,
+                                      len, tid, NT);
                   continue;
                 }
               }
-              copy_bytes<true>(d, ring + slot * SB, len);
+              copy_bytes<true>(d, ring + slot * SB, len, tid, NT);
             }
           }
           if (is_send) __threadfence_system();
-          __syncthreads();
+          group_bar(group, NT);
           if (tid == 0) {
             if (is_send) {
               *reinterpret_cast<uint64_t*>(st) = base + n;
@@ -233,7 +238,7 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
           }
           moved = true;
         }
-        __syncthreads();
+        group_bar(group, NT);
       }
       if (all_done) break;
       if (!moved) {
@@ -241,12 +246,14 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
           uint64_t now = globaltimer();
           int code = 0;
           if (*cm.abort) code = mycollRemoteError;
+          else if (s_stop) code = -1;  // the other group gave up
           else if (now - last_progress > cm.timeout_ns) code = mycollTimeout;
-          if (code) {
+          if (code > 0) {
             int peer = -1, kind = -1;
             for (uint32_t k = s0; k < s1; ++k) {
               const DevOp& op = a.ops[k];
-              if (op.kind <= kDevRecvReduce && s_done[k - s0] < (op.bytes + SB - 1) / SB) {
+              if (op.kind <= kDevRecvReduce && (op.kind == kDevSend) == (group == 0) &&
+                  s_done[k - s0] < (op.bytes + SB - 1) / SB) {
                 peer = op.peer;
                 kind = op.kind;
                 break;
@@ -258,14 +265,15 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
               cm.error->kind = kind;
               __threadfence_system();
             }
-            s_stop = 1;
           }
+          if (code) s_stop = 1;
         }
-        __syncthreads();
-        if (s_stop) return;
+        group_bar(group, NT);
+        if (s_stop) break;
       }
     }
     __syncthreads();
+    if (s_stop) return;
   }
 }
 

@@ -19,6 +19,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -209,7 +210,7 @@ void BootstrapImpl::join_root(const Deadline& d) {
     if (fh.kind == kRootStatus && p.size() == sizeof(StatusMsg)) {
       StatusMsg s;
       std::memcpy(&s, p.data(), sizeof(s));
-      arrived = s.arrived;
+      arrived = std::max(arrived, static_cast<int>(s.arrived));  // ranks that gave up count
       expected = s.nranks;
       continue;
     }

@@ -212,8 +212,7 @@ class Root {
     else
       log_info(Subsys::Bootstrap, "root {}: rank {} ({}) left before the rendezvous completed",
                where_, rank, it->second.peer.str());
-    members_.erase(it);
-    status_dirty_ = true;
+    members_.erase(it);  // no status update: "k arrived" counts ranks that gave up
   }
 
   void reject(ServerHandshake& hs, mycollResult_t code, const std::string& msg) {
@@ -425,7 +424,21 @@ void start_root_listener(const UniqueIdData& id, int nranks, double timeout_s) {
   check_arg(nranks >= 1, "bootstrap: nranks must be >= 1");
   SockAddr addr = SockAddr::from_bytes(id.addr);
   SockAddr bound;
-  Fd listen = net::listen_on("", addr.port(), true, &bound);
+  Fd listen;
+  // A port that is busy for a moment (e.g. a rank's outgoing socket that the
+  // kernel gave this port) gets a short grace period.
+  const Deadline d = Deadline::after(std::min(timeout_s, 3.0));
+  for (;;) {
+    try {
+      listen = net::listen_on("", addr.port(), true, &bound);
+      break;
+    } catch (const Error& e) {
+      if (d.expired())
+        throw_error(e.code(), std::string("bootstrap root (rank 0) cannot listen on port ") +
+                                  std::to_string(addr.port()) + ": " + e.what());
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
   launch_root(std::move(listen), bound, id.secret, net::random_u64(), nranks, timeout_s);
 }
 

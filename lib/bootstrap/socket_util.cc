@@ -332,7 +332,13 @@ Fd connect_to(const SockAddr& addr, const Deadline& d, const std::string& what, 
         if (getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &e, &len) != 0) e = errno;
       }
     }
-    if (e == 0) return fd;
+    if (e == 0) {
+      // Linux can connect a socket to itself when the target is a local port
+      // in the ephemeral range with no listener yet (TCP simultaneous open):
+      // that is no peer, and it would keep the real listener from binding.
+      if (SockAddr::local_of(fd.get()).str() != SockAddr::peer_of(fd.get()).str()) return fd;
+      e = ECONNREFUSED;
+    }
     last_err = e;
     const bool transient = e == ECONNREFUSED || e == ETIMEDOUT || e == EHOSTUNREACH ||
                            e == ENETUNREACH || e == ECONNRESET || e == EAGAIN || e == EINTR ||

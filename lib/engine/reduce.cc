@@ -28,6 +28,7 @@
 //    65536 bit patterns.
 #include "engine/reduce.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <string>
@@ -532,6 +533,37 @@ const Tables& tables() {
   return *t;
 }
 
+// Inputs may sit at any byte address (e.g. straight out of a transport's
+// ring buffer after a message of odd length); the typed loops need natural
+// alignment. Misaligned calls go through aligned bounce buffers, a block at
+// a time (elementwise, so exact dst == a / dst == b aliasing stays correct).
+constexpr size_t kBounceBytes = 4096;
+
+bool misaligned(const void* p, size_t es) { return reinterpret_cast<uintptr_t>(p) % es != 0; }
+
+void reduce_unaligned(ReduceFn fn, size_t es, void* dst, const void* a, const void* b, size_t n) {
+  alignas(64) uint8_t ba[kBounceBytes], bb[kBounceBytes], bd[kBounceBytes];
+  const size_t per = kBounceBytes / es;
+  for (size_t i = 0; i < n; i += per) {
+    const size_t k = std::min(per, n - i);
+    std::memcpy(ba, static_cast<const uint8_t*>(a) + i * es, k * es);
+    std::memcpy(bb, static_cast<const uint8_t*>(b) + i * es, k * es);
+    fn(bd, ba, bb, k);
+    std::memcpy(static_cast<uint8_t*>(dst) + i * es, bd, k * es);
+  }
+}
+
+void scale_unaligned(ScaleFn fn, size_t es, void* dst, size_t n, int divisor) {
+  alignas(64) uint8_t bd[kBounceBytes];
+  const size_t per = kBounceBytes / es;
+  for (size_t i = 0; i < n; i += per) {
+    const size_t k = std::min(per, n - i);
+    std::memcpy(bd, static_cast<uint8_t*>(dst) + i * es, k * es);
+    fn(bd, k, divisor);
+    std::memcpy(static_cast<uint8_t*>(dst) + i * es, bd, k * es);
+  }
+}
+
 void check_type(mycollDataType_t t, const char* what) {
   if (static_cast<int>(t) < 0 || static_cast<int>(t) >= kTypes)
     throw_error(mycollInvalidArgument,
@@ -593,8 +625,13 @@ void reduce_host(mycollDataType_t t, mycollRedOp_t op, void* dst, const void* a,
   };
   check_arg(!overlaps_partially(a) && !overlaps_partially(b),
             "reduce_host: dst partially overlaps an input (only exact aliasing is allowed)");
-  const int alias = (dst == a ? 1 : 0) | (dst == b ? 2 : 0);
   const int o = op == mycollAvg ? static_cast<int>(mycollSum) : static_cast<int>(op);
+  const size_t es = dtype_size(t);
+  if (misaligned(dst, es) || misaligned(a, es) || misaligned(b, es)) {
+    reduce_unaligned(tables().reduce[t][o][0], es, dst, a, b, n);
+    return;
+  }
+  const int alias = (dst == a ? 1 : 0) | (dst == b ? 2 : 0);
   tables().reduce[t][o][alias](dst, a, b, n);
 }
 
@@ -603,6 +640,11 @@ void scale_avg_host(mycollDataType_t t, void* dst, size_t n, int divisor) {
   check_arg(divisor > 0, "scale_avg_host: divisor must be > 0, got " + std::to_string(divisor));
   if (n == 0 || divisor == 1) return;
   check_arg(dst != nullptr, "scale_avg_host: null buffer with count " + std::to_string(n));
+  const size_t es = dtype_size(t);
+  if (misaligned(dst, es)) {
+    scale_unaligned(tables().scale[t], es, dst, n, divisor);
+    return;
+  }
   tables().scale[t](dst, n, divisor);
 }
 

@@ -13,8 +13,11 @@ size_t dtype_size(mycollDataType_t t);  // 0 for an invalid type
 const char* dtype_name(mycollDataType_t t);
 const char* redop_name(mycollRedOp_t op);
 
-// dst[i] = a[i] <op> b[i] for i < n; dst may alias a or b. Avg reduces as
-// Sum (the engine divides once at the end with scale_avg).
+// dst[i] = a[i] <op> b[i] for i < n; dst may alias a or b exactly (never
+// partially: InvalidArgument). Avg reduces as Sum (the engine divides once at
+// the end with scale_avg). Pointers need no alignment (misaligned ones take
+// a slower bounce-buffer path). Integer Sum/Prod wrap; float Max/Min
+// propagate NaN. Every CPU path gives the same results (see reduce.cc).
 void reduce_host(mycollDataType_t t, mycollRedOp_t op, void* dst, const void* a, const void* b,
                  size_t n);
 

@@ -262,7 +262,7 @@ TEST_F(BootEnv, BootRootFromAddress) {
   net::SockAddr bound;
   net::Fd blocker = net::listen_on("", 0, false, &bound);
   try {
-    start_root_listener(unique_id_from_address("127.0.0.1", bound.port()), 2, 5);
+    start_root_listener(unique_id_from_address("127.0.0.1", bound.port()), 2, 1);
     FAIL() << "second listener on a busy port";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), mycollSystemError) << e.what();

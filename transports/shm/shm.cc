@@ -378,8 +378,7 @@ std::unique_ptr<Fifo> Fifo::create(const std::string& name, size_t capacity) {
   h->writer_pidns.store(0, std::memory_order_relaxed);
   h->reader_pid.store(getpid(), std::memory_order_relaxed);
   h->reader_pidns.store(own_pidns(), std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  h->magic = kFifoMagic;
+  h->magic.store(kFifoMagic, std::memory_order_release);
   return std::unique_ptr<Fifo>(new Fifo(name, base, total));
 }
 
@@ -403,8 +402,8 @@ std::unique_ptr<Fifo> Fifo::open(const std::string& name) {
   close(fd);
   if (base == MAP_FAILED) fail_sys("shm: cannot map FIFO " + name, e);
   auto* h = static_cast<FifoHeader*>(base);
-  std::atomic_thread_fence(std::memory_order_acquire);
-  if (h->magic != kFifoMagic || h->capacity == 0 || kFifoDataOffset + h->capacity > total) {
+  if (h->magic.load(std::memory_order_acquire) != kFifoMagic || h->capacity == 0 ||
+      kFifoDataOffset + h->capacity > total) {
     munmap(base, total);
     throw_error(mycollSystemError,
                 "shm: " + name + " is not an initialised mycoll FIFO (bad magic or size)");

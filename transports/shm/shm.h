@@ -42,8 +42,8 @@ constexpr uint32_t kWriterClosed = 1;
 constexpr uint32_t kReaderClosed = 2;
 
 struct FifoHeader {
-  uint64_t magic;
-  uint64_t capacity;  // bytes in the data ring
+  std::atomic<uint64_t> magic;  // kFifoMagic, stored (release) once the rest is set
+  uint64_t capacity;            // bytes in the data ring
   std::atomic<int32_t> writer_pid;
   std::atomic<int32_t> reader_pid;
   std::atomic<uint64_t> writer_pidns;  // inode of /proc/self/ns/pid (0: unknown)
