@@ -197,6 +197,10 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
             n = head - recvd;
             s_base[group] = recvd;
           }
+          // Hand over at most a quarter of the FIFO per batch so sender and
+          // receiver overlap instead of taking turns on a full FIFO.
+          const uint64_t cap = g.nslots >= 8 ? g.nslots / 4 : 1;
+          if (n > cap) n = cap;
           s_n[group] = n < total - done ? n : total - done;
         }
         group_bar(group, NT);
@@ -223,9 +227,11 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
               copy_bytes<true>(d, ring + slot * SB, len, tid, NT);
             }
           }
-          if (is_send) __threadfence_system();
           group_bar(group, NT);
           if (tid == 0) {
+            // The barrier orders the group's data stores before this thread's
+            // system-scope fence, which orders them before the flag store.
+            __threadfence_system();
             if (is_send) {
               *reinterpret_cast<uint64_t*>(st) = base + n;
               st_vol(cm.remote[op.peer] + g.head_off(cm.rank, ch), base + n);

@@ -318,6 +318,9 @@ Fd connect_to(const SockAddr& addr, const Deadline& d, const std::string& what, 
     Fd fd(::socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!fd.valid()) throw_system(what + ": socket() to connect to " + addr.str());
     set_buffer_sizes(fd.get(), buffer_bytes);
+    // Lets a listener with SO_REUSEADDR bind over this socket's TIME_WAIT.
+    int one = 1;
+    setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     int rc = ::connect(fd.get(), addr.sa(), addr.len);
     int e = (rc == 0) ? 0 : errno;
     if (rc != 0 && e == EINPROGRESS) {
@@ -337,6 +340,9 @@ Fd connect_to(const SockAddr& addr, const Deadline& d, const std::string& what, 
       // in the ephemeral range with no listener yet (TCP simultaneous open):
       // that is no peer, and it would keep the real listener from binding.
       if (SockAddr::local_of(fd.get()).str() != SockAddr::peer_of(fd.get()).str()) return fd;
+      // Reset instead of a normal close: no TIME_WAIT left on that port.
+      linger hard{1, 0};
+      setsockopt(fd.get(), SOL_SOCKET, SO_LINGER, &hard, sizeof(hard));
       e = ECONNREFUSED;
     }
     last_err = e;

@@ -8,9 +8,13 @@
 //    loop where the aliased operand is read through dst itself.
 //  - Every loop is compiled twice: for the baseline ISA and for AVX2 (chosen
 //    once at first use with __builtin_cpu_supports). Both use the same scalar
-//    code, so results are bit-identical whichever runs. fp16 additionally has
-//    an F16C path (hardware conversions, ~10x faster than the software ones);
-//    tests run every path (set_reduce_isa).
+//    code, so results are bit-identical whichever runs. The AVX2 table swaps
+//    in hand-written loops for bf16 (same integer rounding, bit-identical)
+//    and, with F16C, for fp16 (hardware conversions, ~10-20x faster than the
+//    software ones; a signalling NaN comes out quiet). Tests run every path
+//    (set_reduce_isa).
+//  - Misaligned pointers (legal: transports hand out ring positions) go
+//    through aligned bounce buffers.
 //  - fp16/bf16 are computed in fp32 and rounded to nearest even. The
 //    conversions are branch-free integer code (plus one exact fp32 add or
 //    subtract for subnormals) so they vectorise and ignore FTZ/DAZ modes.
