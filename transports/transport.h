@@ -85,5 +85,12 @@ class Transport {
 
 std::unique_ptr<Transport> make_shm_transport();
 std::unique_ptr<Transport> make_socket_transport();
+// Network transports that depend on optional system libraries (loaded at run
+// time). make_* throws Error(InvalidUsage) naming why when unavailable;
+// *_available() says so without throwing (why gets the reason).
+std::unique_ptr<Transport> make_ib_transport();
+std::unique_ptr<Transport> make_ucx_transport();
+bool ib_available(std::string* why);
+bool ucx_available(std::string* why);
 
 }  // namespace mycoll

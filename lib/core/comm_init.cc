@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <iterator>
 #include <thread>
 
 #include "core/comm.h"
@@ -61,8 +62,22 @@ static void connect_host_transports(mycollComm& c) {
   // Every rank runs every host transport's connect, in the same order,
   // since connect is collective.
   const std::pair<const char*, std::unique_ptr<Transport> (*)()> kinds[] = {
-      {"shm", &make_shm_transport}, {"socket", &make_socket_transport}};
-  for (const auto& [name, make] : kinds) {
+      {"shm", &make_shm_transport},
+      {"socket", &make_socket_transport},
+      {"ib", &make_ib_transport},
+      {"ucx", &make_ucx_transport}};
+  // Which transports any rank uses (so every rank joins the same connects).
+  std::vector<char> used(std::size(kinds), 0), all_used(std::size(kinds) * c.nranks, 0);
+  for (size_t k = 0; k < std::size(kinds); ++k)
+    for (int r = 0; r < c.nranks; ++r)
+      if (c.transport_of[r] == kinds[k].first) used[k] = 1;
+  std::copy(used.begin(), used.end(), all_used.begin() + c.rank * used.size());
+  c.bootstrap->allgather(all_used.data(), used.size());
+  for (size_t k = 0; k < std::size(kinds); ++k) {
+    const auto& [name, make] = kinds[k];
+    bool anyone = false;
+    for (int r = 0; r < c.nranks; ++r) anyone |= all_used[r * used.size() + k] != 0;
+    if (!anyone) continue;
     std::vector<int> peers;
     for (int r = 0; r < c.nranks; ++r)
       if (c.transport_of[r] == name) peers.push_back(r);

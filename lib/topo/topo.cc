@@ -48,14 +48,30 @@ static bool same_host(const PeerInfo& a, const PeerInfo& b) {
   return std::strncmp(a.host_id, b.host_id, sizeof(a.host_id)) == 0;
 }
 
+std::string choose_net(const Config& cfg, bool needed) {
+  std::string why;
+  if (cfg.net.empty()) {
+    // Best available: verbs when an RDMA device exists, else TCP sockets.
+    if (needed && ib_available(&why)) return "ib";
+    return "socket";
+  }
+  if (cfg.net == "socket") return "socket";
+  if (cfg.net == "ib") {
+    if (!ib_available(&why)) throw_error(mycollInvalidUsage, "MYCOLL_NET=ib: " + why);
+    return "ib";
+  }
+  if (cfg.net == "ucx") {
+    if (!ucx_available(&why)) throw_error(mycollInvalidUsage, "MYCOLL_NET=ucx: " + why);
+    return "ucx";
+  }
+  throw_error(mycollInvalidArgument, "MYCOLL_NET=" + cfg.net + " is not one of ib, ucx, socket");
+}
+
 std::vector<std::string> select_transports(const Config& cfg, const std::vector<PeerInfo>& all,
                                            int rank) {
   const PeerInfo& me = all[rank];
   const bool gpu = me.cuda_device >= 0;
-  std::string net = cfg.net.empty() ? "socket" : cfg.net;
-  if (net != "socket")
-    throw_error(mycollInvalidUsage, "MYCOLL_NET=" + net +
-                                        " is not available in this build (available: socket)");
+  const std::string net = choose_net(cfg, count_hosts(all) > 1);
   std::vector<std::string> out(all.size());
   for (size_t r = 0; r < all.size(); ++r) {
     const PeerInfo& peer = all[r];
@@ -79,9 +95,13 @@ std::vector<std::string> select_transports(const Config& cfg, const std::vector<
           throw_error(mycollInvalidUsage, "MYCOLL_TRANSPORT=cuda_ipc cannot serve rank " +
                                               std::to_string(r) + " on another host (" +
                                               peer.hostname + ")");
+      } else if (t == "ib" || t == "ucx") {
+        std::string why;
+        if (!(t == "ib" ? ib_available(&why) : ucx_available(&why)))
+          throw_error(mycollInvalidUsage, "MYCOLL_TRANSPORT=" + t + ": " + why);
       } else if (t != "socket") {
         throw_error(mycollInvalidArgument, "MYCOLL_TRANSPORT=" + t +
-                                               " is not a transport (shm, socket, cuda_ipc)");
+                                               " is not a transport (shm, socket, ib, ucx, cuda_ipc)");
       }
       out[r] = t;
       continue;

@@ -23,6 +23,11 @@ PeerInfo local_peer_info(int rank, int cuda_device, const std::string& ip, const
 std::vector<std::string> select_transports(const Config& cfg, const std::vector<PeerInfo>& all,
                                            int rank);
 
+// The network transport between hosts: MYCOLL_NET (ib | ucx | socket;
+// naming an unavailable one is Error(InvalidUsage) saying why), unset = ib
+// when `needed` and an RDMA device exists, else socket.
+std::string choose_net(const Config& cfg, bool needed);
+
 // Number of distinct hosts among all.
 int count_hosts(const std::vector<PeerInfo>& all);
 
