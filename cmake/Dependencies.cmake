@@ -24,3 +24,21 @@ if(MPI_C_FOUND)
 else()
   message(WARNING "mycoll: MPI not found: mycoll-perf built without --vs mpi")
 endif()
+
+# UCX (transports/ucx): needs the headers (libucx-dev) at build time. Without
+# them transports/ucx/ucx_stub.cc is built and MYCOLL_NET=ucx is an error.
+set(MYCOLL_HAVE_UCX OFF)
+find_package(PkgConfig QUIET)
+if(PKG_CONFIG_FOUND)
+  pkg_check_modules(MYCOLL_UCX_PC QUIET ucx)
+endif()
+find_path(MYCOLL_UCX_INCLUDE_DIR ucp/api/ucp.h HINTS ${MYCOLL_UCX_PC_INCLUDE_DIRS})
+find_library(MYCOLL_UCP_LIBRARY ucp HINTS ${MYCOLL_UCX_PC_LIBRARY_DIRS})
+find_library(MYCOLL_UCS_LIBRARY ucs HINTS ${MYCOLL_UCX_PC_LIBRARY_DIRS})
+if(MYCOLL_UCX_INCLUDE_DIR AND MYCOLL_UCP_LIBRARY AND MYCOLL_UCS_LIBRARY)
+  set(MYCOLL_HAVE_UCX ON)
+  message(STATUS "mycoll: UCX ${MYCOLL_UCX_PC_VERSION} found (${MYCOLL_UCP_LIBRARY}): MYCOLL_NET=ucx enabled")
+else()
+  message(WARNING "mycoll: UCX not found (need ucp/api/ucp.h and libucp/libucs, e.g. libucx-dev): "
+                  "MYCOLL_NET=ucx disabled")
+endif()

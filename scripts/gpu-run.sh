@@ -30,7 +30,7 @@ fi
 if has sanitize; then
   for tool in memcheck racecheck; do
     compute-sanitizer --tool $tool --target-processes all --error-exitcode 9 \
-      "$build/tests/mycoll_gpu_tests" --gtest_filter="${SANITIZE_FILTER:-Gpu/GpuProcesses.EveryElementMatchesReference/2gpus_ring}" \
+      "$build/tests/mycoll_gpu_tests" --gtest_filter="${SANITIZE_FILTER:-GpuSanitize.Subset}" \
       > "$out/sanitizer-$tool.log" 2>&1 && echo "sanitizer $tool: clean" || { echo "sanitizer $tool: FAILED"; rc=1; }
     grep -E "ERROR SUMMARY|Error|PASSED|FAILED" "$out/sanitizer-$tool.log" | head -5
   done

@@ -74,10 +74,12 @@ Plan broadcast(const CollArgs& a) {
   const int p = mod(r - a.root, n);
   Chunks ch(a);
   StepTable t;
-  if (p == 0) t.copy(0, Slice{Buf::Output, 0, a.count}, Slice{Buf::Input, 0, a.count});
   for (int c = 0; c < ch.num(); ++c) {
     if (p == 0) {
+      // The root sends from Input and copies chunk c to its own Output one
+      // step later, so the local copy overlaps the chain instead of delaying it.
       t.send(c, next, ch.at(Buf::Input, c));
+      t.copy(c + 1, ch.at(Buf::Output, c), ch.at(Buf::Input, c));
       continue;
     }
     t.recv(c + p - 1, prev, ch.at(Buf::Output, c));

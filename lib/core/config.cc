@@ -44,7 +44,7 @@ const std::vector<EnvVar>& env_registry() {
        "SO_SNDBUF/SO_RCVBUF for socket transport connections (0 = OS default, autotuned)."},
       {"MYCOLL_CHUNK_BYTES", "bytes", "512K",
        "Pipelining chunk of tree and chain algorithms on the host engine."},
-      {"MYCOLL_NCHANNELS", "int", "16",
+      {"MYCOLL_NCHANNELS", "int", "32",
        "GPU: most channels (thread blocks, each with its own FIFOs) one collective uses; large "
        "messages use all of them, small ones fewer."},
       {"MYCOLL_GPU_SLOT_BYTES", "bytes", "64K",
@@ -52,6 +52,15 @@ const std::vector<EnvVar>& env_registry() {
       {"MYCOLL_GPU_SLOTS", "int", "8", "GPU: slots per FIFO (per peer and channel)."},
       {"MYCOLL_GPU_CHANNEL_BYTES", "bytes", "256K",
        "GPU: message bytes per channel before another channel is added."},
+      {"MYCOLL_UCX_CHUNK_BYTES", "bytes", "256K",
+       "UCX transport: largest message one UCX send carries (and size of each receive slot); "
+       "larger transfers are split."},
+      {"MYCOLL_UCX_WINDOW", "int", "8",
+       "UCX transport: messages in flight per peer and direction (send slots and pre-posted "
+       "receives of MYCOLL_UCX_CHUNK_BYTES each)."},
+      {"MYCOLL_TOPO_DUMP_FILE", "string", "",
+       "After init every rank writes its view of the topology as JSON to this path (%h host, %p "
+       "pid, %r rank): hosts, its GPU, transport per peer, network interfaces, RDMA devices."},
       {"MYCOLL_RANK", "int", "", "mycollCommInitFromEnv: this process' rank."},
       {"MYCOLL_NRANKS", "int", "", "mycollCommInitFromEnv: number of ranks."},
       {"MYCOLL_ADDR", "string", "",

@@ -158,8 +158,9 @@ class DeviceCommImpl : public DeviceComm {
 
   // Pipelined (tree/chain) plans: about one chunk per 64 KiB of the
   // channel's data, at most 64 chunks (a step per chunk), 16-byte aligned.
-  static size_t pipeline_chunk(size_t count, size_t es, size_t align) {
-    size_t nchunks = std::min<size_t>(64, std::max<size_t>(1, count * es / 65536));
+  // Two ranks have no chain to fill: a few chunks only overlap the root's copy.
+  static size_t pipeline_chunk(size_t count, size_t es, size_t align, int nranks) {
+    size_t nchunks = std::min<size_t>(nranks <= 2 ? 4 : 64, std::max<size_t>(1, count * es / 65536));
     size_t chunk = (count + nchunks - 1) / nchunks;
     return std::max<size_t>(align, (chunk + align - 1) / align * align);
   }
@@ -269,7 +270,7 @@ class DeviceCommImpl : public DeviceComm {
       a.count = hi - lo;
       a.stride = t.count;
       a.in_place = in_place;
-      a.chunk = pipeline_chunk(hi - lo, es, align);
+      a.chunk = pipeline_chunk(hi - lo, es, align, c_.nranks);
       Plan plan = build_plan(t.algo, a);
       flatten(plan, es, lo, scratch, t.op == mycollAvg, ops);
       scratch += plan.scratch_count;

@@ -185,3 +185,34 @@ TEST(GpuLarge, AllReduceAllGather256MiB) {
 }
 
 }  // namespace
+
+namespace {
+
+// A small representative subset for compute-sanitizer (memcheck, racecheck):
+// every collective once with odd sizes, a reduction dtype each, 2 GPUs.
+TEST(GpuSanitize, Subset) {
+  SKIP_WITHOUT_GPUS(2);
+  LaunchOptions opt;
+  opt.nranks = 2;
+  opt.pre_init = [](int rank) { cudaSetDevice(rank); };
+  opt.timeout_s = 600;
+  auto res = run_ranks(opt, [](mycollComm_t comm, int, int, const mycollUniqueId&) {
+    cudaStream_t s;
+    cudaStreamCreate(&s);
+    MemOps mem = device_mem(s);
+    int seed = 0;
+    for (CollKind k : kKinds)
+      for (size_t count : {size_t(1), size_t(1001), size_t(70001)})
+        for (bool inplace : {false, true}) {
+          if (k == CollKind::SendRecvRing && inplace) continue;
+          CheckCase c{k, count == 1001 ? mycollFloat16 : mycollFloat32, mycollSum, count, 1, inplace, ++seed};
+          std::string err;
+          if (!check(run_and_check(comm, c, mem, &err), err)) return 1;
+        }
+    cudaStreamDestroy(s);
+    return 0;
+  });
+  EXPECT_EQ(describe_failures(res), "");
+}
+
+}  // namespace
