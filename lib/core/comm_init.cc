@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "engine/device_engine.h"
 #include "topo/topo.h"
+#include "topo/topo_dump.h"
 
 using namespace mycoll;
 
@@ -117,6 +118,7 @@ std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int 
     if (c->device && c->transport_of[r] == "cuda_ipc") how = c->device->describe_peer(r);
     log_info(Subsys::Init, "rank {} -> rank {} ({}): {}", rank, r, c->peers[r].hostname, how);
   }
+  maybe_dump_topology(*c);  // MYCOLL_TOPO_DUMP_FILE
   return c;
 }
 

@@ -61,6 +61,18 @@ const std::vector<EnvVar>& env_registry() {
       {"MYCOLL_TOPO_DUMP_FILE", "string", "",
        "After init every rank writes its view of the topology as JSON to this path (%h host, %p "
        "pid, %r rank): hosts, its GPU, transport per peer, network interfaces, RDMA devices."},
+      {"MYCOLL_IB_HCA", "string", "",
+       "RDMA verbs transport: devices/ports to use, NCCL_IB_HCA style: prefix list "
+       "(\"mlx5_0:1,mlx5_1\"), ^ to exclude, = for exact names. Unset = first active port."},
+      {"MYCOLL_IB_GID_INDEX", "int", "-1",
+       "RDMA verbs transport: GID index on RoCE ports (-1 = auto: an IPv4-mapped RoCE v2 GID, "
+       "else any RoCE v2 GID, else the first non-zero one)."},
+      {"MYCOLL_IB_TIMEOUT", "int", "14",
+       "RDMA verbs transport: QP local ACK timeout exponent (4.096 us x 2^value per try, 1..31)."},
+      {"MYCOLL_IB_RETRY_CNT", "int", "7",
+       "RDMA verbs transport: transport retries before a peer counts as dead (0..7)."},
+      {"MYCOLL_IB_BUFFER_BYTES", "bytes", "4M",
+       "RDMA verbs transport: receive ring per peer (and send staging ring of the same size)."},
       {"MYCOLL_RANK", "int", "", "mycollCommInitFromEnv: this process' rank."},
       {"MYCOLL_NRANKS", "int", "", "mycollCommInitFromEnv: number of ranks."},
       {"MYCOLL_ADDR", "string", "",

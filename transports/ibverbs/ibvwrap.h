@@ -7,6 +7,7 @@
 
 #include <infiniband/verbs.h>
 
+#include <cstring>
 #include <string>
 
 namespace mycoll {
@@ -34,7 +35,19 @@ struct IbvApi {
 
 // Loads the library once per process (thread-safe). Returns nullptr and sets
 // *why ("libibverbs.so.1 not found: ...", "libibverbs.so.1 lacks ibv_x")
-// when it cannot. MYCOLL_IB_LIBRARY-free: the soname is fixed.
+// when it cannot.
 const IbvApi* ibv_api(std::string* why);
+
+// ibv_query_port as the header's inline does it: the provider's extended op
+// when present, else the exported (compat layout) symbol.
+inline int ibvw_query_port(const IbvApi* api, ibv_context* ctx, uint8_t port,
+                           ibv_port_attr* attr) {
+  verbs_context* vctx = verbs_get_ctx_op(ctx, query_port);
+  if (!vctx) {
+    std::memset(attr, 0, sizeof(*attr));
+    return api->query_port(ctx, port, reinterpret_cast<_compat_ibv_port_attr*>(attr));
+  }
+  return vctx->query_port(ctx, port, attr, sizeof(*attr));
+}
 
 }  // namespace mycoll

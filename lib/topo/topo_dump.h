@@ -1,0 +1,23 @@
+// MYCOLL_TOPO_DUMP_FILE: each rank writes its view of the topology as JSON
+// after init (hosts and their ranks, this rank's GPU, the transport and
+// connection per peer, network interfaces and RDMA devices).
+#pragma once
+
+#include <string>
+
+struct mycollComm;
+
+namespace mycoll {
+
+// The JSON document for this rank of comm (self-contained, UTF-8).
+std::string topology_json(const mycollComm& comm);
+
+// "%h" -> hostname, "%p" -> pid, "%r" -> rank, "%%" -> "%".
+std::string expand_dump_path(const std::string& pattern, int rank);
+
+// Writes topology_json to MYCOLL_TOPO_DUMP_FILE when it is set. A file that
+// cannot be written is a warning (the communicator stays usable), never an
+// error. Called at the end of comm_create.
+void maybe_dump_topology(const mycollComm& comm);
+
+}  // namespace mycoll

@@ -1,0 +1,336 @@
+// UCX transport on real processes: one host (MYCOLL_TRANSPORT=ucx, UCX picks
+// shared memory or TCP) and several "hosts" (network namespaces joined by a
+// bridge, MYCOLL_NET=ucx over TCP on the veth legs). Every collective x
+// algorithm, data checked element by element; a dead or aborting peer is an
+// error, not a hang. Skips where UCX is not built or namespaces can't be made.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/coll_check.h"
+#include "common/multiproc.h"
+
+using namespace mycoll_test;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+bool ucx_built(std::string* why) {
+#if MYCOLL_HAVE_UCX
+  (void)why;
+  return true;
+#else
+  *why = "mycoll was built without UCX (no ucp/api/ucp.h at build time)";
+  return false;
+#endif
+}
+
+// Every collective on a few types, odd and even sizes, in and out of place.
+int check_all_collectives(mycollComm_t comm, int n, int seed) {
+  const CollKind kinds[] = {CollKind::AllReduce, CollKind::Broadcast,     CollKind::Reduce,
+                            CollKind::AllGather, CollKind::ReduceScatter, CollKind::AllToAll,
+                            CollKind::Scatter,   CollKind::Gather,        CollKind::SendRecvRing};
+  MemOps mem = host_mem();
+  for (CollKind k : kinds)
+    for (mycollDataType_t t : {mycollInt8, mycollFloat32, mycollUint64})
+      for (size_t count : {size_t(1), size_t(999), size_t(70001)})
+        for (bool inplace : {false, true}) {
+          if (k == CollKind::SendRecvRing && inplace) continue;
+          mycollRedOp_t op = k == CollKind::Reduce ? mycollMax : mycollSum;
+          CheckCase c{k, t, op, count, (seed + static_cast<int>(count)) % n, inplace, seed++};
+          std::string err;
+          if (!check(run_and_check(comm, c, mem, &err), err)) return 1;
+        }
+  return 0;
+}
+
+void run_algos(LaunchOptions opt, const std::string& what) {
+  for (const char* algo : {"ring", "tree", "rhd", "auto"}) {
+    opt.env["MYCOLL_ALGO"] = algo;
+    auto res = run_ranks(opt, [](mycollComm_t comm, int, int n, const mycollUniqueId&) {
+      return check_all_collectives(comm, n, 7);
+    });
+    EXPECT_EQ(describe_failures(res), "") << what << ", algo " << algo;
+  }
+}
+
+// ---------------------------------------------------------------- one host
+
+class UcxOneHost : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!ucx_built(&why)) GTEST_SKIP() << why;
+  }
+  static LaunchOptions options(int nranks) {
+    LaunchOptions opt;
+    opt.nranks = nranks;
+    opt.timeout_s = 240;
+    opt.env = {{"MYCOLL_TRANSPORT", "ucx"}, {"MYCOLL_TIMEOUT", "60"}, {"MYCOLL_CHUNK_BYTES", "8K"}};
+    return opt;
+  }
+};
+
+TEST_F(UcxOneHost, TwoRanksUcxChoosesTransports) { run_algos(options(2), "2 ranks"); }
+
+TEST_F(UcxOneHost, ThreeRanksSmallChunksOverTcp) {
+  // Small UCX messages and window: many fragments per collective, full
+  // windows, sends that wait for slots; TCP over loopback.
+  LaunchOptions opt = options(3);
+  opt.env["UCX_TLS"] = "tcp";
+  opt.env["UCX_NET_DEVICES"] = "lo";
+  opt.env["MYCOLL_UCX_CHUNK_BYTES"] = "1000";
+  opt.env["MYCOLL_UCX_WINDOW"] = "2";
+  run_algos(opt, "3 ranks, tcp, 1000-byte chunks");
+}
+
+TEST_F(UcxOneHost, FourRanks) { run_algos(options(4), "4 ranks"); }
+
+TEST_F(UcxOneHost, DescribesConnectionsAndMovesLargeMessages) {
+  LaunchOptions opt = options(2);
+  auto res = run_ranks(opt, [](mycollComm_t comm, int rank, int n, const mycollUniqueId&) {
+    // 24 MiB + 3 floats: many chunks, window wrap-around, odd tail.
+    const size_t count = (6u << 20) + 3;
+    std::vector<float> a(count), b(count, -1.0f);
+    for (size_t i = 0; i < count; ++i) a[i] = static_cast<float>((i * 7 + rank) % 1000);
+    if (!check(mycollAllReduce(a.data(), b.data(), count, mycollFloat32, mycollSum, comm,
+                               nullptr) == mycollSuccess,
+               mycollGetLastError(comm)))
+      return 1;
+    for (size_t i = 0; i < count; ++i) {
+      float want = 0;
+      for (int r = 0; r < n; ++r) want += static_cast<float>((i * 7 + r) % 1000);
+      if (!check(b[i] == want, "element " + std::to_string(i))) return 1;
+    }
+    return 0;
+  });
+  EXPECT_EQ(describe_failures(res), "");
+}
+
+TEST_F(UcxOneHost, KilledRankGivesErrorsNotHangs) {
+  LaunchOptions opt = options(3);
+  opt.env["MYCOLL_TIMEOUT"] = "10";
+  opt.timeout_s = 60;
+  auto res = run_ranks(opt, [](mycollComm_t comm, int rank, int, const mycollUniqueId&) {
+    const size_t count = 1 << 20;
+    std::vector<float> a(count, 1.0f), b(count);
+    check(mycollAllReduce(a.data(), b.data(), count, mycollFloat32, mycollSum, comm, nullptr) ==
+              mycollSuccess,
+          "first allreduce");
+    if (rank == 1) {
+      std::thread([] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        raise(SIGKILL);
+      }).detach();
+    }
+    auto t0 = Clock::now();
+    mycollResult_t r = mycollSuccess;
+    for (int i = 0; i < 200 && r == mycollSuccess; ++i)
+      r = mycollAllReduce(a.data(), b.data(), count, mycollFloat32, mycollSum, comm, nullptr);
+    double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    check(r == mycollRemoteError || r == mycollTimeout,
+          std::string("error after peer death, got ") + mycollGetErrorString(r));
+    check(dt < 15, "returned within the timeout (" + std::to_string(dt) + " s)");
+    std::fprintf(stderr, "[rank %d] after peer death: %s (%.2f s): %s\n", rank,
+                 mycollGetErrorString(r), dt, mycollGetLastError(comm));
+    return 0;
+  });
+  ASSERT_EQ(res.size(), 3u);
+  EXPECT_EQ(res[1].signal, SIGKILL);
+  for (int r : {0, 2}) {
+    EXPECT_FALSE(res[r].timed_out) << "rank " << r;
+    EXPECT_EQ(res[r].exit_code, 0) << "rank " << r;
+  }
+}
+
+TEST_F(UcxOneHost, AbortEndsThePeersWait) {
+  LaunchOptions opt = options(2);
+  opt.env["MYCOLL_TIMEOUT"] = "30";
+  opt.timeout_s = 60;
+  auto res = run_ranks(opt, [](mycollComm_t comm, int rank, int, const mycollUniqueId&) {
+    std::vector<float> a(1000, 1.0f), b(1000);
+    if (rank == 1) {
+      // Waits in a collective rank 0 never joins; rank 0's abort ends it.
+      auto t0 = Clock::now();
+      mycollResult_t r =
+          mycollAllReduce(a.data(), b.data(), 1000, mycollFloat32, mycollSum, comm, nullptr);
+      double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+      check(r == mycollRemoteError, std::string("remote error, got ") + mycollGetErrorString(r));
+      check(dt < 10, "ended long before MYCOLL_TIMEOUT (" + std::to_string(dt) + " s)");
+      check(std::strstr(mycollGetLastError(comm), "rank 0") != nullptr,
+            std::string("names rank 0: ") + mycollGetLastError(comm));
+      return 0;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    check(mycollCommAbort(comm) == mycollSuccess, "abort succeeds");
+    _exit(failures() ? 1 : 0);  // comm is gone: skip the harness' destroy
+  });
+  EXPECT_EQ(describe_failures(res), "");
+}
+
+TEST_F(UcxOneHost, ChunkSizeMismatchIsAnErrorAtInit) {
+  LaunchOptions opt = options(2);
+  opt.init_comm = false;
+  opt.timeout_s = 60;
+  opt.env["MYCOLL_TIMEOUT"] = "10";
+  auto res = run_ranks(opt, [](mycollComm_t, int rank, int n, const mycollUniqueId& id) {
+    setenv("MYCOLL_UCX_CHUNK_BYTES", rank == 0 ? "64K" : "128K", 1);
+    mycollComm_t comm = nullptr;
+    mycollResult_t r = mycollCommInitRank(&comm, n, id, rank);
+    check(r == mycollInvalidUsage, std::string("init fails, got ") + mycollGetErrorString(r));
+    check(std::strstr(mycollGetLastError(nullptr), "MYCOLL_UCX_CHUNK_BYTES") != nullptr,
+          std::string("names the variable: ") + mycollGetLastError(nullptr));
+    if (comm) mycollCommDestroy(comm);
+    return 0;
+  });
+  EXPECT_EQ(describe_failures(res), "");
+}
+
+// ----------------------------------------------------------- several hosts
+
+// Own namespace names (not netns.sh's) so this suite and MultiHost can run
+// at the same time: mycu_h<i>, veth mycu<i> / mycup<i>, bridge mycubr0,
+// addresses 10.232.0.(i+1)/24.
+const int kHosts = 3;
+
+const char* kNetnsScript = R"(
+set -e
+n=$2
+down() {
+  for i in $(seq 0 $((n - 1))); do
+    ip netns del mycu_h$i 2>/dev/null || true
+    ip link del mycu$i 2>/dev/null || true
+  done
+  ip link del mycubr0 2>/dev/null || true
+}
+if [ "$1" = down ]; then down; exit 0; fi
+down
+ip link add mycubr0 type bridge
+ip link set mycubr0 up
+for i in $(seq 0 $((n - 1))); do
+  ip netns add mycu_h$i
+  ip link add mycu$i type veth peer name mycup$i
+  ip link set mycup$i netns mycu_h$i
+  ip link set mycu$i master mycubr0
+  ip link set mycu$i up
+  ip netns exec mycu_h$i ip addr add 10.232.0.$((i + 1))/24 dev mycup$i
+  ip netns exec mycu_h$i ip link set mycup$i up
+  ip netns exec mycu_h$i ip link set lo up
+done
+for i in $(seq 0 $((n - 1))); do
+  for j in $(seq 0 $((n - 1))); do
+    k=0
+    until ip netns exec mycu_h$i ping -c1 -W1 10.232.0.$((j + 1)) >/dev/null 2>&1; do
+      k=$((k + 1)); [ $k -lt 10 ] || { echo "host $i cannot reach host $j" >&2; exit 1; }
+    done
+  done
+done
+)";
+
+int netns(const char* cmd, int n, const char* log) {
+  std::string line = std::string("sh -c '") + kNetnsScript + "' netns " + cmd + " " +
+                     std::to_string(n) + " > " + log + " 2>&1";
+  return std::system(line.c_str());
+}
+
+class UcxMultiHost : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!ucx_built(&skip_reason_)) return;
+    if (geteuid() != 0) {
+      skip_reason_ = "needs root to create network namespaces";
+      return;
+    }
+    if (netns("up", kHosts, "/tmp/mycoll_ucx_netns.log") != 0)
+      skip_reason_ = "could not create network namespaces (see /tmp/mycoll_ucx_netns.log)";
+    else
+      up_ = true;
+  }
+  static void TearDownTestSuite() {
+    if (up_) netns("down", kHosts, "/dev/null");
+    up_ = false;
+  }
+  void SetUp() override {
+    if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
+  }
+  static std::string skip_reason_;
+  static bool up_;
+};
+std::string UcxMultiHost::skip_reason_;
+bool UcxMultiHost::up_ = false;
+
+void enter_host(int host) {
+  std::string path = "/var/run/netns/mycu_h" + std::to_string(host);
+  int fd = open(path.c_str(), O_RDONLY);
+  if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
+    std::perror("setns");
+    _exit(7);
+  }
+  close(fd);
+  setenv("MYCOLL_HOST_ID", ("ucxhost" + std::to_string(host)).c_str(), 1);
+  // UCX must use this "host"'s veth, the only route to the others.
+  setenv("UCX_NET_DEVICES", ("mycup" + std::to_string(host)).c_str(), 1);
+}
+
+LaunchOptions layout(int ranks_per_host, int hosts) {
+  LaunchOptions opt;
+  opt.nranks = ranks_per_host * hosts;
+  opt.timeout_s = 240;
+  opt.env = {{"MYCOLL_SOCKET_IFNAME", "mycup"}, {"MYCOLL_TIMEOUT", "60"},
+             {"MYCOLL_NET", "ucx"},           {"UCX_TLS", "tcp"},
+             {"MYCOLL_CHUNK_BYTES", "8K"}};
+  opt.pre_init = [ranks_per_host](int rank) { enter_host(rank / ranks_per_host); };
+  return opt;
+}
+
+TEST_F(UcxMultiHost, TwoHostsOneRankEach) { run_algos(layout(1, 2), "2 hosts x 1"); }
+
+TEST_F(UcxMultiHost, ThreeHostsTwoRanksEach) {
+  // Same-host pairs over shm, the others over UCX.
+  run_algos(layout(2, 3), "3 hosts x 2");
+}
+
+TEST_F(UcxMultiHost, TwoHostsThreeRanksEachAllUcx) {
+  // MYCOLL_TRANSPORT=ucx: every pair over UCX, same-host pairs too.
+  LaunchOptions opt = layout(3, 2);
+  opt.env.erase("MYCOLL_NET");
+  opt.env["MYCOLL_TRANSPORT"] = "ucx";
+  run_algos(opt, "2 hosts x 3, all ucx");
+}
+
+TEST_F(UcxMultiHost, DeadRankOnAnotherHostIsAnError) {
+  LaunchOptions opt = layout(2, 2);
+  opt.env["MYCOLL_TIMEOUT"] = "15";
+  opt.timeout_s = 90;
+  auto res = run_ranks(opt, [](mycollComm_t comm, int rank, int n, const mycollUniqueId&) {
+    // A peer that dies on another host is an error on the others (the TCP
+    // connection under UCX breaks), not a hang.
+    std::vector<float> a(1 << 18, 1.0f), b(1 << 18);
+    check(mycollAllReduce(a.data(), b.data(), a.size(), mycollFloat32, mycollSum, comm,
+                          nullptr) == mycollSuccess,
+          "first allreduce");
+    for (float v : b)
+      if (!check(v == static_cast<float>(n), "allreduce value")) return 1;
+    if (rank == 3) raise(SIGKILL);
+    mycollResult_t r = mycollSuccess;
+    for (int i = 0; i < 100 && r == mycollSuccess; ++i)
+      r = mycollAllReduce(a.data(), b.data(), a.size(), mycollFloat32, mycollSum, comm, nullptr);
+    check(r == mycollRemoteError || r == mycollTimeout,
+          std::string("error after peer death, got ") + mycollGetErrorString(r));
+    return 0;
+  });
+  ASSERT_EQ(res.size(), 4u);
+  EXPECT_EQ(res[3].signal, SIGKILL);
+  for (int r : {0, 1, 2}) EXPECT_EQ(res[r].exit_code, 0) << "rank " << r;
+}
+
+}  // namespace

@@ -1,0 +1,699 @@
+// UCX transport: one UCP context and worker per communicator, one endpoint
+// per peer, bytes carried as tagged messages with sequence numbers.
+//
+// connect() (collective): every rank with UCX peers creates a context and a
+// worker; the packed worker addresses go round Bootstrap::allgather (lengths,
+// then contents); each rank creates an endpoint per peer from the peer's
+// address (error handling mode PEER, so a dead peer is reported), and a
+// hello message each way proves the pair works before connect() returns.
+//
+// Wire format: the byte stream to a peer is cut into messages of at most
+// MYCOLL_UCX_CHUNK_BYTES. Message k from rank s carries tag
+//   s << 40 | (k mod 2^39)                (data)
+//   s << 40 | 1 << 39 | kind              (control: hello, close)
+// so messages match in order whatever the transport reorders.
+//
+// Send side: send_some copies up to one chunk into a free send slot (of
+// MYCOLL_UCX_WINDOW) and posts ucp_tag_send_nbx; it returns 0 while every
+// slot is in flight. Never blocks. Receive side: MYCOLL_UCX_WINDOW receives
+// are pre-posted into receive slots, for the next sequence numbers; peek
+// exposes the oldest completed slot in place, consume reposts it once read.
+//
+// Threading: the worker runs in UCS_THREAD_MODE_SERIALIZED and every call
+// into UCX holds the communicator's worker mutex, so shutdown() from another
+// thread (mycollCommAbort) is safe. UCX callbacks only set flags.
+//
+// Teardown: the destructor waits (bounded) until every queued send has
+// completed, so bytes accepted by send_some reach the peer even when this
+// rank destroys its communicator right after its last collective; then it
+// cancels the pre-posted receives and closes the endpoint (flush mode, or
+// force after an error). shutdown() tells the peer with a control "close"
+// message so its waits end promptly, then force-closes the endpoint.
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <ucp/api/ucp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "bootstrap/bootstrap.h"
+#include "core/config.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "transports/transport.h"
+
+namespace mycoll {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kSrcShift = 40;
+constexpr uint64_t kCtrlBit = 1ull << 39;
+constexpr uint64_t kSeqMask = kCtrlBit - 1;
+constexpr uint64_t kFullMask = ~0ull;
+constexpr uint64_t kHello = 1, kClose = 2;
+constexpr uint64_t kHelloMagic = 0x4f4c4c4548584355ull;  // "UCXHELLO"
+
+uint64_t data_tag(int src, uint64_t seq) {
+  return (static_cast<uint64_t>(src) << kSrcShift) | (seq & kSeqMask);
+}
+uint64_t ctrl_tag(int src, uint64_t kind) {
+  return (static_cast<uint64_t>(src) << kSrcShift) | kCtrlBit | kind;
+}
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// The UCP context and worker of one communicator, shared by its connections.
+struct Worker {
+  ucp_context_h ctx = nullptr;
+  ucp_worker_h worker = nullptr;
+  std::mutex mu;       // serializes every use of worker and its endpoints
+  bool leak = false;   // an endpoint close never finished: keep UCX objects
+
+  ~Worker() {
+    if (leak) {
+      log_warn(Subsys::Transport, "ucx: an endpoint did not close in time; worker left allocated");
+      return;
+    }
+    if (worker) ucp_worker_destroy(worker);
+    if (ctx) ucp_cleanup(ctx);
+  }
+  void progress() {
+    while (ucp_worker_progress(worker) != 0) {
+    }
+  }
+};
+
+// One UCX request we wait on; its callback fills it in.
+struct Slot {
+  uint8_t* buf = nullptr;
+  void* req = nullptr;     // UCX request while pending or until freed
+  bool busy = false;       // posted and not yet released by us
+  bool done = false;       // completed (callback ran or immediate)
+  ucs_status_t status = UCS_OK;
+  size_t len = 0;          // bytes sent / received
+  size_t off = 0;          // receive: bytes consumed
+  ucp_tag_recv_info_t info{};
+
+  void release() {
+    if (req) ucp_request_free(req);
+    req = nullptr;
+    busy = done = false;
+    len = off = 0;
+    status = UCS_OK;
+  }
+};
+
+void on_send_done(void* /*request*/, ucs_status_t status, void* user) {
+  auto* s = static_cast<Slot*>(user);
+  s->status = status;
+  s->done = true;
+}
+
+void on_recv_done(void* /*request*/, ucs_status_t status, const ucp_tag_recv_info_t* info,
+                  void* user) {
+  auto* s = static_cast<Slot*>(user);
+  s->status = status;
+  if (status == UCS_OK && info) s->len = info->length;
+  s->done = true;
+}
+
+// Posts a send of s->buf[0, n) with `tag`; s->done tells completion.
+ucs_status_t post_send(ucp_ep_h ep, Slot* s, size_t n, uint64_t tag) {
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  p.cb.send = on_send_done;
+  p.user_data = s;
+  s->busy = true;
+  s->done = false;
+  s->len = n;
+  ucs_status_ptr_t r = ucp_tag_send_nbx(ep, s->buf, n, tag, &p);
+  if (r == nullptr) {
+    s->done = true;
+    s->status = UCS_OK;
+  } else if (UCS_PTR_IS_ERR(r)) {
+    s->done = true;
+    s->status = UCS_PTR_STATUS(r);
+  } else {
+    s->req = r;
+  }
+  return s->done ? s->status : UCS_INPROGRESS;
+}
+
+// Posts a receive of up to cap bytes into s->buf matching `tag` exactly.
+ucs_status_t post_recv(ucp_worker_h w, Slot* s, size_t cap, uint64_t tag) {
+  ucp_request_param_t p{};
+  p.op_attr_mask =
+      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_RECV_INFO;
+  p.cb.recv = on_recv_done;
+  p.user_data = s;
+  p.recv_info.tag_info = &s->info;
+  s->busy = true;
+  s->done = false;
+  s->len = s->off = 0;
+  ucs_status_ptr_t r = ucp_tag_recv_nbx(w, s->buf, cap, tag, kFullMask, &p);
+  if (r == nullptr) {
+    s->done = true;
+    s->status = UCS_OK;
+    s->len = s->info.length;
+  } else if (UCS_PTR_IS_ERR(r)) {
+    s->done = true;
+    s->status = UCS_PTR_STATUS(r);
+  } else {
+    s->req = r;
+  }
+  return s->done ? s->status : UCS_INPROGRESS;
+}
+
+// Everything about one peer. Owned through the connection; callbacks point
+// at it, and it is freed only after its endpoint is closed (or leaked with
+// the worker when a close never finished).
+struct PeerState {
+  int me = 0, peer = 0;
+  pid_t peer_pid = 0;
+  bool peer_local = false;  // same host: kill(pid, 0) tells whether it lives
+  ucp_ep_h ep = nullptr;
+  size_t chunk = 0;
+  int window = 0;
+  std::unique_ptr<uint8_t[]> mem;  // window send slots + window receive slots
+  std::vector<Slot> send, recv;
+  uint64_t send_seq = 0, send_oldest = 0;  // next to post, oldest in flight
+  uint64_t recv_seq = 0;                   // next to read
+  Slot close_rx, close_tx, hello_rx, hello_tx;
+  uint64_t close_rx_buf = 0, close_tx_buf = 0, hello_rx_buf[2] = {}, hello_tx_buf[2] = {};
+  bool ep_error = false;
+  ucs_status_t ep_status = UCS_OK;
+  std::string tls = "?";
+};
+
+void on_ep_error(void* arg, ucp_ep_h /*ep*/, ucs_status_t status) {
+  auto* ps = static_cast<PeerState*>(arg);
+  ps->ep_error = true;
+  ps->ep_status = status;
+}
+
+// "tcp/eth0,self/memory" from ucp_ep_print_info's lane lines.
+std::string lanes_summary(ucp_ep_h ep) {
+  char* text = nullptr;
+  size_t size = 0;
+  FILE* f = open_memstream(&text, &size);
+  if (!f) return "?";
+  ucp_ep_print_info(ep, f);
+  std::fclose(f);
+  std::string all(text ? text : "", size);
+  std::free(text);
+  std::vector<std::string> tls;
+  size_t pos = 0;
+  while ((pos = all.find("lane[", pos)) != std::string::npos) {
+    size_t eol = all.find('\n', pos);
+    std::string line = all.substr(pos, eol == std::string::npos ? std::string::npos : eol - pos);
+    pos = eol == std::string::npos ? all.size() : eol;
+    // "lane[0]:  8:tcp/eth0.0 md[4] ..." : the word after the second ':'.
+    size_t c = line.find(':');
+    if (c == std::string::npos) continue;
+    size_t c2 = line.find(':', c + 1);
+    if (c2 == std::string::npos) continue;
+    size_t e = line.find_first_of(" \t", c2 + 1);
+    std::string tl = line.substr(c2 + 1, e == std::string::npos ? std::string::npos : e - c2 - 1);
+    size_t dot = tl.rfind('.');  // strip the lane's path index
+    if (dot != std::string::npos && tl.find('/') != std::string::npos && dot > tl.find('/'))
+      tl.resize(dot);
+    if (!tl.empty() && std::find(tls.begin(), tls.end(), tl) == tls.end()) tls.push_back(tl);
+  }
+  std::string out;
+  for (auto& t : tls) out += (out.empty() ? "" : ",") + t;
+  return out.empty() ? "?" : out;
+}
+
+class UcxConnection final : public Connection {
+ public:
+  UcxConnection(std::shared_ptr<Worker> w, std::unique_ptr<PeerState> ps, double timeout_s)
+      : w_(std::move(w)), ps_(std::move(ps)), timeout_s_(timeout_s) {}
+
+  ~UcxConnection() override { close(); }
+
+  size_t send_some(const void* data, size_t n) override {
+    if (n == 0) return 0;
+    std::lock_guard<std::mutex> g(w_->mu);
+    if (shut_) throw_broken("shut down (communicator aborted)");
+    PeerState& p = *ps_;
+    w_->progress();
+    reclaim_sends();
+    if (p.ep_error) throw_broken(ep_reason());
+    if (p.close_rx.done && p.close_rx.status == UCS_OK)
+      throw_broken("closed by peer (its communicator aborted)");
+    if (p.send_seq - p.send_oldest >= static_cast<uint64_t>(p.window)) return 0;
+    Slot& s = p.send[p.send_seq % p.window];
+    size_t k = std::min(n, p.chunk);
+    std::memcpy(s.buf, data, k);
+    ucs_status_t st = post_send(p.ep, &s, k, data_tag(p.me, p.send_seq));
+    ++p.send_seq;
+    if (st != UCS_OK && st != UCS_INPROGRESS)
+      throw_broken(std::string("send failed: ") + ucs_status_string(st));
+    return k;
+  }
+
+  size_t peek(const void** data, size_t max) override {
+    std::lock_guard<std::mutex> g(w_->mu);
+    PeerState& p = *ps_;
+    Slot& s = p.recv[p.recv_seq % p.window];
+    if (!s.done && !shut_) w_->progress();
+    if (!s.done) {
+      *data = nullptr;
+      return 0;
+    }
+    if (s.status != UCS_OK)
+      throw_broken(std::string("receive failed: ") + ucs_status_string(s.status) +
+                   (s.status == UCS_ERR_MESSAGE_TRUNCATED
+                        ? " (peer's MYCOLL_UCX_CHUNK_BYTES is larger than this rank's)"
+                        : ""));
+    *data = s.buf + s.off;
+    return std::min(s.len - s.off, max);
+  }
+
+  void consume(size_t n) override {
+    std::lock_guard<std::mutex> g(w_->mu);
+    PeerState& p = *ps_;
+    Slot& s = p.recv[p.recv_seq % p.window];
+    if (!s.done || n > s.len - s.off)
+      throw_error(mycollInternalError, describe() + ": consume(" + std::to_string(n) +
+                                           ") beyond the bytes peeked");
+    s.off += n;
+    if (s.off < s.len) return;
+    s.release();
+    if (!shut_) {
+      ucs_status_t st = post_recv(w_->worker, &s, p.chunk, data_tag(p.peer, p.recv_seq + p.window));
+      if (st != UCS_OK && st != UCS_INPROGRESS)
+        throw_broken(std::string("posting a receive failed: ") + ucs_status_string(st));
+    }
+    ++p.recv_seq;
+  }
+
+  bool progress() override {
+    std::lock_guard<std::mutex> g(w_->mu);
+    if (shut_) return false;
+    return ucp_worker_progress(w_->worker) != 0;
+  }
+
+  void check_alive() override {
+    std::lock_guard<std::mutex> g(w_->mu);
+    PeerState& p = *ps_;
+    if (shut_) throw_broken("shut down (communicator aborted)");
+    w_->progress();
+    if (p.close_rx.done && p.close_rx.status == UCS_OK)
+      throw_broken("closed by peer (its communicator aborted)");
+    // Bytes already received stay readable after the peer went away.
+    if (p.recv[p.recv_seq % p.window].done) return;
+    if (p.ep_error) throw_broken(ep_reason());
+    if (p.peer_local && p.peer_pid > 0 && ::kill(p.peer_pid, 0) != 0 && errno == ESRCH)
+      throw_broken("process " + std::to_string(p.peer_pid) + " is gone (peer died)");
+  }
+
+  void shutdown() noexcept override {
+    std::lock_guard<std::mutex> g(w_->mu);
+    if (shut_) return;
+    shut_ = true;
+    PeerState& p = *ps_;
+    if (!p.ep) return;
+    if (!p.ep_error) {
+      // Best effort: tell the peer, so its waits end now, not at its timeout.
+      p.close_tx_buf = static_cast<uint64_t>(p.me);
+      p.close_tx.buf = reinterpret_cast<uint8_t*>(&p.close_tx_buf);
+      post_send(p.ep, &p.close_tx, sizeof(p.close_tx_buf), ctrl_tag(p.me, kClose));
+      wait_locked([&] { return p.close_tx.done || p.ep_error; }, 0.5);
+    }
+    close_ep_locked(true);
+  }
+
+  std::string describe() const override { return "ucx " + ps_->tls; }
+
+ private:
+  [[noreturn]] void throw_broken(const std::string& why) const {
+    throw_error(mycollRemoteError, "ucx connection to rank " + std::to_string(ps_->peer) + " (" +
+                                       ps_->tls + "): " + why);
+  }
+  std::string ep_reason() const {
+    return std::string(ucs_status_string(ps_->ep_status)) + " (peer died or aborted?)";
+  }
+
+  // Frees completed sends, oldest first (slots are reused in order).
+  void reclaim_sends() {
+    PeerState& p = *ps_;
+    while (p.send_oldest < p.send_seq) {
+      Slot& s = p.send[p.send_oldest % p.window];
+      if (!s.done) break;
+      ucs_status_t st = s.status;
+      s.release();
+      ++p.send_oldest;
+      if (st != UCS_OK && st != UCS_ERR_CANCELED && !p.ep_error) {
+        p.ep_error = true;
+        p.ep_status = st;
+      }
+    }
+  }
+
+  template <typename Pred>
+  bool wait_locked(Pred done, double seconds) {
+    auto t0 = Clock::now();
+    while (!done()) {
+      if (seconds_since(t0) > seconds) return false;
+      if (ucp_worker_progress(w_->worker) == 0) std::this_thread::yield();
+    }
+    return true;
+  }
+
+  void close_ep_locked(bool force) {
+    PeerState& p = *ps_;
+    if (!p.ep) return;
+    ucp_request_param_t prm{};
+    prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    prm.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    ucs_status_ptr_t r = ucp_ep_close_nbx(p.ep, &prm);
+    p.ep = nullptr;
+    if (r == nullptr || UCS_PTR_IS_ERR(r)) return;
+    bool ok = wait_locked([&] { return ucp_request_check_status(r) != UCS_INPROGRESS; },
+                          force ? 5.0 : std::min(timeout_s_, 30.0));
+    if (ok) {
+      ucp_request_free(r);
+    } else {
+      w_->leak = true;  // UCX still owns state pointing at ps_: never free it
+      leaked_ = true;
+    }
+  }
+
+  // Teardown (destructor): drain sends, cancel receives, close the endpoint.
+  void close() {
+    std::lock_guard<std::mutex> g(w_->mu);
+    PeerState& p = *ps_;
+    bool force = shut_ || p.ep_error || (p.close_rx.done && p.close_rx.status == UCS_OK);
+    if (p.ep && !force) {
+      // Bytes accepted by send_some must reach the peer (bounded wait).
+      auto peer_gone = [&] {
+        return p.ep_error || (p.close_rx.done && p.close_rx.status == UCS_OK) ||
+               (p.peer_local && p.peer_pid > 0 && ::kill(p.peer_pid, 0) != 0 && errno == ESRCH);
+      };
+      bool drained = wait_locked(
+          [&] {
+            reclaim_sends();
+            return p.send_oldest == p.send_seq || peer_gone();
+          },
+          timeout_s_);
+      if (!drained || p.send_oldest != p.send_seq) {
+        log_warn(Subsys::Transport, "ucx: rank {} closes its connection to rank {} with {} "
+                 "message(s) undelivered", p.me, p.peer, p.send_seq - p.send_oldest);
+        force = true;
+      }
+      force |= p.ep_error;
+    }
+    // Cancel the pre-posted receives and wait for their callbacks.
+    std::vector<Slot*> rx;
+    for (auto& s : p.recv) rx.push_back(&s);
+    rx.push_back(&p.close_rx);
+    rx.push_back(&p.hello_rx);
+    for (Slot* s : rx)
+      if (s->busy && !s->done && s->req) ucp_request_cancel(w_->worker, s->req);
+    wait_locked([&] {
+      for (Slot* s : rx)
+        if (s->busy && !s->done && s->req) return false;
+      return true;
+    }, 2.0);
+    close_ep_locked(force);
+    if (leaked_) {
+      ps_.release();  // UCX may still call back into it
+      return;
+    }
+    // After the close every request has completed: free them.
+    for (Slot* s : rx)
+      if (s->done) s->release();
+    for (auto& s : p.send)
+      if (s.done) s.release();
+    for (Slot* s : {&p.close_tx, &p.hello_tx})
+      if (s->done) s->release();
+    bool pending = false;
+    for (auto& s : p.send) pending |= s.busy;
+    for (Slot* s : rx) pending |= s->busy;
+    for (Slot* s : {&p.close_tx, &p.hello_tx}) pending |= s->busy;
+    if (pending) {
+      w_->leak = true;
+      ps_.release();
+    }
+  }
+
+  std::shared_ptr<Worker> w_;
+  std::unique_ptr<PeerState> ps_;
+  double timeout_s_;
+  bool shut_ = false;  // guarded by w_->mu
+  bool leaked_ = false;
+};
+
+// Process-wide: whether ucp_init works here (checked once).
+bool probe_ucx(std::string* why) {
+  static std::once_flag once;
+  static bool ok = false;
+  static std::string reason;
+  std::call_once(once, [] {
+    ucp_config_t* config = nullptr;
+    ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
+    if (st != UCS_OK) {
+      reason = std::string("UCX configuration could not be read: ") + ucs_status_string(st);
+      return;
+    }
+    ucp_params_t params{};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES;
+    params.features = UCP_FEATURE_TAG;
+    ucp_context_h ctx = nullptr;
+    st = ucp_init(&params, config, &ctx);
+    ucp_config_release(config);
+    if (st != UCS_OK) {
+      reason = std::string("ucp_init failed: ") + ucs_status_string(st) +
+               " (check UCX_TLS / UCX_NET_DEVICES)";
+      return;
+    }
+    ucp_cleanup(ctx);
+    ok = true;
+  });
+  if (why) *why = reason;
+  return ok;
+}
+
+std::shared_ptr<Worker> make_worker(int me, size_t npeers) {
+  auto w = std::make_shared<Worker>();
+  ucp_config_t* config = nullptr;
+  ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
+  if (st != UCS_OK)
+    throw_error(mycollSystemError, std::string("ucx: ucp_config_read: ") + ucs_status_string(st));
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
+                      UCP_PARAM_FIELD_ESTIMATED_NUM_EPS | UCP_PARAM_FIELD_NAME;
+  params.features = UCP_FEATURE_TAG;
+  params.mt_workers_shared = 0;
+  params.estimated_num_eps = npeers;
+  params.name = "mycoll";
+  st = ucp_init(&params, config, &w->ctx);
+  ucp_config_release(config);
+  if (st != UCS_OK)
+    throw_error(mycollSystemError, "ucx: ucp_init on rank " + std::to_string(me) + ": " +
+                                       ucs_status_string(st));
+  ucp_worker_params_t wp{};
+  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+  st = ucp_worker_create(w->ctx, &wp, &w->worker);
+  if (st != UCS_OK)
+    throw_error(mycollSystemError, "ucx: ucp_worker_create on rank " + std::to_string(me) + ": " +
+                                       ucs_status_string(st));
+  return w;
+}
+
+struct AddrInfo {  // allgathered per rank
+  uint64_t len;    // packed worker address bytes (0: no UCX peers)
+  uint64_t chunk;  // MYCOLL_UCX_CHUNK_BYTES
+};
+
+class UcxTransport final : public Transport {
+ public:
+  const char* name() const override { return "ucx"; }
+  bool can_connect(const PeerInfo&, const PeerInfo&) const override { return true; }
+
+  std::vector<std::unique_ptr<Connection>> connect(Bootstrap& bs, const std::vector<PeerInfo>& all,
+                                                   const std::vector<int>& peers,
+                                                   const Config& cfg) override {
+    const int me = bs.rank(), n = bs.nranks();
+    std::set<int> seen;
+    for (int p : peers)
+      check_arg(p >= 0 && p < n && p != me && seen.insert(p).second,
+                "ucx transport: bad peer list on rank " + std::to_string(me) + " (peer " +
+                    std::to_string(p) + ")");
+    check_arg(n < (1 << 23), "ucx transport: at most 2^23 ranks");
+    const size_t chunk = parse_bytes(env_get("MYCOLL_UCX_CHUNK_BYTES"), "MYCOLL_UCX_CHUNK_BYTES");
+    const long long window = parse_int(env_get("MYCOLL_UCX_WINDOW"), "MYCOLL_UCX_WINDOW");
+    check_arg(chunk >= 64 && chunk <= (1ull << 30), "MYCOLL_UCX_CHUNK_BYTES must be in 64..1G");
+    check_arg(window >= 1 && window <= 1024, "MYCOLL_UCX_WINDOW must be in 1..1024");
+
+    // 1. Worker addresses round the bootstrap.
+    std::shared_ptr<Worker> w;
+    ucp_address_t* addr = nullptr;
+    size_t addr_len = 0;
+    std::vector<AddrInfo> info(n, AddrInfo{0, 0});
+    if (!peers.empty()) {
+      w = make_worker(me, peers.size());
+      ucs_status_t st = ucp_worker_get_address(w->worker, &addr, &addr_len);
+      if (st != UCS_OK)
+        throw_error(mycollSystemError,
+                    std::string("ucx: ucp_worker_get_address: ") + ucs_status_string(st));
+      info[me] = AddrInfo{addr_len, chunk};
+    }
+    bs.allgather(info.data(), sizeof(AddrInfo));
+    size_t max_len = 0;
+    for (auto& a : info) max_len = std::max<size_t>(max_len, a.len);
+    check_arg(max_len < (1u << 20), "ucx transport: implausible worker address size");
+    if (max_len == 0) return {};
+    std::vector<uint8_t> blob(max_len * n, 0);
+    if (addr) {
+      std::memcpy(blob.data() + max_len * me, addr, addr_len);
+      ucp_worker_release_address(w->worker, addr);
+    }
+    bs.allgather(blob.data(), max_len);
+    if (peers.empty()) return {};
+
+    for (int p : peers) {
+      if (info[p].len == 0)
+        throw_error(mycollInvalidUsage, "ucx transport: rank " + std::to_string(me) +
+                                            " lists rank " + std::to_string(p) +
+                                            " as a peer but that rank has no UCX peers "
+                                            "(asymmetric peer lists)");
+      if (info[p].chunk != chunk)
+        throw_error(mycollInvalidUsage,
+                    "ucx transport: MYCOLL_UCX_CHUNK_BYTES differs: " + std::to_string(chunk) +
+                        " on rank " + std::to_string(me) + ", " + std::to_string(info[p].chunk) +
+                        " on rank " + std::to_string(p));
+    }
+
+    // 2. Endpoints, pre-posted receives, hello both ways.
+    std::vector<std::unique_ptr<UcxConnection>> conns;
+    std::vector<PeerState*> states;
+    try {
+      for (int p : peers) {
+        auto ps = std::make_unique<PeerState>();
+        ps->me = me;
+        ps->peer = p;
+        ps->chunk = chunk;
+        ps->window = static_cast<int>(window);
+        ps->peer_pid = all[p].pid;
+        ps->peer_local = std::strncmp(all[p].host_id, all[me].host_id, sizeof(all[p].host_id)) == 0;
+        ps->mem.reset(new uint8_t[2 * window * chunk]);
+        ps->send.resize(window);
+        ps->recv.resize(window);
+        for (long long i = 0; i < window; ++i) {
+          ps->send[i].buf = ps->mem.get() + i * chunk;
+          ps->recv[i].buf = ps->mem.get() + (window + i) * chunk;
+        }
+        PeerState* raw = ps.get();
+        std::lock_guard<std::mutex> g(w->mu);
+        ucp_ep_params_t ep{};
+        ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                        UCP_EP_PARAM_FIELD_ERR_HANDLER;
+        ep.address = reinterpret_cast<const ucp_address_t*>(blob.data() + max_len * p);
+        ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+        ep.err_handler.cb = on_ep_error;
+        ep.err_handler.arg = raw;
+        ucs_status_t st = ucp_ep_create(w->worker, &ep, &raw->ep);
+        if (st != UCS_OK)
+          throw_error(mycollRemoteError, "ucx: rank " + std::to_string(me) +
+                                             " cannot create an endpoint to rank " +
+                                             std::to_string(p) + ": " + ucs_status_string(st));
+        for (long long i = 0; i < window; ++i)
+          post_recv(w->worker, &raw->recv[i], chunk, data_tag(p, i));
+        raw->close_rx.buf = reinterpret_cast<uint8_t*>(&raw->close_rx_buf);
+        post_recv(w->worker, &raw->close_rx, sizeof(raw->close_rx_buf), ctrl_tag(p, kClose));
+        raw->hello_rx.buf = reinterpret_cast<uint8_t*>(raw->hello_rx_buf);
+        post_recv(w->worker, &raw->hello_rx, sizeof(raw->hello_rx_buf), ctrl_tag(p, kHello));
+        raw->hello_tx_buf[0] = kHelloMagic;
+        raw->hello_tx_buf[1] = bs.tag() ^ static_cast<uint64_t>(me);
+        raw->hello_tx.buf = reinterpret_cast<uint8_t*>(raw->hello_tx_buf);
+        post_send(raw->ep, &raw->hello_tx, sizeof(raw->hello_tx_buf), ctrl_tag(me, kHello));
+        states.push_back(raw);
+        conns.push_back(std::make_unique<UcxConnection>(w, std::move(ps), cfg.timeout_s));
+      }
+      wait_hellos(*w, states, bs.tag(), cfg.timeout_s);
+    } catch (...) {
+      for (auto& c : conns) c->shutdown();  // tells the peers, so they fail fast too
+      throw;
+    }
+
+    std::vector<std::unique_ptr<Connection>> out;
+    {
+      std::lock_guard<std::mutex> g(w->mu);
+      for (PeerState* ps : states) {
+        ps->tls = lanes_summary(ps->ep);
+        log_info(Subsys::Transport, "ucx: rank {} -> rank {}: lanes {}", me, ps->peer, ps->tls);
+      }
+    }
+    for (auto& c : conns) out.push_back(std::move(c));
+    log_info(Subsys::Transport, "ucx: rank {} connected to {} peer(s) (chunk {} B, window {})", me,
+             peers.size(), chunk, window);
+    return out;
+  }
+
+ private:
+  // Waits until every peer's hello arrived and ours left; checks the hello.
+  static void wait_hellos(Worker& w, const std::vector<PeerState*>& states, uint64_t bs_tag,
+                          double timeout_s) {
+    std::lock_guard<std::mutex> g(w.mu);
+    auto t0 = Clock::now();
+    for (;;) {
+      if (ucp_worker_progress(w.worker) == 0) std::this_thread::yield();
+      std::string missing;
+      for (PeerState* ps : states) {
+        if (ps->ep_error)
+          throw_error(mycollRemoteError, "ucx: rank " + std::to_string(ps->me) +
+                                             " lost its endpoint to rank " +
+                                             std::to_string(ps->peer) + " during setup: " +
+                                             ucs_status_string(ps->ep_status));
+        for (Slot* s : {&ps->hello_rx, &ps->hello_tx})
+          if (s->done && s->status != UCS_OK)
+            throw_error(mycollRemoteError, "ucx: hello with rank " + std::to_string(ps->peer) +
+                                               " failed on rank " + std::to_string(ps->me) + ": " +
+                                               ucs_status_string(s->status));
+        if (ps->hello_rx.done && (ps->hello_rx.len != sizeof(ps->hello_rx_buf) ||
+                                  ps->hello_rx_buf[0] != kHelloMagic ||
+                                  ps->hello_rx_buf[1] != (bs_tag ^ static_cast<uint64_t>(ps->peer))))
+          throw_error(mycollRemoteError, "ucx: rank " + std::to_string(ps->me) +
+                                             " got a bad hello from rank " +
+                                             std::to_string(ps->peer) + " (another communicator?)");
+        if (!ps->hello_rx.done || !ps->hello_tx.done)
+          missing += (missing.empty() ? "" : ", ") + std::to_string(ps->peer);
+      }
+      if (missing.empty()) break;
+      if (seconds_since(t0) > timeout_s)
+        throw_error(mycollTimeout, "ucx: rank " + std::to_string(states[0]->me) + " timed out after " +
+                                       std::to_string(timeout_s) +
+                                       " s connecting to rank(s) " + missing +
+                                       " (check UCX_TLS / UCX_NET_DEVICES)");
+    }
+    for (PeerState* ps : states) {
+      ps->hello_rx.release();
+      ps->hello_tx.release();
+    }
+  }
+};
+
+}  // namespace
+
+bool ucx_available(std::string* why) { return probe_ucx(why); }
+
+std::unique_ptr<Transport> make_ucx_transport() {
+  std::string why;
+  if (!ucx_available(&why)) throw_error(mycollInvalidUsage, "UCX transport unavailable: " + why);
+  return std::make_unique<UcxTransport>();
+}
+
+}  // namespace mycoll
