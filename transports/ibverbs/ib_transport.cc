@@ -25,12 +25,15 @@
 #include "transports/ibverbs/ib_transport.h"
 
 #include <arpa/inet.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -75,7 +78,42 @@ struct Wire {
   uint8_t gid[16];
   uint64_t ring_addr, ring_bytes, ctrl_addr;
   uint32_t ring_rkey, ctrl_rkey;
+  // Liveness shortcut for peers in this very OS instance: pid, pid
+  // namespace and boot id (0 / empty when unknown).
+  uint64_t pidns;
+  int32_t pid;
+  char boot_id[40];
 };
+
+uint64_t pid_namespace() {
+  struct stat st;
+  return stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+}
+
+std::string boot_id() {
+  FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (!f) return "";
+  char buf[64] = {};
+  size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+  std::fclose(f);
+  std::string id(buf, n);
+  while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+  return id;
+}
+
+// Whether a process of this OS instance has ended (gone, or a zombie that
+// its parent has not reaped).
+bool exited(pid_t pid) {
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  FILE* f = std::fopen(path.c_str(), "r");
+  if (!f) return false;
+  char buf[256] = {};
+  size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+  std::fclose(f);
+  const char* p = static_cast<const char*>(memrchr(buf, ')', n));  // comm may contain ')'
+  return p && p + 2 < buf + n && (p[2] == 'Z' || p[2] == 'X');
+}
 
 // Page-aligned anonymous memory (zeroed), registered through the cache.
 struct Region {
@@ -164,12 +202,22 @@ class IbConnection final : public Connection {
     w->ring_rkey = ring_.mr->rkey;
     w->ctrl_addr = reinterpret_cast<uintptr_t>(ctrl_.p);
     w->ctrl_rkey = ctrl_.mr->rkey;
+    w->pidns = pid_namespace();
+    w->pid = static_cast<int32_t>(getpid());
+    std::snprintf(w->boot_id, sizeof(w->boot_id), "%s", boot_id().c_str());
   }
 
   // INIT -> RTR -> RTS towards the peer's QP.
   void connect_to(const Wire& r) {
     IbDevice& d = *dev_;
     remote_ = r;
+    // A peer in this OS instance (same boot and pid namespace) can be
+    // checked by pid, which is faster than transport retries.
+    const std::string boot = boot_id();
+    local_peer_pid_ = (r.pid > 0 && r.pidns != 0 && r.pidns == pid_namespace() && !boot.empty() &&
+                       boot == std::string(r.boot_id, strnlen(r.boot_id, sizeof(r.boot_id))))
+                          ? r.pid
+                          : 0;
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_RTR;
     a.path_mtu = std::min(d.mtu, static_cast<ibv_mtu>(r.mtu));
@@ -284,11 +332,21 @@ class IbConnection final : public Connection {
         wr.wr.rdma.remote_addr = remote_.ring_addr;
         wr.wr.rdma.rkey = remote_.ring_rkey;
         if (try_post(&wr)) probe_inflight_ = true;
+        log_trace(Subsys::Transport, "ib: probe to rank {} posted (outstanding {})", peer_,
+                  sq_outstanding_);
         last_probe_ = Clock::now();
       }
     }
     if (broken_.load()) throw_broken();
     if (ctrl_ptr_->peer_closed) throw_broken();
+    if (local_peer_pid_ > 0 && Clock::now() - last_pid_check_ > std::chrono::milliseconds(50)) {
+      last_pid_check_ = Clock::now();
+      if (exited(local_peer_pid_)) {
+        mark_broken("its process (pid " + std::to_string(local_peer_pid_) +
+                    " on this host) exited");
+        throw_broken();
+      }
+    }
   }
 
   void shutdown() noexcept override {
@@ -399,6 +457,9 @@ class IbConnection final : public Connection {
                       std::to_string(wc.status) + ", vendor_err " + std::to_string(wc.vendor_err) +
                       ") on " + queue;
     if (std::string(queue) == "send queue") why += std::string(" (") + kinds[wc.wr_id & 3] + ")";
+    if (wc.status == IBV_WC_RETRY_EXC_ERR || wc.status == IBV_WC_RNR_RETRY_EXC_ERR)
+      why += ": the peer stopped answering (died, aborted, or the network is down; retries per "
+             "MYCOLL_IB_TIMEOUT/MYCOLL_IB_RETRY_CNT)";
     mark_broken(why);
   }
 
@@ -417,7 +478,10 @@ class IbConnection final : public Connection {
         switch (wc[i].wr_id & 3) {
           case kData: completed_ += wc[i].wr_id >> 2; break;
           case kCredit: credit_inflight_ = false; break;
-          case kProbe: probe_inflight_ = false; break;
+          case kProbe:
+            probe_inflight_ = false;
+            log_trace(Subsys::Transport, "ib: probe to rank {} completed", peer_);
+            break;
           case kClose: close_done_ = true; break;
         }
       }
@@ -481,7 +545,7 @@ class IbConnection final : public Connection {
     }
     if (shut_.load()) throw_error(mycollRemoteError, who + " shut down (communicator aborted)");
     if (!why.empty())
-      throw_error(mycollRemoteError, who + ": " + why + " (peer died or aborted?)");
+      throw_error(mycollRemoteError, who + ": " + why);
     if (ctrl_ptr_ && ctrl_ptr_->peer_closed)
       throw_error(mycollRemoteError, who + " closed by peer (it aborted or failed)");
     throw_error(mycollRemoteError, who + " is broken");
@@ -511,6 +575,8 @@ class IbConnection final : public Connection {
 
   // Receive side.
   uint64_t arrived_ = 0, consumed_ = 0;
+  pid_t local_peer_pid_ = 0;
+  Clock::time_point last_pid_check_;
 
   std::atomic<bool> shut_{false};
   std::atomic<bool> broken_{false};
