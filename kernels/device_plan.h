@@ -19,6 +19,7 @@ enum DevOpKind : uint8_t {
   kDevRecvReduce = 2,  // dst = src <op> (from peer)
   kDevCopy = 3,        // dst = src
   kDevScaleAvg = 4,    // dst /= nranks (Avg), after the last step
+  kDevReduce = 5,      // dst = dst <op> src, local
 };
 
 // One operation of one channel. Offsets and sizes in bytes. buf: 0 input,

@@ -156,6 +156,12 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
         const char* src = resolve(a, op.src_buf, op.src_off);
         if (d != src) copy_bytes<false>(d, src, op.bytes, threadIdx.x, kThreads);
         __syncthreads();
+      } else if (op.kind == kDevReduce) {
+        if constexpr (kReduce) {
+          char* d = resolve(a, op.dst_buf, op.dst_off);
+          reduce_bytes<T, OP>(d, d, resolve(a, op.src_buf, op.src_off), op.bytes, threadIdx.x, kThreads);
+        }
+        __syncthreads();
       } else if (op.kind == kDevScaleAvg) {
         if constexpr (kReduce) scale_bytes<T>(resolve(a, op.dst_buf, op.dst_off), op.bytes, a.nranks);
         __syncthreads();

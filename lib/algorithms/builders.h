@@ -78,6 +78,8 @@ class Chunks {
 class StepTable {
  public:
   void copy(long t, Slice dst, Slice src);
+  // dst = dst <op> src, local; kept in order with the step's copies.
+  void reduce(long t, Slice dst, Slice src);
   void send(long t, int peer, Slice src);
   void recv(long t, int peer, Slice dst);
   void recv_reduce(long t, int peer, Slice dst, Slice src);

@@ -1,5 +1,6 @@
 // Direct family: every block goes straight from its source rank to its
 // destination rank.
+//   allreduce = one shot: all inputs to all ranks, then a local reduction
 //   alltoall = pairwise exchange: step k sends to rank+k, receives from rank-k
 //   scatter  = root sends block b to rank b (one step)
 //   gather   = rank b sends its block to root (one step)
@@ -35,6 +36,25 @@ Plan alltoall(const CollArgs& a) {
   return t.finish(scratch);
 }
 
+// One-shot all-reduce for small messages: one step in which every rank sends
+// its whole input to every other rank and receives theirs into Scratch slot
+// (its own input is copied to its slot first), then a local step reducing
+// slots 0..n-1 in rank order, so every rank computes bit-identical results.
+Plan allreduce(const CollArgs& a) {
+  const int n = a.nranks, r = a.rank;
+  auto slot = [&](int b) { return Slice{Buf::Scratch, static_cast<size_t>(b) * a.count, a.count}; };
+  StepTable t;
+  t.copy(0, slot(r), Slice{Buf::Input, 0, a.count});
+  for (int k = 1; k < n; ++k) {
+    t.send(0, mod(r + k, n), Slice{Buf::Input, 0, a.count});
+    t.recv(0, mod(r - k, n), slot(mod(r - k, n)));
+  }
+  const Slice out{Buf::Output, 0, a.count};
+  t.copy(1, out, slot(0));
+  for (int b = 1; b < n; ++b) t.reduce(1, out, slot(b));
+  return t.finish(static_cast<size_t>(n) * a.count);
+}
+
 Plan scatter(const CollArgs& a) {
   StepTable t;
   if (a.rank == a.root) {
@@ -63,6 +83,7 @@ Plan gather(const CollArgs& a) {
 
 Plan direct_plan(const CollArgs& a) {
   switch (a.coll) {
+    case Coll::AllReduce: return allreduce(a);
     case Coll::AllToAll: return alltoall(a);
     case Coll::Scatter: return scatter(a);
     case Coll::Gather: return gather(a);

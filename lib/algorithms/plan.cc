@@ -43,7 +43,8 @@ bool algo_supports(Algo a, Coll c) {
     case Algo::Rhd:
       return c == Coll::AllReduce || c == Coll::ReduceScatter || c == Coll::AllGather;
     case Algo::Direct:
-      return c == Coll::AllToAll || c == Coll::Scatter || c == Coll::Gather;
+      return c == Coll::AllReduce || c == Coll::AllToAll || c == Coll::Scatter ||
+             c == Coll::Gather;
   }
   return false;
 }
@@ -141,6 +142,15 @@ void StepTable::copy(long t, Slice dst, Slice src) {
   if (dst.count == 0) return;
   Op op;
   op.kind = OpKind::Copy;
+  op.dst = dst;
+  op.src = src;
+  by_time_[t].copies.push_back(op);
+}
+
+void StepTable::reduce(long t, Slice dst, Slice src) {
+  if (dst.count == 0) return;
+  Op op;
+  op.kind = OpKind::Reduce;
   op.dst = dst;
   op.src = src;
   by_time_[t].copies.push_back(op);

@@ -49,17 +49,18 @@ enum class OpKind : uint8_t {
   Recv,        // receive into dst from peer
   RecvReduce,  // dst = src (local) <op> incoming from peer; dst may equal src
   Copy,        // dst = src, local
+  Reduce,      // dst = dst <op> src, local (runs with the copies, in order)
 };
 
 struct Op {
   OpKind kind = OpKind::Copy;
   int peer = -1;  // Send/Recv/RecvReduce; -1 for Copy
-  Slice dst;      // Recv, RecvReduce, Copy
-  Slice src;      // Send, RecvReduce (local operand), Copy
+  Slice dst;      // Recv, RecvReduce, Copy, Reduce
+  Slice src;      // Send, RecvReduce (local operand), Copy, Reduce
 };
 
 // Execution contract of a Step:
-//  1. Copy ops run first, in order.
+//  1. Local ops (Copy, Reduce) run first, in order.
 //  2. Then every Send/Recv/RecvReduce of the step is in flight at once; the
 //     step ends when all of them are complete. No op of a step may read
 //     what another op of the same step writes.

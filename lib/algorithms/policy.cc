@@ -112,6 +112,10 @@ Algo AlgoPolicy::choose(Coll c, int nranks, size_t bytes) const {
 Algo AlgoPolicy::auto_choice(Coll c, int nranks, size_t bytes) {
   switch (c) {
     case Coll::AllReduce:
+      // One shot (one step, n-1 copies of the message out) while that
+      // traffic stays small: latency is what counts there.
+      if (nranks <= 16 && bytes * static_cast<size_t>(nranks - 1) <= 256 * KiB)
+        return Algo::Direct;
       if (nranks <= 2) return Algo::Ring;
       if (bytes <= 256 * KiB) return Algo::Rhd;
       if (nranks >= 16 && bytes <= 4 * MiB) return Algo::Tree;

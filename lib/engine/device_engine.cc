@@ -95,11 +95,26 @@ class DeviceCommImpl : public DeviceComm {
              geom_.total_bytes() >> 20, staged_ ? ", host-staged peers present" : "");
   }
 
+  // Peers may still write counters into this inbox after our last kernel
+  // ended, so it is freed only once they are done too: GPUs driven by this
+  // process are synchronised here; other processes meet in a barrier
+  // (destroy is then collective over those ranks, bounded by MYCOLL_TIMEOUT).
   ~DeviceCommImpl() override {
+    bool other_process = false;
+    for (int r = 0; r < c_.nranks; ++r) {
+      if (r == c_.rank || c_.transport_of[r] != "cuda_ipc") continue;
+      if (c_.peers[r].pid != c_.peers[c_.rank].pid) {
+        other_process = true;
+      } else if (c_.peers[r].cuda_device >= 0) {
+        cudaSetDevice(c_.peers[r].cuda_device);
+        cudaDeviceSynchronize();
+      }
+    }
     cudaSetDevice(dev_);
     cudaDeviceSynchronize();
     try {
-      if (!c_.aborted.load() && c_.async_error.load() == mycollSuccess) c_.bootstrap->barrier();
+      if (other_process && !c_.aborted.load() && c_.async_error.load() == mycollSuccess)
+        c_.bootstrap->barrier();
     } catch (...) {
     }
     for (auto& [k, p] : plans_) free_plan(p);
@@ -202,6 +217,12 @@ class DeviceCommImpl : public DeviceComm {
             conv(op.src, &d.src_buf, &d.src_off);
             d.bytes = op.dst.count * es;
             break;
+          case OpKind::Reduce:
+            d.kind = kDevReduce;
+            conv(op.dst, &d.dst_buf, &d.dst_off);
+            conv(op.src, &d.src_buf, &d.src_off);
+            d.bytes = op.dst.count * es;
+            break;
           case OpKind::Copy:
             d.kind = kDevCopy;
             conv(op.dst, &d.dst_buf, &d.dst_off);
@@ -210,7 +231,7 @@ class DeviceCommImpl : public DeviceComm {
             break;
         }
         if (d.bytes == 0) continue;
-        if (d.kind != kDevCopy) ++transfers;
+        if (d.kind != kDevCopy && d.kind != kDevReduce) ++transfers;
         ops.push_back(d);
       }
       if (transfers > plan_kernel_max_step_ops())

@@ -150,6 +150,11 @@ class Exec {
           if (d != s && op.src.count) std::memmove(d, s, op.src.count * es);
           continue;
         }
+        if (op.kind == OpKind::Reduce) {
+          char* d = resolve(op.dst, es);
+          reduce_host(t.dtype, t.op, d, d, resolve(op.src, es), op.dst.count);
+          continue;
+        }
         OpState st;
         st.op = &op;
         if (op.kind == OpKind::Send) {

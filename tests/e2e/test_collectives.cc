@@ -34,7 +34,8 @@ bool served(const std::string& algo, CollKind k) {
   if (algo == "rhd")
     return k == CollKind::AllReduce || k == CollKind::ReduceScatter || k == CollKind::AllGather;
   if (algo == "direct")
-    return k == CollKind::AllToAll || k == CollKind::Scatter || k == CollKind::Gather;
+    return k == CollKind::AllReduce || k == CollKind::AllToAll || k == CollKind::Scatter ||
+           k == CollKind::Gather;
   return false;
 }
 

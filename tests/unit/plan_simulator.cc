@@ -44,6 +44,7 @@ std::string op_str(const Op& op) {
         << " + in";
       break;
     case OpKind::Copy: o << "Copy " << slice_str(op.dst) << " = " << slice_str(op.src); break;
+    case OpKind::Reduce: o << "Reduce " << slice_str(op.dst) << " += " << slice_str(op.src); break;
   }
   return o.str();
 }
@@ -70,7 +71,7 @@ struct OpRef {
   size_t step = 0, idx = 0;
 };
 
-bool is_transfer(OpKind k) { return k != OpKind::Copy; }
+bool is_transfer(OpKind k) { return k != OpKind::Copy && k != OpKind::Reduce; }
 bool is_receive(OpKind k) { return k == OpKind::Recv || k == OpKind::RecvReduce; }
 
 class Executor {
@@ -214,8 +215,14 @@ class Executor {
   void run_copies(int r, size_t s) {
     const auto& ops = plans_[r].steps[s].ops;
     for (size_t i = 0; i < ops.size(); ++i) {
-      if (ops[i].kind != OpKind::Copy) continue;
+      if (ops[i].kind != OpKind::Copy && ops[i].kind != OpKind::Reduce) continue;
       const OpInfo& oi = info_[r][s][i];
+      if (ops[i].kind == OpKind::Reduce) {
+        uint64_t* d = ptr(r, oi.dst);
+        const uint64_t* src = ptr(r, oi.src);
+        for (size_t k = 0; k < oi.dst.count; ++k) d[k] += src[k];
+        continue;
+      }
       if (oi.src.same(oi.dst)) continue;
       std::copy_n(ptr(r, oi.src), oi.src.count, ptr(r, oi.dst));
     }

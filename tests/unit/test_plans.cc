@@ -121,7 +121,8 @@ TEST(PlanBuild, FamiliesServeTheDocumentedCollectives) {
       "ring:allreduce",    "ring:reducescatter", "ring:allgather", "ring:broadcast",
       "ring:reduce",       "tree:allreduce",     "tree:broadcast", "tree:reduce",
       "tree:scatter",      "tree:gather",        "rhd:allreduce",  "rhd:reducescatter",
-      "rhd:allgather",     "direct:alltoall",    "direct:scatter", "direct:gather"};
+      "rhd:allgather",     "direct:allreduce",   "direct:alltoall", "direct:scatter",
+      "direct:gather"};
   EXPECT_EQ(got, want);
 }
 
@@ -306,7 +307,9 @@ TEST(AlgoPolicy, AutoChoiceAlwaysServesTheCollective) {
       }
   }
   // The documented shape of the rule.
-  EXPECT_EQ(AlgoPolicy::auto_choice(Coll::AllReduce, 8, 1024), Algo::Rhd);
+  EXPECT_EQ(AlgoPolicy::auto_choice(Coll::AllReduce, 8, 1024), Algo::Direct);
+  EXPECT_EQ(AlgoPolicy::auto_choice(Coll::AllReduce, 32, 1024), Algo::Rhd);
+  EXPECT_EQ(AlgoPolicy::auto_choice(Coll::AllReduce, 8, 128 * 1024), Algo::Rhd);
   EXPECT_EQ(AlgoPolicy::auto_choice(Coll::AllReduce, 8, size_t(1) << 30), Algo::Ring);
   EXPECT_EQ(AlgoPolicy::auto_choice(Coll::AllReduce, 64, size_t(2) << 20), Algo::Tree);
   EXPECT_EQ(AlgoPolicy::auto_choice(Coll::AllToAll, 64, 8), Algo::Direct);

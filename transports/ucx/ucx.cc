@@ -102,7 +102,6 @@ struct Slot {
   ucs_status_t status = UCS_OK;
   size_t len = 0;          // bytes sent / received
   size_t off = 0;          // receive: bytes consumed
-  ucp_tag_recv_info_t info{};
 
   void release() {
     if (req) ucp_request_free(req);
@@ -150,21 +149,21 @@ ucs_status_t post_send(ucp_ep_h ep, Slot* s, size_t n, uint64_t tag) {
 }
 
 // Posts a receive of up to cap bytes into s->buf matching `tag` exactly.
+// Always completes through the callback (UCX 1.13 leaves recv_info unset on
+// an immediate completion, so the length would be unknown).
 ucs_status_t post_recv(ucp_worker_h w, Slot* s, size_t cap, uint64_t tag) {
   ucp_request_param_t p{};
   p.op_attr_mask =
-      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_RECV_INFO;
+      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   p.cb.recv = on_recv_done;
   p.user_data = s;
-  p.recv_info.tag_info = &s->info;
   s->busy = true;
   s->done = false;
   s->len = s->off = 0;
   ucs_status_ptr_t r = ucp_tag_recv_nbx(w, s->buf, cap, tag, kFullMask, &p);
-  if (r == nullptr) {
+  if (r == nullptr) {  // not expected with NO_IMM_CMPL
     s->done = true;
-    s->status = UCS_OK;
-    s->len = s->info.length;
+    s->status = UCS_ERR_NO_MESSAGE;
   } else if (UCS_PTR_IS_ERR(r)) {
     s->done = true;
     s->status = UCS_PTR_STATUS(r);
