@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -276,6 +277,14 @@ void enter_host(int host) {
     _exit(7);
   }
   close(fd);
+  // UCX lists network devices from /sys/class/net, which shows the network
+  // namespace of whoever mounted /sys: remount it from inside this namespace
+  // in a private mount namespace (as `ip netns exec` does).
+  if (unshare(CLONE_NEWNS) != 0 || mount("", "/", nullptr, MS_SLAVE | MS_REC, nullptr) != 0 ||
+      umount2("/sys", MNT_DETACH) != 0 || mount("sysfs", "/sys", "sysfs", 0, nullptr) != 0) {
+    std::perror("remounting /sys in the namespace");
+    _exit(7);
+  }
   setenv("MYCOLL_HOST_ID", ("ucxhost" + std::to_string(host)).c_str(), 1);
   // UCX must use this "host"'s veth, the only route to the others.
   setenv("UCX_NET_DEVICES", ("mycup" + std::to_string(host)).c_str(), 1);

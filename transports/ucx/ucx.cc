@@ -270,11 +270,14 @@ class UcxConnection final : public Connection {
       *data = nullptr;
       return 0;
     }
-    if (s.status != UCS_OK)
+    if (s.status != UCS_OK) {
+      if (p.close_rx.done && p.close_rx.status == UCS_OK)
+        throw_broken("closed by peer (its communicator aborted)");
       throw_broken(std::string("receive failed: ") + ucs_status_string(s.status) +
                    (s.status == UCS_ERR_MESSAGE_TRUNCATED
                         ? " (peer's MYCOLL_UCX_CHUNK_BYTES is larger than this rank's)"
-                        : ""));
+                        : " (peer died or aborted?)"));
+    }
     *data = s.buf + s.off;
     return std::min(s.len - s.off, max);
   }
