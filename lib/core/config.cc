@@ -23,8 +23,9 @@ const std::vector<EnvVar>& env_registry() {
        "(shm on one host, socket otherwise; cuda_ipc between GPUs). A transport that cannot serve a "
        "peer is an error at init."},
       {"MYCOLL_NET", "enum", "",
-       "Network transport between hosts: socket (ib and ucx arrive with the network issue). Unset = "
-       "best available."},
+       "Network transport between hosts: ib (RDMA verbs), ucx, or socket (TCP). Unset = ib when "
+       "ranks span several hosts and an active RDMA port exists, else socket. Naming one that is "
+       "not available is an error at init."},
       {"MYCOLL_ALGO", "string", "auto",
        "Algorithm: auto, ring, tree, rhd, direct, or per collective, e.g. "
        "\"allreduce:rhd,broadcast:tree\" (others stay automatic)."},

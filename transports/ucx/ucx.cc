@@ -13,9 +13,16 @@
 //   s << 40 | 1 << 39 | kind              (control: hello, close)
 // so messages match in order whatever the transport reorders.
 //
-// Send side: send_some copies up to one chunk into a free send slot (of
-// MYCOLL_UCX_WINDOW) and posts ucp_tag_send_nbx; it returns 0 while every
-// slot is in flight. Never blocks. Receive side: MYCOLL_UCX_WINDOW receives
+// Send side: send_some copies the offered bytes, a chunk per free send slot
+// (MYCOLL_UCX_WINDOW slots), and posts ucp_tag_send_nbx; it never blocks.
+// It reports bytes as accepted only once UCX completed their send, so the
+// engine keeps calling it (and so progressing the worker) until the data
+// has left: the host engine polls only connections it still waits on, and
+// a UCX send left alone would never finish. Bytes offered again are known
+// to be the same stream bytes (the engine re-offers what was not accepted),
+// so slots already posted are not copied twice. Sends use the eager
+// protocol (RNDV_THRESH=inf unless UCX_RNDV_THRESH is set), so completion
+// never waits for the receiver's engine. Receive side: MYCOLL_UCX_WINDOW receives
 // are pre-posted into receive slots, for the next sequence numbers; peek
 // exposes the oldest completed slot in place, consume reposts it once read.
 //
@@ -186,6 +193,8 @@ struct PeerState {
   std::unique_ptr<uint8_t[]> mem;  // window send slots + window receive slots
   std::vector<Slot> send, recv;
   uint64_t send_seq = 0, send_oldest = 0;  // next to post, oldest in flight
+  // Stream bytes: posted to UCX >= completed by UCX >= reported to the engine.
+  uint64_t posted = 0, completed = 0, reported = 0;
   uint64_t recv_seq = 0;                   // next to read
   Slot close_rx, close_tx, hello_rx, hello_tx;
   uint64_t close_rx_buf = 0, close_tx_buf = 0, hello_rx_buf[2] = {}, hello_tx_buf[2] = {};
@@ -240,6 +249,10 @@ class UcxConnection final : public Connection {
 
   ~UcxConnection() override { close(); }
 
+  // Bytes count as accepted once UCX completed their send (see the file
+  // comment); until then the engine offers them again, which keeps this
+  // side progressing. data[0] is stream position reported_: the first
+  // posted_ - reported_ bytes of data are already in flight.
   size_t send_some(const void* data, size_t n) override {
     if (n == 0) return 0;
     std::lock_guard<std::mutex> g(w_->mu);
@@ -250,15 +263,28 @@ class UcxConnection final : public Connection {
     if (p.ep_error) throw_broken(ep_reason());
     if (p.close_rx.done && p.close_rx.status == UCS_OK)
       throw_broken("closed by peer (its communicator aborted)");
-    if (p.send_seq - p.send_oldest >= static_cast<uint64_t>(p.window)) return 0;
-    Slot& s = p.send[p.send_seq % p.window];
-    size_t k = std::min(n, p.chunk);
-    std::memcpy(s.buf, data, k);
-    ucs_status_t st = post_send(p.ep, &s, k, data_tag(p.me, p.send_seq));
-    ++p.send_seq;
-    if (st != UCS_OK && st != UCS_INPROGRESS)
-      throw_broken(std::string("send failed: ") + ucs_status_string(st));
-    return k;
+    const uint64_t ahead = p.posted - p.reported;
+    if (ahead > n)
+      throw_error(mycollInternalError, describe() + ": send_some offered " + std::to_string(n) +
+                                           " bytes, fewer than the " + std::to_string(ahead) +
+                                           " already in flight");
+    auto* src = static_cast<const uint8_t*>(data);
+    for (size_t pos = ahead; pos < n;) {
+      if (p.send_seq - p.send_oldest >= static_cast<uint64_t>(p.window)) break;
+      Slot& s = p.send[p.send_seq % p.window];
+      size_t k = std::min(n - pos, p.chunk);
+      std::memcpy(s.buf, src + pos, k);
+      ucs_status_t st = post_send(p.ep, &s, k, data_tag(p.me, p.send_seq));
+      ++p.send_seq;
+      p.posted += k;
+      pos += k;
+      if (st != UCS_OK && st != UCS_INPROGRESS)
+        throw_broken(std::string("send failed: ") + ucs_status_string(st));
+    }
+    reclaim_sends();
+    size_t r = static_cast<size_t>(std::min<uint64_t>(p.completed - p.reported, n));
+    p.reported += r;
+    return r;
   }
 
   size_t peek(const void** data, size_t max) override {
@@ -354,6 +380,7 @@ class UcxConnection final : public Connection {
       Slot& s = p.send[p.send_oldest % p.window];
       if (!s.done) break;
       ucs_status_t st = s.status;
+      p.completed += s.len;
       s.release();
       ++p.send_oldest;
       if (st != UCS_OK && st != UCS_ERR_CANCELED && !p.ep_error) {
@@ -493,6 +520,10 @@ std::shared_ptr<Worker> make_worker(int me, size_t npeers) {
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK)
     throw_error(mycollSystemError, std::string("ucx: ucp_config_read: ") + ucs_status_string(st));
+  // Eager protocol for every size unless the user chose: a send then
+  // completes without the receiver's progress (rendezvous would need the
+  // peer's engine to be polling this connection at that moment).
+  if (!std::getenv("UCX_RNDV_THRESH")) ucp_config_modify(config, "RNDV_THRESH", "inf");
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
                       UCP_PARAM_FIELD_ESTIMATED_NUM_EPS | UCP_PARAM_FIELD_NAME;
