@@ -59,6 +59,10 @@ const std::vector<EnvVar>& env_registry() {
       {"MYCOLL_UCX_WINDOW", "int", "8",
        "UCX transport: messages in flight per peer and direction (send slots and pre-posted "
        "receives of MYCOLL_UCX_CHUNK_BYTES each)."},
+      {"MYCOLL_UCX_ERROR_MODE", "enum", "peer",
+       "UCX transport: peer (UCX reports a failed peer; UCX 1.13 then excludes its shared-memory "
+       "transports) or none (any UCX transport; a dead peer on another host then shows as "
+       "MYCOLL_TIMEOUT)."},
       {"MYCOLL_TOPO_DUMP_FILE", "string", "",
        "After init every rank writes its view of the topology as JSON to this path (%h host, %p "
        "pid, %r rank): hosts, its GPU, transport per peer, network interfaces, RDMA devices."},

@@ -167,5 +167,8 @@ void run_dump(const std::string& transport) {
 
 TEST(TopoDump, ShmPeers) { run_dump("shm"); }
 TEST(TopoDump, SocketPeers) { run_dump("socket"); }
+#if MYCOLL_HAVE_UCX
+TEST(TopoDump, UcxPeers) { run_dump("ucx"); }
+#endif
 
 }  // namespace

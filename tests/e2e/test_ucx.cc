@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -95,6 +96,33 @@ TEST_F(UcxOneHost, ThreeRanksSmallChunksOverTcp) {
 }
 
 TEST_F(UcxOneHost, FourRanks) { run_algos(options(4), "4 ranks"); }
+
+TEST_F(UcxOneHost, SharedMemoryWithErrorModeNone) {
+  // UCX 1.13's shared-memory transports have no peer failure handler: they
+  // are usable only with MYCOLL_UCX_ERROR_MODE=none.
+  LaunchOptions opt = options(3);
+  opt.env["UCX_TLS"] = "sm,self";
+  opt.env["MYCOLL_UCX_ERROR_MODE"] = "none";
+  const std::string dump = "/tmp/mycoll_ucx_sm_" + std::to_string(getpid()) + "_%r.json";
+  opt.env["MYCOLL_TOPO_DUMP_FILE"] = dump;
+  auto res = run_ranks(opt, [&](mycollComm_t comm, int rank, int n, const mycollUniqueId&) {
+    if (check_all_collectives(comm, n, 3) != 0) return 1;
+    std::string path = dump.substr(0, dump.size() - 7) + std::to_string(rank) + ".json";
+    std::string doc;
+    if (FILE* f = std::fopen(path.c_str(), "r")) {
+      char buf[4096];
+      size_t k;
+      while ((k = std::fread(buf, 1, sizeof(buf), f)) > 0) doc.append(buf, k);
+      std::fclose(f);
+    }
+    std::remove(path.c_str());
+    check(doc.find("\"transport\": \"ucx\"") != std::string::npos, "dump names ucx:\n" + doc);
+    check(doc.find("\"connection\": \"ucx ") != std::string::npos, "dump has ucx lanes:\n" + doc);
+    check(doc.find("tcp/") == std::string::npos, "shared memory, not tcp:\n" + doc);
+    return 0;
+  });
+  EXPECT_EQ(describe_failures(res), "");
+}
 
 TEST_F(UcxOneHost, DescribesConnectionsAndMovesLargeMessages) {
   LaunchOptions opt = options(2);
@@ -198,39 +226,42 @@ TEST_F(UcxOneHost, ChunkSizeMismatchIsAnErrorAtInit) {
 
 // ----------------------------------------------------------- several hosts
 
-// Own namespace names (not netns.sh's) so this suite and MultiHost can run
-// at the same time: mycu_h<i>, veth mycu<i> / mycup<i>, bridge mycubr0,
-// addresses 10.232.0.(i+1)/24.
+// Namespaces named after this test process (not netns.sh's fixed names), so
+// this suite, MultiHost, and other runs of it (ctest -j runs each test in its
+// own process) never tear down each other's hosts: for prefix P = "mu<pid>",
+// namespaces P h<i>, veth P v<i> / P p<i>, bridge P br, addresses
+// 10.232.0.(i+1)/24 (each bridge is its own segment).
 const int kHosts = 3;
+std::string g_prefix;  // set before any rank is forked
 
 const char* kNetnsScript = R"(
 set -e
-n=$2
+n=$2; P=$3
 down() {
   for i in $(seq 0 $((n - 1))); do
-    ip netns del mycu_h$i 2>/dev/null || true
-    ip link del mycu$i 2>/dev/null || true
+    ip netns del ${P}h$i 2>/dev/null || true
+    ip link del ${P}v$i 2>/dev/null || true
   done
-  ip link del mycubr0 2>/dev/null || true
+  ip link del ${P}br 2>/dev/null || true
 }
 if [ "$1" = down ]; then down; exit 0; fi
 down
-ip link add mycubr0 type bridge
-ip link set mycubr0 up
+ip link add ${P}br type bridge
+ip link set ${P}br up
 for i in $(seq 0 $((n - 1))); do
-  ip netns add mycu_h$i
-  ip link add mycu$i type veth peer name mycup$i
-  ip link set mycup$i netns mycu_h$i
-  ip link set mycu$i master mycubr0
-  ip link set mycu$i up
-  ip netns exec mycu_h$i ip addr add 10.232.0.$((i + 1))/24 dev mycup$i
-  ip netns exec mycu_h$i ip link set mycup$i up
-  ip netns exec mycu_h$i ip link set lo up
+  ip netns add ${P}h$i
+  ip link add ${P}v$i type veth peer name ${P}p$i
+  ip link set ${P}p$i netns ${P}h$i
+  ip link set ${P}v$i master ${P}br
+  ip link set ${P}v$i up
+  ip netns exec ${P}h$i ip addr add 10.232.0.$((i + 1))/24 dev ${P}p$i
+  ip netns exec ${P}h$i ip link set ${P}p$i up
+  ip netns exec ${P}h$i ip link set lo up
 done
 for i in $(seq 0 $((n - 1))); do
   for j in $(seq 0 $((n - 1))); do
     k=0
-    until ip netns exec mycu_h$i ping -c1 -W1 10.232.0.$((j + 1)) >/dev/null 2>&1; do
+    until ip netns exec ${P}h$i ping -c1 -W1 10.232.0.$((j + 1)) >/dev/null 2>&1; do
       k=$((k + 1)); [ $k -lt 10 ] || { echo "host $i cannot reach host $j" >&2; exit 1; }
     done
   done
@@ -239,7 +270,7 @@ done
 
 int netns(const char* cmd, int n, const char* log) {
   std::string line = std::string("sh -c '") + kNetnsScript + "' netns " + cmd + " " +
-                     std::to_string(n) + " > " + log + " 2>&1";
+                     std::to_string(n) + " " + g_prefix + " > " + log + " 2>&1";
   return std::system(line.c_str());
 }
 
@@ -251,8 +282,10 @@ class UcxMultiHost : public ::testing::Test {
       skip_reason_ = "needs root to create network namespaces";
       return;
     }
-    if (netns("up", kHosts, "/tmp/mycoll_ucx_netns.log") != 0)
-      skip_reason_ = "could not create network namespaces (see /tmp/mycoll_ucx_netns.log)";
+    g_prefix = "mu" + std::to_string(getpid() % 100000);
+    const std::string log = "/tmp/mycoll_ucx_netns_" + g_prefix + ".log";
+    if (netns("up", kHosts, log.c_str()) != 0)
+      skip_reason_ = "could not create network namespaces (see " + log + ")";
     else
       up_ = true;
   }
@@ -270,7 +303,7 @@ std::string UcxMultiHost::skip_reason_;
 bool UcxMultiHost::up_ = false;
 
 void enter_host(int host) {
-  std::string path = "/var/run/netns/mycu_h" + std::to_string(host);
+  std::string path = "/var/run/netns/" + g_prefix + "h" + std::to_string(host);
   int fd = open(path.c_str(), O_RDONLY);
   if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
     std::perror("setns");
@@ -287,15 +320,17 @@ void enter_host(int host) {
   }
   setenv("MYCOLL_HOST_ID", ("ucxhost" + std::to_string(host)).c_str(), 1);
   // UCX must use this "host"'s veth, the only route to the others.
-  setenv("UCX_NET_DEVICES", ("mycup" + std::to_string(host)).c_str(), 1);
+  setenv("UCX_NET_DEVICES", (g_prefix + "p" + std::to_string(host)).c_str(), 1);
+  setenv("MYCOLL_SOCKET_IFNAME", ("=" + g_prefix + "p" + std::to_string(host)).c_str(), 1);
 }
 
 LaunchOptions layout(int ranks_per_host, int hosts) {
   LaunchOptions opt;
   opt.nranks = ranks_per_host * hosts;
   opt.timeout_s = 240;
-  opt.env = {{"MYCOLL_SOCKET_IFNAME", "mycup"}, {"MYCOLL_TIMEOUT", "60"},
-             {"MYCOLL_NET", "ucx"},           {"UCX_TLS", "tcp"},
+  opt.env = {{"MYCOLL_TIMEOUT", "60"},
+             {"MYCOLL_NET", "ucx"},
+             {"UCX_TLS", "tcp"},
              {"MYCOLL_CHUNK_BYTES", "8K"}};
   opt.pre_init = [ranks_per_host](int rank) { enter_host(rank / ranks_per_host); };
   return opt;

@@ -251,8 +251,8 @@ class UcxConnection final : public Connection {
 
   // Bytes count as accepted once UCX completed their send (see the file
   // comment); until then the engine offers them again, which keeps this
-  // side progressing. data[0] is stream position reported_: the first
-  // posted_ - reported_ bytes of data are already in flight.
+  // side progressing. data[0] is stream position p.reported: the first
+  // p.posted - p.reported bytes of data are already in flight.
   size_t send_some(const void* data, size_t n) override {
     if (n == 0) return 0;
     std::lock_guard<std::mutex> g(w_->mu);
@@ -570,6 +570,10 @@ class UcxTransport final : public Transport {
     const long long window = parse_int(env_get("MYCOLL_UCX_WINDOW"), "MYCOLL_UCX_WINDOW");
     check_arg(chunk >= 64 && chunk <= (1ull << 30), "MYCOLL_UCX_CHUNK_BYTES must be in 64..1G");
     check_arg(window >= 1 && window <= 1024, "MYCOLL_UCX_WINDOW must be in 1..1024");
+    const std::string err_mode = env_get("MYCOLL_UCX_ERROR_MODE");
+    check_arg(err_mode == "peer" || err_mode == "none",
+              "MYCOLL_UCX_ERROR_MODE='" + err_mode + "' is not peer or none");
+    const bool peer_failure = err_mode == "peer";
 
     // 1. Worker addresses round the bootstrap.
     std::shared_ptr<Worker> w;
@@ -635,14 +639,18 @@ class UcxTransport final : public Transport {
         ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                         UCP_EP_PARAM_FIELD_ERR_HANDLER;
         ep.address = reinterpret_cast<const ucp_address_t*>(blob.data() + max_len * p);
-        ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+        ep.err_mode = peer_failure ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
         ep.err_handler.cb = on_ep_error;
         ep.err_handler.arg = raw;
         ucs_status_t st = ucp_ep_create(w->worker, &ep, &raw->ep);
         if (st != UCS_OK)
-          throw_error(mycollRemoteError, "ucx: rank " + std::to_string(me) +
-                                             " cannot create an endpoint to rank " +
-                                             std::to_string(p) + ": " + ucs_status_string(st));
+          throw_error(mycollRemoteError,
+                      "ucx: rank " + std::to_string(me) + " cannot create an endpoint to rank " +
+                          std::to_string(p) + ": " + ucs_status_string(st) +
+                          " (no UCX transport reaches it: check UCX_TLS / UCX_NET_DEVICES" +
+                          (peer_failure ? "; shared-memory transports need "
+                                          "MYCOLL_UCX_ERROR_MODE=none)"
+                                        : ")"));
         for (long long i = 0; i < window; ++i)
           post_recv(w->worker, &raw->recv[i], chunk, data_tag(p, i));
         raw->close_rx.buf = reinterpret_cast<uint8_t*>(&raw->close_rx_buf);
