@@ -396,23 +396,12 @@ class DeviceCommImpl : public DeviceComm {
     return static_cast<char*>(p);
   }
 
-  struct StagedRun {
-    mycollComm* comm;
-    Task task;  // with host pointers
-  };
-
-  static void CUDART_CB run_staged(void* arg) {
-    auto* r = static_cast<StagedRun*>(arg);
+  // Runs one host-engine task on this thread (its buffers already staged).
+  void run_host_task(const Task& t) {
     std::vector<HostWork> w(1);
-    w[0].comm = r->comm;
-    w[0].tasks.push_back(r->task);
-    try {
-      run_host(w);
-    } catch (const Error& e) {
-      r->comm->fail(e.code(), e.what());
-    } catch (...) {
-      r->comm->fail(mycollInternalError, "host-staged collective failed");
-    }
+    w[0].comm = &c_;
+    w[0].tasks.push_back(t);
+    run_host(w);  // throws after marking the communicator broken
   }
 
   // Synchronous: the stream is drained, data staged through pinned host
@@ -443,46 +432,45 @@ class DeviceCommImpl : public DeviceComm {
     };
     span(in, in_b);
     span(out, out_b);
-    bool joint = in && out && in_b && out_b && !(in + in_b <= out || out + out_b <= in);
-    auto* run = new StagedRun{&c_, t};
-    run->task.plan = build_plan(t.algo, a);
+    const bool joint = in_b && out_b && !(in + in_b <= out || out + out_b <= in);
+    Task host = t;
+    host.plan = build_plan(t.algo, a);
     if (joint) {
       char* h = staging(0, hi - lo);
-      run->task.input = h + (in - lo);
-      run->task.output = h + (out - lo);
-      cuda_check(cudaMemcpyAsync(h, lo, hi - lo, cudaMemcpyDeviceToHost, s), "stage in");
+      host.input = h + (in - lo);
+      host.output = h + (out - lo);
+      cuda_check(cudaMemcpy(h, lo, hi - lo, cudaMemcpyDeviceToHost), "stage in");
     } else {
       char* hin = staging(0, in_b);
       char* hout = staging(1, out_b);
-      run->task.input = in ? hin : nullptr;
-      run->task.output = out ? hout : nullptr;
-      if (in_b) cuda_check(cudaMemcpyAsync(hin, in, in_b, cudaMemcpyDeviceToHost, s), "stage in");
+      host.input = in ? hin : nullptr;
+      host.output = out ? hout : nullptr;
+      if (in_b) cuda_check(cudaMemcpy(hin, in, in_b, cudaMemcpyDeviceToHost), "stage in");
     }
-    cuda_check(cudaLaunchHostFunc(s, run_staged, run), "cudaLaunchHostFunc");
+    run_host_task(host);
     if (out_b)
-      cuda_check(cudaMemcpyAsync(out, static_cast<char*>(run->task.output), out_b,
-                                 cudaMemcpyHostToDevice, s),
+      cuda_check(cudaMemcpy(out, static_cast<char*>(host.output), out_b, cudaMemcpyHostToDevice),
                  "stage out");
-    staged_runs_.emplace_back(run);
-    cudaStreamSynchronize(s);
-    staged_runs_.clear();
-    std::string why;
-    if (c_.async_error.load() != mycollSuccess) throw_error(static_cast<mycollResult_t>(c_.async_error.load()), c_.async_reason);
   }
 
+  // Point-to-point batch: every message gets its own region of one pinned
+  // buffer; slices address memory absolutely (see make_p2p_task).
   void enqueue_staged_p2p(const Task& t, cudaStream_t s) {
     size_t total = 0;
     for (const Step& st : t.plan.steps)
-      for (const Op& op : st.ops) total += (op.kind == OpKind::Send ? op.src.count : op.dst.count);
+      for (const Op& op : st.ops)
+        total += op.kind == OpKind::Copy ? 2 * op.src.count
+                 : op.kind == OpKind::Send ? op.src.count
+                                           : op.dst.count;
     char* h = staging(2, total);
-    auto* run = new StagedRun{&c_, t};
+    Task host = t;
     size_t off = 0;
     std::vector<std::tuple<char*, const char*, size_t>> back;
-    for (Step& st : run->task.plan.steps) {
+    for (Step& st : host.plan.steps) {
       for (Op& op : st.ops) {
         if (op.kind == OpKind::Send || op.kind == OpKind::Copy) {
           const char* dsrc = reinterpret_cast<const char*>(op.src.offset);
-          cuda_check(cudaMemcpyAsync(h + off, dsrc, op.src.count, cudaMemcpyDeviceToHost, s), "stage in");
+          cuda_check(cudaMemcpy(h + off, dsrc, op.src.count, cudaMemcpyDeviceToHost), "stage in");
           op.src.offset = reinterpret_cast<uintptr_t>(h + off);
           off += op.src.count;
         }
@@ -493,14 +481,9 @@ class DeviceCommImpl : public DeviceComm {
         }
       }
     }
-    (void)total;
-    cuda_check(cudaLaunchHostFunc(s, run_staged, run), "cudaLaunchHostFunc");
+    run_host_task(host);
     for (auto& [d, hs, n] : back)
-      cuda_check(cudaMemcpyAsync(d, hs, n, cudaMemcpyHostToDevice, s), "stage out");
-    staged_runs_.emplace_back(run);
-    cudaStreamSynchronize(s);
-    staged_runs_.clear();
-    if (c_.async_error.load() != mycollSuccess) throw_error(static_cast<mycollResult_t>(c_.async_error.load()), c_.async_reason);
+      cuda_check(cudaMemcpy(d, hs, n, cudaMemcpyHostToDevice), "stage out");
   }
 
   mycollComm& c_;
@@ -518,7 +501,6 @@ class DeviceCommImpl : public DeviceComm {
   size_t scratch_bytes_ = 0;
   std::map<size_t, char*> staging_;
   std::map<size_t, size_t> staging_size_;
-  std::vector<std::unique_ptr<StagedRun>> staged_runs_;
 };
 
 }  // namespace

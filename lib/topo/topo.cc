@@ -111,6 +111,15 @@ std::vector<std::string> select_transports(const Config& cfg, const std::vector<
     else
       out[r] = net;
   }
+  // The device engine either runs everything in kernels (all peers on
+  // cuda_ipc) or stages everything through host memory: a GPU communicator
+  // with any host-transport peer uses shm for its same-host GPU peers too.
+  bool any_host = false;
+  for (size_t r = 0; r < all.size(); ++r)
+    any_host |= out[r] != "self" && out[r] != "cuda_ipc";
+  if (gpu && any_host)
+    for (auto& t : out)
+      if (t == "cuda_ipc") t = "shm";
   return out;
 }
 
