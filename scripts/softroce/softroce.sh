@@ -35,8 +35,22 @@ MEM=${SOFTROCE_MEM:-1536}; SMP=${SOFTROCE_SMP:-2}; TIMEOUT=${SOFTROCE_TIMEOUT:-1
 mkdir -p "$WORK" && WORK=$(cd "$WORK" && pwd)
 log() { echo "softroce: $*" >&2; }
 die() { log "SETUP FAILED: $*"; exit 90; }
-case "$WORK" in /tmp|/tmp/*|/run/*|/proc/*|/sys/*|/dev/*)
-  die "WORKDIR $WORK is under a path the guest mounts itself; use another one" ;; esac
+# The guest mounts its own /tmp, /run, /proc, /sys and /dev: what lives there
+# on the host is invisible inside. A work dir there moves to /var/tmp, a
+# command binary there is copied into the work dir, a cwd there becomes it.
+guest_hidden() { case "$1" in /tmp|/tmp/*|/run|/run/*|/proc/*|/sys/*|/dev/*) return 0 ;; esac; return 1; }
+if guest_hidden "$WORK"; then
+  NEW=/var/tmp/mycoll-softroce
+  log "WORKDIR $WORK is hidden inside the guest; using $NEW"
+  mkdir -p "$NEW" && WORK=$(cd "$NEW" && pwd)
+fi
+if [ -f "$1" ] && guest_hidden "$(readlink -f "$1")"; then
+  mkdir -p "$WORK/bin" && cp -f "$1" "$WORK/bin/" || die "cannot copy $1 into $WORK/bin"
+  log "running a copy of $1 from $WORK/bin (its path is hidden inside the guest)"
+  CMD0="$WORK/bin/$(basename "$1")"; shift; set -- "$CMD0" "$@"
+fi
+GUEST_CWD=$PWD
+guest_hidden "$GUEST_CWD" && GUEST_CWD=$WORK
 
 # ---- 1. host packages -------------------------------------------------------
 PKGS="qemu-system-x86 busybox-static kmod cpio iproute2 rdma-core ibverbs-providers"
@@ -123,7 +137,7 @@ for i in \$(seq 50); do
 done
 echo "softroce: guest kernel \$(uname -r), rxe0 on dummy0, \$(nproc) cpus, up \$(cut -d' ' -f1 /proc/uptime)s"
 ulimit -l unlimited
-cd $(printf '%q' "$PWD")
+cd $(printf '%q' "$GUEST_CWD")
 export SOFTROCE_GUEST=1
 $(for v in $(env | sed -n 's/^\(MYCOLL_[A-Z0-9_]*\|GTEST_[A-Z0-9_]*\)=.*/\1/p'); do
     printf 'export %s=%q\n' "$v" "${!v}"; done)
