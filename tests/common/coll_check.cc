@@ -30,6 +30,29 @@ bool kind_rooted(CollKind k) {
          k == CollKind::Gather;
 }
 
+const mycollDataType_t kAllTypes[10] = {mycollInt8,    mycollUint8,   mycollInt32,   mycollUint32,
+                                         mycollInt64,   mycollUint64,  mycollFloat16, mycollFloat32,
+                                         mycollFloat64, mycollBfloat16};
+const mycollRedOp_t kAllOps[5] = {mycollSum, mycollProd, mycollMax, mycollMin, mycollAvg};
+const CollKind kAllKinds[9] = {CollKind::AllReduce, CollKind::Broadcast,     CollKind::Reduce,
+                               CollKind::AllGather, CollKind::ReduceScatter, CollKind::AllToAll,
+                               CollKind::Scatter,   CollKind::Gather,        CollKind::SendRecvRing};
+
+bool algo_serves(const std::string& algo, CollKind k) {
+  using K = CollKind;
+  if (algo == "auto") return true;
+  if (algo == "ring")
+    return k == K::AllReduce || k == K::ReduceScatter || k == K::AllGather || k == K::Broadcast ||
+           k == K::Reduce;
+  if (algo == "tree")
+    return k == K::AllReduce || k == K::Broadcast || k == K::Reduce || k == K::Scatter ||
+           k == K::Gather;
+  if (algo == "rhd") return k == K::AllReduce || k == K::ReduceScatter || k == K::AllGather;
+  if (algo == "direct")
+    return k == K::AllReduce || k == K::AllToAll || k == K::Scatter || k == K::Gather;
+  return false;
+}
+
 std::string describe(const CheckCase& c) {
   std::string s = std::string(kind_str(c.kind)) + " " + type_str(c.dtype);
   if (kind_reduces(c.kind)) s += std::string(" ") + op_str(c.op);

@@ -26,6 +26,14 @@ struct CheckCase {
 };
 std::string describe(const CheckCase& c);
 
+// Every dtype, op and collective kind, for test matrices.
+extern const mycollDataType_t kAllTypes[10];
+extern const mycollRedOp_t kAllOps[5];
+extern const CollKind kAllKinds[9];
+// Whether MYCOLL_ALGO=algo ("auto", "ring", "tree", "rhd", "direct") applies
+// to collective k (elsewhere the automatic rule is used, tested by "auto").
+bool algo_serves(const std::string& algo, CollKind k);
+
 // Where buffers live. Default: host memory.
 struct MemOps {
   std::function<void*(size_t)> alloc;

@@ -13,32 +13,6 @@ using namespace mycoll_test;
 
 namespace {
 
-const mycollDataType_t kTypes[] = {mycollInt8,    mycollUint8,   mycollInt32,   mycollUint32,
-                                   mycollInt64,   mycollUint64,  mycollFloat16, mycollFloat32,
-                                   mycollFloat64, mycollBfloat16};
-const mycollRedOp_t kOps[] = {mycollSum, mycollProd, mycollMax, mycollMin, mycollAvg};
-const CollKind kKinds[] = {CollKind::AllReduce, CollKind::Broadcast,     CollKind::Reduce,
-                           CollKind::AllGather, CollKind::ReduceScatter, CollKind::AllToAll,
-                           CollKind::Scatter,   CollKind::Gather,        CollKind::SendRecvRing};
-
-// Which collectives a forced algorithm family serves (others fall back to
-// auto, already covered by the "auto" runs).
-bool served(const std::string& algo, CollKind k) {
-  if (algo == "auto") return true;
-  if (algo == "ring")
-    return k == CollKind::AllReduce || k == CollKind::ReduceScatter || k == CollKind::AllGather ||
-           k == CollKind::Broadcast || k == CollKind::Reduce;
-  if (algo == "tree")
-    return k == CollKind::AllReduce || k == CollKind::Broadcast || k == CollKind::Reduce ||
-           k == CollKind::Scatter || k == CollKind::Gather;
-  if (algo == "rhd")
-    return k == CollKind::AllReduce || k == CollKind::ReduceScatter || k == CollKind::AllGather;
-  if (algo == "direct")
-    return k == CollKind::AllReduce || k == CollKind::AllToAll || k == CollKind::Scatter ||
-           k == CollKind::Gather;
-  return false;
-}
-
 using Param = std::tuple<std::string /*transport*/, int /*nranks*/, std::string /*algo*/>;
 
 class Collectives : public ::testing::TestWithParam<Param> {};
@@ -58,13 +32,13 @@ TEST_P(Collectives, EveryElementMatchesReference) {
     const size_t counts[] = {0, 1, 7, 1001};
     MemOps mem = host_mem();
     int seed = 0;
-    for (CollKind kind : kKinds) {
-      if (!served(algo, kind)) continue;
+    for (CollKind kind : kAllKinds) {
+      if (!algo_serves(algo, kind)) continue;
       std::vector<int> roots = {0};
       if (kind_rooted(kind)) roots = {0, n - 1, n / 2};
-      for (mycollDataType_t t : kTypes) {
+      for (mycollDataType_t t : kAllTypes) {
         std::vector<mycollRedOp_t> ops = {mycollSum};
-        if (kind_reduces(kind)) ops.assign(std::begin(kOps), std::end(kOps));
+        if (kind_reduces(kind)) ops.assign(std::begin(kAllOps), std::end(kAllOps));
         for (mycollRedOp_t op : ops)
           for (size_t count : counts)
             for (int root : roots)

@@ -18,27 +18,6 @@ using namespace mycoll_test;
 
 namespace {
 
-const mycollDataType_t kTypes[] = {mycollInt8,    mycollUint8,   mycollInt32,   mycollUint32,
-                                   mycollInt64,   mycollUint64,  mycollFloat16, mycollFloat32,
-                                   mycollFloat64, mycollBfloat16};
-const mycollRedOp_t kOps[] = {mycollSum, mycollProd, mycollMax, mycollMin, mycollAvg};
-const CollKind kKinds[] = {CollKind::AllReduce, CollKind::Broadcast,     CollKind::Reduce,
-                           CollKind::AllGather, CollKind::ReduceScatter, CollKind::AllToAll,
-                           CollKind::Scatter,   CollKind::Gather,        CollKind::SendRecvRing};
-
-bool served(const std::string& algo, CollKind k) {
-  if (algo == "auto") return true;
-  if (algo == "ring")
-    return k == CollKind::AllReduce || k == CollKind::ReduceScatter || k == CollKind::AllGather ||
-           k == CollKind::Broadcast || k == CollKind::Reduce;
-  if (algo == "tree")
-    return k == CollKind::AllReduce || k == CollKind::Broadcast || k == CollKind::Reduce ||
-           k == CollKind::Scatter || k == CollKind::Gather;
-  if (algo == "rhd")
-    return k == CollKind::AllReduce || k == CollKind::ReduceScatter || k == CollKind::AllGather;
-  return false;
-}
-
 // Runs the whole matrix on one communicator; returns 0 when all passed.
 int matrix(mycollComm_t comm, const std::string& algo, const MemOps& mem, bool quick) {
   int n = 0;
@@ -46,13 +25,13 @@ int matrix(mycollComm_t comm, const std::string& algo, const MemOps& mem, bool q
   std::vector<size_t> counts = {0, 1, 7, 1001, 65537};
   if (!quick) counts.push_back(1000003);
   int seed = 0;
-  for (CollKind kind : kKinds) {
-    if (!served(algo, kind)) continue;
+  for (CollKind kind : kAllKinds) {
+    if (!algo_serves(algo, kind)) continue;
     std::vector<int> roots = {0};
     if (kind_rooted(kind)) roots = {0, n - 1};
-    for (mycollDataType_t t : kTypes) {
+    for (mycollDataType_t t : kAllTypes) {
       std::vector<mycollRedOp_t> ops = {mycollSum};
-      if (kind_reduces(kind)) ops.assign(std::begin(kOps), std::end(kOps));
+      if (kind_reduces(kind)) ops.assign(std::begin(kAllOps), std::end(kAllOps));
       for (mycollRedOp_t op : ops)
         for (size_t count : counts)
           for (int root : roots)
@@ -201,7 +180,7 @@ TEST(GpuSanitize, Subset) {
     cudaStreamCreate(&s);
     MemOps mem = device_mem(s);
     int seed = 0;
-    for (CollKind k : kKinds)
+    for (CollKind k : kAllKinds)
       for (size_t count : {size_t(1), size_t(1001), size_t(70001)})
         for (bool inplace : {false, true}) {
           if (k == CollKind::SendRecvRing && inplace) continue;

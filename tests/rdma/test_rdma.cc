@@ -132,19 +132,6 @@ TEST(RdmaHcaSpec, MatchesLikeNcclIbHca) {
 
 // ------------------------------------------------------- with a device (VM) --
 
-bool served(const std::string& algo, CollKind k) {
-  if (algo == "auto") return true;
-  if (algo == "ring")
-    return k == CollKind::AllReduce || k == CollKind::ReduceScatter || k == CollKind::AllGather ||
-           k == CollKind::Broadcast || k == CollKind::Reduce;
-  if (algo == "tree")
-    return k == CollKind::AllReduce || k == CollKind::Broadcast || k == CollKind::Reduce ||
-           k == CollKind::Scatter || k == CollKind::Gather;
-  if (algo == "rhd")
-    return k == CollKind::AllReduce || k == CollKind::ReduceScatter || k == CollKind::AllGather;
-  return false;
-}
-
 using Param = std::tuple<int /*nranks*/, std::string /*algo*/>;
 class RdmaCollectives : public ::testing::TestWithParam<Param> {};
 
@@ -171,7 +158,7 @@ TEST_P(RdmaCollectives, EveryElementMatchesReference) {
     MemOps mem = host_mem();
     int seed = 0;
     for (CollKind kind : kinds) {
-      if (!served(algo, kind)) continue;
+      if (!algo_serves(algo, kind)) continue;
       struct Case {
         mycollDataType_t t;
         mycollRedOp_t op;
