@@ -129,9 +129,15 @@ static void init_rank(mycollComm_t* comm, int nranks, const UniqueIdData& id, in
   *comm = comm_create(id, nranks, rank, dev).release();
 }
 
-// A host buffer communicator unless the calling thread has a CUDA device
-// selected on a machine with GPUs (then the comm binds to it, like NCCL).
-static int init_device() { return cuda_device_count() > 0 ? current_cuda_device() : -1; }
+// Binds to the calling thread's current CUDA device where GPUs exist (like
+// NCCL), unless MYCOLL_HOST_COMM=1 asks for a host-only communicator.
+static int init_device() {
+  std::string host = env_get("MYCOLL_HOST_COMM");
+  if (host == "1" || host == "true" || host == "yes") return -1;
+  if (host != "0" && host != "false" && host != "no" && !host.empty())
+    throw_error(mycollInvalidArgument, "MYCOLL_HOST_COMM='" + host + "' is not 0 or 1");
+  return cuda_device_count() > 0 ? current_cuda_device() : -1;
+}
 
 mycollResult_t mycollCommInitRank(mycollComm_t* comm, int nranks, mycollUniqueId commId, int rank) {
   return guarded(nullptr, "mycollCommInitRank", [&] {

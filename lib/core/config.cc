@@ -78,6 +78,10 @@ const std::vector<EnvVar>& env_registry() {
        "RDMA verbs transport: transport retries before a peer counts as dead (0..7)."},
       {"MYCOLL_IB_BUFFER_BYTES", "bytes", "4M",
        "RDMA verbs transport: receive ring per peer (and send staging ring of the same size)."},
+      {"MYCOLL_HOST_COMM", "bool", "0",
+       "1: mycollCommInitRank / mycollCommInitFromEnv make host-only communicators (host "
+       "buffers) even where a GPU is present; 0: bind to the calling thread's current CUDA "
+       "device when GPUs exist, like NCCL."},
       {"MYCOLL_RANK", "int", "", "mycollCommInitFromEnv: this process' rank."},
       {"MYCOLL_NRANKS", "int", "", "mycollCommInitFromEnv: number of ranks."},
       {"MYCOLL_ADDR", "string", "",

@@ -101,6 +101,8 @@ int main(int argc, char** argv) {
   Options o;
   int exit_code = 0;
   if (!mycoll_perf::parse_options(argc, argv, &o, &exit_code)) return exit_code;
+  // Host buffers want host communicators even on a machine with GPUs.
+  if (!o.cuda()) setenv("MYCOLL_HOST_COMM", "1", 0);
 
   if (o.vs_mpi) {
 #ifdef MYCOLL_PERF_MPI
