@@ -34,6 +34,11 @@ struct mycollComm {
   // conns[r]: connection to rank r (null for self). transport_of[r]: its name.
   std::vector<std::unique_ptr<mycoll::Connection>> conns;
   std::vector<std::string> transport_of;
+  // Position of each rank in the host-major order and back (identity on one
+  // host). Plans of collectives whose buffers are not indexed by rank
+  // (all-reduce, broadcast, reduce) are built in that order, so rings and
+  // chains cross each host boundary once.
+  std::vector<int> vrank_of, rank_at;
   std::unique_ptr<mycoll::DeviceComm> device;  // GPU state, when cuda_device >= 0
 
   // Host engine scratch, grown on demand and reused.
@@ -62,6 +67,11 @@ namespace mycoll {
 
 // Creates a communicator (collective over nranks ranks). cuda_device < 0 for
 // a host-only communicator. Throws Error.
+// build_plan for this communicator: all-reduce, broadcast and reduce are
+// built over the host-major order (peers mapped back to ranks); collectives
+// whose buffers are laid out by rank use rank order.
+Plan comm_build_plan(const mycollComm& c, Algo algo, CollArgs a);
+
 std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int rank,
                                         int cuda_device);
 

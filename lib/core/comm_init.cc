@@ -88,6 +88,19 @@ static void connect_host_transports(mycollComm& c) {
   }
 }
 
+Plan comm_build_plan(const mycollComm& c, Algo algo, CollArgs a) {
+  const bool reorder = a.coll == Coll::AllReduce || a.coll == Coll::Broadcast ||
+                       a.coll == Coll::Reduce;
+  if (!reorder || c.vrank_of.empty()) return build_plan(algo, a);
+  a.rank = c.vrank_of[a.rank];
+  a.root = c.vrank_of[a.root];
+  Plan p = build_plan(algo, a);
+  for (Step& s : p.steps)
+    for (Op& op : s.ops)
+      if (op.peer >= 0) op.peer = c.rank_at[op.peer];
+  return p;
+}
+
 std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int rank,
                                         int cuda_device) {
   auto t0 = std::chrono::steady_clock::now();
@@ -105,6 +118,18 @@ std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int 
   c->bootstrap->allgather(c->peers.data(), sizeof(PeerInfo));
   check_consistent_config(*c);
   c->transport_of = select_transports(c->cfg, c->peers, rank);
+  std::vector<int> order = host_major_order(c->peers);
+  bool identity = true;
+  for (int v = 0; v < nranks; ++v) identity &= order[v] == v;
+  if (!identity) {
+    c->rank_at = order;
+    c->vrank_of.assign(nranks, 0);
+    for (int v = 0; v < nranks; ++v) c->vrank_of[order[v]] = v;
+    std::string s;
+    for (int r : order) s += (s.empty() ? "" : " ") + std::to_string(r);
+    log_info(Subsys::Init, "rank {}: ranks interleave hosts; rings/chains/trees of allreduce, "
+             "broadcast and reduce follow host-major order: {}", rank, s);
+  }
   connect_host_transports(*c);
   if (cuda_device >= 0) c->device = DeviceComm::create(*c);
 

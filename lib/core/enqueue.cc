@@ -125,7 +125,7 @@ static Task make_collective_task(mycollComm* c, const Call& call) {
   a.in_place = in_place(c, call);
   t.in_place = a.in_place;
   t.chunk = a.chunk;
-  if (!c->device) t.plan = build_plan(t.algo, a);
+  if (!c->device) t.plan = comm_build_plan(*c, t.algo, a);
   log_info(Subsys::Coll, "rank {} op {} {} {} count {} {} {} root {} bytes {} algo {}{}", c->rank,
            c->op_seq, coll_name(call.coll), redop_name(call.op), call.count,
            dtype_name(call.dtype), a.in_place ? "in-place" : "out-of-place", call.root, bytes,

@@ -292,7 +292,7 @@ class DeviceCommImpl : public DeviceComm {
       a.stride = t.count;
       a.in_place = in_place;
       a.chunk = pipeline_chunk(hi - lo, es, align, c_.nranks);
-      Plan plan = build_plan(t.algo, a);
+      Plan plan = comm_build_plan(c_, t.algo, a);
       flatten(plan, es, lo, scratch, t.op == mycollAvg, ops);
       scratch += plan.scratch_count;
       chan.push_back(static_cast<uint32_t>(ops.size()));
@@ -434,7 +434,7 @@ class DeviceCommImpl : public DeviceComm {
     span(out, out_b);
     const bool joint = in_b && out_b && !(in + in_b <= out || out + out_b <= in);
     Task host = t;
-    host.plan = build_plan(t.algo, a);
+    host.plan = comm_build_plan(c_, t.algo, a);
     if (joint) {
       char* h = staging(0, hi - lo);
       host.input = h + (in - lo);

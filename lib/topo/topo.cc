@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <algorithm>
 #include <set>
 
 #include "core/error.h"
@@ -36,6 +37,17 @@ PeerInfo local_peer_info(int rank, int cuda_device, const std::string& ip, const
   copy_str(p.hostname, sizeof(p.hostname), host);
   copy_str(p.ip, sizeof(p.ip), ip);
   return p;
+}
+
+std::vector<int> host_major_order(const std::vector<PeerInfo>& all) {
+  std::vector<std::string> hosts;  // in order of first appearance
+  for (const auto& p : all)
+    if (std::find(hosts.begin(), hosts.end(), p.host_id) == hosts.end()) hosts.push_back(p.host_id);
+  std::vector<int> order;
+  for (const auto& h : hosts)
+    for (size_t r = 0; r < all.size(); ++r)
+      if (all[r].host_id == h) order.push_back(static_cast<int>(r));
+  return order;
 }
 
 int count_hosts(const std::vector<PeerInfo>& all) {

@@ -28,6 +28,11 @@ std::vector<std::string> select_transports(const Config& cfg, const std::vector<
 // when `needed` and an RDMA device exists, else socket.
 std::string choose_net(const Config& cfg, bool needed);
 
+// Host-major rank order: ranks grouped by host (hosts in order of their
+// lowest rank), rank order inside a host. A ring in this order crosses each
+// host boundary once. order[v] = rank at position v.
+std::vector<int> host_major_order(const std::vector<PeerInfo>& all);
+
 // Number of distinct hosts among all.
 int count_hosts(const std::vector<PeerInfo>& all);
 

@@ -51,13 +51,17 @@ void enter_host(int host) {
   setenv("MYCOLL_HOST_ID", ("nshost" + std::to_string(host)).c_str(), 1);
 }
 
-void run_layout(int ranks_per_host, int hosts) {
+// interleave: rank r lives on host r % hosts (rank order crosses hosts at
+// every step; the library must reorder its rings), else host r / ranks_per_host.
+void run_layout(int ranks_per_host, int hosts, bool interleave = false) {
   for (const char* algo : {"ring", "tree", "rhd", "auto"}) {
     LaunchOptions opt;
     opt.nranks = ranks_per_host * hosts;
     opt.env = {{"MYCOLL_SOCKET_IFNAME", "mycvp"}, {"MYCOLL_TIMEOUT", "60"},
                {"MYCOLL_ALGO", algo}, {"MYCOLL_CHUNK_BYTES", "8K"}};
-    opt.pre_init = [ranks_per_host](int rank) { enter_host(rank / ranks_per_host); };
+    opt.pre_init = [ranks_per_host, hosts, interleave](int rank) {
+      enter_host(interleave ? rank % hosts : rank / ranks_per_host);
+    };
     auto res = run_ranks(opt, [](mycollComm_t comm, int rank, int n, const mycollUniqueId&) {
       const CollKind kinds[] = {CollKind::AllReduce, CollKind::Broadcast,     CollKind::Reduce,
                                 CollKind::AllGather, CollKind::ReduceScatter, CollKind::AllToAll,
@@ -82,5 +86,6 @@ void run_layout(int ranks_per_host, int hosts) {
 TEST_F(MultiHost, ThreeHostsTwoRanksEach) { run_layout(2, 3); }
 TEST_F(MultiHost, TwoHostsOneRankEach) { run_layout(1, 2); }
 TEST_F(MultiHost, ThreeHostsThreeRanksEach) { run_layout(3, 3); }
+TEST_F(MultiHost, ThreeHostsTwoRanksEachInterleaved) { run_layout(2, 3, true); }
 
 }  // namespace

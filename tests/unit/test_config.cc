@@ -67,3 +67,20 @@ TEST(Config, EnvironmentDocMatchesRegistry) {
   EXPECT_EQ(ss.str(), environment_markdown())
       << "regenerate: build/tools/mycoll-gen-env-doc > docs/environment.md";
 }
+
+#include <cstring>
+
+#include "topo/topo.h"
+
+TEST(Topo, HostMajorOrderGroupsRanksByHost) {
+  std::vector<PeerInfo> all(7);
+  const char* hosts[] = {"b", "a", "b", "c", "a", "b", "c"};
+  for (int r = 0; r < 7; ++r) {
+    all[r].rank = r;
+    std::strcpy(all[r].host_id, hosts[r]);
+  }
+  EXPECT_EQ(host_major_order(all), (std::vector<int>{0, 2, 5, 1, 4, 3, 6}));
+  EXPECT_EQ(count_hosts(all), 3);
+  for (auto& p : all) std::strcpy(p.host_id, "same");
+  EXPECT_EQ(host_major_order(all), (std::vector<int>{0, 1, 2, 3, 4, 5, 6}));
+}
