@@ -156,3 +156,27 @@ TEST(Comm, GroupedSendRecvAllPairsRandomOrder) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Comm, UnknownTransportOrNetIsAnErrorAtInit) {
+  for (auto [var, value] : {std::pair<const char*, const char*>{"MYCOLL_TRANSPORT", "carrier-pigeon"},
+                            {"MYCOLL_NET", "smoke-signals"}}) {
+    LaunchOptions opt;
+    opt.nranks = 2;
+    opt.init_comm = false;
+    opt.env = {{"MYCOLL_TIMEOUT", "20"}, {var, value}};
+    auto res = run_ranks(opt, [&](mycollComm_t, int rank, int n, const mycollUniqueId& id) {
+      mycollComm_t comm = nullptr;
+      mycollResult_t r = mycollCommInitRank(&comm, n, id, rank);
+      check(r == mycollInvalidArgument || r == mycollInvalidUsage,
+            std::string(var) + ": " + mycollGetErrorString(r));
+      check(std::string(mycollGetLastError(nullptr)).find(value) != std::string::npos,
+            std::string("message quotes the value: ") + mycollGetLastError(nullptr));
+      return 0;
+    });
+    EXPECT_EQ(describe_failures(res), "") << var;
+  }
+}
+
+}  // namespace

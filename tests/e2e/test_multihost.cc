@@ -89,3 +89,30 @@ TEST_F(MultiHost, ThreeHostsThreeRanksEach) { run_layout(3, 3); }
 TEST_F(MultiHost, ThreeHostsTwoRanksEachInterleaved) { run_layout(2, 3, true); }
 
 }  // namespace
+
+namespace {
+
+// A forced transport that cannot reach a peer is an error at init naming it,
+// on every rank, not a hang or a silent fallback.
+TEST_F(MultiHost, ForcedShmAcrossHostsIsAnErrorAtInit) {
+  LaunchOptions opt;
+  opt.nranks = 2;
+  opt.init_comm = false;
+  opt.env = {{"MYCOLL_SOCKET_IFNAME", "mycvp"}, {"MYCOLL_TIMEOUT", "20"},
+             {"MYCOLL_TRANSPORT", "shm"}};
+  opt.pre_init = [](int rank) { enter_host(rank); };
+  auto res = run_ranks(opt, [](mycollComm_t, int rank, int n, const mycollUniqueId& id) {
+    mycollComm_t comm = nullptr;
+    mycollResult_t r = mycollCommInitRank(&comm, n, id, rank);
+    check(r == mycollInvalidUsage, std::string("forced shm across hosts: ") + mycollGetErrorString(r));
+    std::string why = mycollGetLastError(nullptr);
+    check(why.find("MYCOLL_TRANSPORT=shm") != std::string::npos &&
+              why.find("rank " + std::to_string(1 - rank)) != std::string::npos,
+          "message names the variable and the peer: " + why);
+    check(comm == nullptr, "no communicator on failure");
+    return 0;
+  });
+  EXPECT_EQ(describe_failures(res), "");
+}
+
+}  // namespace
