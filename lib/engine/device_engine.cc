@@ -4,6 +4,7 @@
 #if MYCOLL_HAVE_CUDA
 
 #include "engine/device_engine.h"
+#include "engine/device_plan_build.h"
 
 #include <cuda_runtime.h>
 
@@ -165,90 +166,14 @@ class DeviceCommImpl : public DeviceComm {
   }
 
  private:
-  // Channels for a message: one per gpu_channel_bytes, up to the maximum.
   int channels_for(size_t bytes) const {
-    size_t n = bytes / c_.cfg.gpu_channel_bytes;
-    return static_cast<int>(std::max<size_t>(1, std::min<size_t>(n, geom_.max_channels)));
-  }
-
-  // Pipelined (tree/chain) plans: about one chunk per 64 KiB of the
-  // channel's data, at most 64 chunks (a step per chunk), 16-byte aligned.
-  // Two ranks have no chain to fill: a few chunks only overlap the root's copy.
-  static size_t pipeline_chunk(size_t count, size_t es, size_t align, int nranks) {
-    size_t nchunks = std::min<size_t>(nranks <= 2 ? 4 : 64, std::max<size_t>(1, count * es / 65536));
-    size_t chunk = (count + nchunks - 1) / nchunks;
-    return std::max<size_t>(align, (chunk + align - 1) / align * align);
+    return device_channels(bytes, c_.cfg.gpu_channel_bytes, geom_.max_channels);
   }
 
   static void free_plan(DevPlan& p) {
     if (p.d_ops) cudaFree(p.d_ops);
     if (p.d_chan) cudaFree(p.d_chan);
     if (p.h_pinned) cudaFreeHost(p.h_pinned);
-  }
-
-  // Appends one channel's plan (built for its column [lo, lo+cnt) of the
-  // data) to ops, with byte offsets.
-  static void flatten(const Plan& plan, size_t es, size_t lo, size_t scratch_base,
-                      bool avg, std::vector<DevOp>& ops) {
-    auto conv = [&](const Slice& s, uint8_t* buf, uint64_t* off) {
-      *buf = static_cast<uint8_t>(s.buf);
-      *off = (s.offset + (s.buf == Buf::Scratch ? scratch_base : lo)) * es;
-    };
-    for (const Step& st : plan.steps) {
-      size_t first = ops.size();
-      int transfers = 0;
-      for (const Op& op : st.ops) {
-        DevOp d{};
-        d.peer = op.peer;
-        switch (op.kind) {
-          case OpKind::Send:
-            d.kind = kDevSend;
-            conv(op.src, &d.src_buf, &d.src_off);
-            d.bytes = op.src.count * es;
-            break;
-          case OpKind::Recv:
-            d.kind = kDevRecv;
-            conv(op.dst, &d.dst_buf, &d.dst_off);
-            d.bytes = op.dst.count * es;
-            break;
-          case OpKind::RecvReduce:
-            d.kind = kDevRecvReduce;
-            conv(op.dst, &d.dst_buf, &d.dst_off);
-            conv(op.src, &d.src_buf, &d.src_off);
-            d.bytes = op.dst.count * es;
-            break;
-          case OpKind::Reduce:
-            d.kind = kDevReduce;
-            conv(op.dst, &d.dst_buf, &d.dst_off);
-            conv(op.src, &d.src_buf, &d.src_off);
-            d.bytes = op.dst.count * es;
-            break;
-          case OpKind::Copy:
-            d.kind = kDevCopy;
-            conv(op.dst, &d.dst_buf, &d.dst_off);
-            conv(op.src, &d.src_buf, &d.src_off);
-            d.bytes = op.src.count * es;
-            break;
-        }
-        if (d.bytes == 0) continue;
-        if (d.kind != kDevCopy && d.kind != kDevReduce) ++transfers;
-        ops.push_back(d);
-      }
-      if (transfers > plan_kernel_max_step_ops())
-        throw_error(mycollInvalidUsage, "a step has " + std::to_string(transfers) +
-                                            " transfers; the GPU engine handles at most " +
-                                            std::to_string(plan_kernel_max_step_ops()));
-      if (ops.size() > first) ops.back().step_end = 1;
-    }
-    if (avg && plan.result.count > 0) {
-      DevOp d{};
-      d.kind = kDevScaleAvg;
-      d.peer = -1;
-      conv(plan.result, &d.dst_buf, &d.dst_off);
-      d.bytes = plan.result.count * es;
-      d.step_end = 1;
-      ops.push_back(d);
-    }
   }
 
   void upload(DevPlan& p, const std::vector<DevOp>& ops, const std::vector<uint32_t>& chan,
@@ -272,84 +197,41 @@ class DeviceCommImpl : public DeviceComm {
                                t.root, in_place);
     auto it = plans_.find(key);
     if (it != plans_.end()) return it->second;
-    DevPlan p;
     const size_t blocks = is_blocked(t.coll) ? c_.nranks : 1;
-    p.nch = channels_for(t.count * blocks * es);
-    // Channel column boundaries, aligned to 16 bytes so vector paths apply.
-    const size_t align = std::max<size_t>(1, 16 / es);
-    std::vector<DevOp> ops;
-    std::vector<uint32_t> chan(1, 0);
-    size_t scratch = 0;
-    for (int ch = 0; ch < p.nch; ++ch) {
-      size_t lo = t.count * ch / p.nch / align * align;
-      size_t hi = ch + 1 == p.nch ? t.count : t.count * (ch + 1) / p.nch / align * align;
-      CollArgs a;
-      a.coll = t.coll;
-      a.nranks = c_.nranks;
-      a.rank = c_.rank;
-      a.root = t.root;
-      a.count = hi - lo;
-      a.stride = t.count;
-      a.in_place = in_place;
-      a.chunk = pipeline_chunk(hi - lo, es, align, c_.nranks);
-      Plan plan = comm_build_plan(c_, t.algo, a);
-      flatten(plan, es, lo, scratch, t.op == mycollAvg, ops);
-      scratch += plan.scratch_count;
-      chan.push_back(static_cast<uint32_t>(ops.size()));
-    }
-    p.scratch_bytes = scratch * es;
-    upload(p, ops, chan, s);
+    DeviceCollArgs a;
+    a.coll = t.coll;
+    a.algo = t.algo;
+    a.es = es;
+    a.avg = t.op == mycollAvg;
+    a.count = t.count;
+    a.root = t.root;
+    a.in_place = in_place;
+    a.nranks = c_.nranks;
+    a.rank = c_.rank;
+    a.nch = channels_for(t.count * blocks * es);
+    a.max_step_transfers = plan_kernel_max_step_ops();
+    DevicePlan built = build_device_collective(
+        a, [&](const CollArgs& ca) { return comm_build_plan(c_, t.algo, ca); });
+    DevPlan p;
+    p.nch = built.nch;
+    p.scratch_bytes = built.scratch_bytes;
+    upload(p, built.ops, built.chan, s);
     return plans_.emplace(key, p).first->second;
   }
 
   // Point-to-point batch: every message split over channels by its own size
   // (so both sides agree), cached by content (addresses repeat in training).
   DevPlan& p2p_plan(const Task& t, cudaStream_t s) {
-    std::vector<DevOp> flat;
-    int nch = 1;
-    for (const Step& st : t.plan.steps)
-      for (const Op& op : st.ops)
-        if (op.kind != OpKind::Copy)
-          nch = std::max(nch, channels_for(op.kind == OpKind::Send ? op.src.count : op.dst.count));
-    std::vector<uint32_t> chan(1, 0);
-    std::vector<DevOp> ops;
-    for (int ch = 0; ch < nch; ++ch) {
-      for (const Step& st : t.plan.steps) {
-        size_t first = ops.size();
-        for (const Op& op : st.ops) {
-          DevOp d{};
-          d.peer = op.peer;
-          const Slice& sl = op.kind == OpKind::Send ? op.src : op.dst;
-          int mine = op.kind == OpKind::Copy ? nch : channels_for(sl.count);
-          if (ch >= mine) continue;
-          size_t lo = sl.count * ch / mine / 16 * 16;
-          size_t hi = ch + 1 == mine ? sl.count : sl.count * (ch + 1) / mine / 16 * 16;
-          if (hi == lo) continue;
-          d.bytes = hi - lo;
-          d.kind = op.kind == OpKind::Send ? kDevSend
-                   : op.kind == OpKind::Recv ? kDevRecv
-                                             : kDevCopy;
-          if (op.kind != OpKind::Recv) {
-            d.src_buf = 3;
-            d.src_off = op.src.offset + lo;
-          }
-          if (op.kind != OpKind::Send) {
-            d.dst_buf = 3;
-            d.dst_off = op.dst.offset + lo;
-          }
-          ops.push_back(d);
-        }
-        if (ops.size() > first) ops.back().step_end = 1;
-      }
-      chan.push_back(static_cast<uint32_t>(ops.size()));
-    }
-    std::string key(reinterpret_cast<const char*>(ops.data()), ops.size() * sizeof(DevOp));
-    key.append(reinterpret_cast<const char*>(chan.data()), chan.size() * sizeof(uint32_t));
+    DevicePlan built = build_device_p2p(t.plan, c_.cfg.gpu_channel_bytes, geom_.max_channels);
+    std::string key(reinterpret_cast<const char*>(built.ops.data()),
+                    built.ops.size() * sizeof(DevOp));
+    key.append(reinterpret_cast<const char*>(built.chan.data()),
+               built.chan.size() * sizeof(uint32_t));
     auto it = p2p_plans_.find(key);
     if (it != p2p_plans_.end()) return it->second;
     DevPlan p;
-    p.nch = nch;
-    upload(p, ops, chan, s);
+    p.nch = built.nch;
+    upload(p, built.ops, built.chan, s);
     return p2p_plans_.emplace(std::move(key), p).first->second;
   }
 

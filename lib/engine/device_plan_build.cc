@@ -1,0 +1,145 @@
+#include "engine/device_plan_build.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/error.h"
+
+namespace mycoll {
+namespace {
+
+bool is_blocked(Coll c) {
+  return c == Coll::AllGather || c == Coll::ReduceScatter || c == Coll::AllToAll ||
+         c == Coll::Scatter || c == Coll::Gather;
+}
+
+// Appends one channel's plan (built for its column starting at element lo)
+// to ops, with byte offsets; Scratch slices go to the channel's own region.
+void flatten(const Plan& plan, size_t es, size_t lo, size_t scratch_base, bool avg,
+             int max_step_transfers, std::vector<DevOp>& ops) {
+  auto conv = [&](const Slice& s, uint8_t* buf, uint64_t* off) {
+    *buf = static_cast<uint8_t>(s.buf);
+    *off = (s.offset + (s.buf == Buf::Scratch ? scratch_base : lo)) * es;
+  };
+  for (const Step& st : plan.steps) {
+    size_t first = ops.size();
+    int transfers = 0;
+    for (const Op& op : st.ops) {
+      DevOp d{};
+      d.peer = op.peer;
+      const bool has_src = op.kind != OpKind::Recv, has_dst = op.kind != OpKind::Send;
+      switch (op.kind) {
+        case OpKind::Send: d.kind = kDevSend; break;
+        case OpKind::Recv: d.kind = kDevRecv; break;
+        case OpKind::RecvReduce: d.kind = kDevRecvReduce; break;
+        case OpKind::Reduce: d.kind = kDevReduce; break;
+        case OpKind::Copy: d.kind = kDevCopy; break;
+      }
+      if (has_src) conv(op.src, &d.src_buf, &d.src_off);
+      if (has_dst) conv(op.dst, &d.dst_buf, &d.dst_off);
+      d.bytes = (has_dst ? op.dst.count : op.src.count) * es;
+      if (d.bytes == 0) continue;
+      if (d.kind != kDevCopy && d.kind != kDevReduce) ++transfers;
+      ops.push_back(d);
+    }
+    if (transfers > max_step_transfers)
+      throw_error(mycollInvalidUsage, "a step has " + std::to_string(transfers) +
+                                          " transfers; the GPU engine handles at most " +
+                                          std::to_string(max_step_transfers));
+    if (ops.size() > first) ops.back().step_end = 1;
+  }
+  if (avg && plan.result.count > 0) {
+    DevOp d{};
+    d.kind = kDevScaleAvg;
+    d.peer = -1;
+    conv(plan.result, &d.dst_buf, &d.dst_off);
+    d.bytes = plan.result.count * es;
+    d.step_end = 1;
+    ops.push_back(d);
+  }
+}
+
+}  // namespace
+
+int device_channels(size_t bytes, size_t channel_bytes, int max_channels) {
+  size_t n = bytes / std::max<size_t>(1, channel_bytes);
+  return static_cast<int>(std::max<size_t>(1, std::min<size_t>(n, max_channels)));
+}
+
+size_t device_pipeline_chunk(size_t count, size_t es, size_t align, int nranks) {
+  size_t nchunks = std::min<size_t>(nranks <= 2 ? 4 : 64, std::max<size_t>(1, count * es / 65536));
+  size_t chunk = (count + nchunks - 1) / nchunks;
+  return std::max<size_t>(align, (chunk + align - 1) / align * align);
+}
+
+DevicePlan build_device_collective(const DeviceCollArgs& a,
+                                   const std::function<Plan(const CollArgs&)>& build) {
+  DevicePlan p;
+  p.nch = a.nch;
+  p.chan.assign(1, 0);
+  const size_t align = std::max<size_t>(1, 16 / a.es);
+  size_t scratch = 0;
+  for (int ch = 0; ch < a.nch; ++ch) {
+    size_t lo = a.count * ch / a.nch / align * align;
+    size_t hi = ch + 1 == a.nch ? a.count : a.count * (ch + 1) / a.nch / align * align;
+    CollArgs c;
+    c.coll = a.coll;
+    c.nranks = a.nranks;
+    c.rank = a.rank;
+    c.root = a.root;
+    c.count = hi - lo;
+    c.stride = is_blocked(a.coll) ? a.count : 0;
+    c.in_place = a.in_place;
+    c.chunk = device_pipeline_chunk(hi - lo, a.es, align, a.nranks);
+    Plan plan = build(c);
+    flatten(plan, a.es, lo, scratch, a.avg, a.max_step_transfers, p.ops);
+    scratch += plan.scratch_count;
+    p.chan.push_back(static_cast<uint32_t>(p.ops.size()));
+  }
+  p.scratch_bytes = scratch * a.es;
+  return p;
+}
+
+DevicePlan build_device_p2p(const Plan& p2p, size_t channel_bytes, int max_channels) {
+  auto message_bytes = [](const Op& op) {
+    return op.kind == OpKind::Send ? op.src.count : op.dst.count;
+  };
+  DevicePlan p;
+  for (const Step& st : p2p.steps)
+    for (const Op& op : st.ops)
+      if (op.kind != OpKind::Copy)
+        p.nch = std::max(p.nch, device_channels(message_bytes(op), channel_bytes, max_channels));
+  p.chan.assign(1, 0);
+  for (int ch = 0; ch < p.nch; ++ch) {
+    for (const Step& st : p2p.steps) {
+      size_t first = p.ops.size();
+      for (const Op& op : st.ops) {
+        const size_t bytes = message_bytes(op);
+        int mine = op.kind == OpKind::Copy ? p.nch
+                                           : device_channels(bytes, channel_bytes, max_channels);
+        if (ch >= mine) continue;
+        size_t lo = bytes * ch / mine / 16 * 16;
+        size_t hi = ch + 1 == mine ? bytes : bytes * (ch + 1) / mine / 16 * 16;
+        if (hi == lo) continue;
+        DevOp d{};
+        d.peer = op.peer;
+        d.bytes = hi - lo;
+        d.kind = op.kind == OpKind::Send ? kDevSend : op.kind == OpKind::Recv ? kDevRecv : kDevCopy;
+        if (op.kind != OpKind::Recv) {
+          d.src_buf = 3;
+          d.src_off = op.src.offset + lo;
+        }
+        if (op.kind != OpKind::Send) {
+          d.dst_buf = 3;
+          d.dst_off = op.dst.offset + lo;
+        }
+        p.ops.push_back(d);
+      }
+      if (p.ops.size() > first) p.ops.back().step_end = 1;
+    }
+    p.chan.push_back(static_cast<uint32_t>(p.ops.size()));
+  }
+  return p;
+}
+
+}  // namespace mycoll
