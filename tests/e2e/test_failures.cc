@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/failure_check.h"
 #include "common/multiproc.h"
 
 using namespace mycoll_test;
@@ -75,48 +76,9 @@ TEST_P(Failures, BadArgumentsAreRejectedAndCommStaysUsable) {
 TEST_P(Failures, KilledRankGivesErrorsNotHangs) {
   LaunchOptions opt;
   opt.nranks = 4;
-  const double timeout = 10;
   opt.env = {{"MYCOLL_TRANSPORT", GetParam()}, {"MYCOLL_TIMEOUT", "10"}};
   opt.timeout_s = 60;
-  auto res = run_ranks(opt, [&](mycollComm_t comm, int rank, int n, const mycollUniqueId&) {
-    const size_t count = 4 << 20;
-    std::vector<float> a(count, 1.0f), b(count);
-    check(mycollAllReduce(a.data(), b.data(), count, mycollFloat32, mycollSum, comm, nullptr) ==
-              mycollSuccess,
-          "first allreduce");
-    if (rank == 2) {
-      // Dies in the middle of the next collective: the others are already in it.
-      std::thread([] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(30));
-        raise(SIGKILL);
-      }).detach();
-    }
-    auto t0 = Clock::now();
-    mycollResult_t r = mycollSuccess;
-    for (int i = 0; i < 50 && r == mycollSuccess; ++i)
-      r = mycollAllReduce(a.data(), b.data(), count, mycollFloat32, mycollSum, comm, nullptr);
-    double dt = seconds_since(t0);
-    check(r == mycollRemoteError || r == mycollTimeout,
-          std::string("error after peer death, got ") + mycollGetErrorString(r));
-    check(dt < timeout + 5, "returned within the timeout (" + std::to_string(dt) + " s)");
-    check(std::strlen(mycollGetLastError(comm)) > 0, "reason recorded");
-    mycollResult_t async = mycollSuccess;
-    mycollCommGetAsyncError(comm, &async);
-    check(async != mycollSuccess, "async error set");
-    // Later calls fail fast instead of hanging.
-    check(mycollAllReduce(a.data(), b.data(), 16, mycollFloat32, mycollSum, comm, nullptr) !=
-              mycollSuccess,
-          "broken communicator refuses work");
-    std::fprintf(stderr, "[rank %d] after peer death: %s (%.2f s): %s\n", rank,
-                 mycollGetErrorString(r), dt, mycollGetLastError(comm));
-    return 0;
-  });
-  ASSERT_EQ(res.size(), 4u);
-  EXPECT_EQ(res[2].signal, SIGKILL);
-  for (int r : {0, 1, 3}) {
-    EXPECT_FALSE(res[r].timed_out) << "rank " << r;
-    EXPECT_EQ(res[r].exit_code, 0) << "rank " << r;
-  }
+  expect_killed_rank_detected(opt, 2, 10 + 5, size_t(4) << 20);
 }
 
 TEST_P(Failures, MismatchedCountsAreAnErrorNotCorruption) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/coll_check.h"
+#include "common/failure_check.h"
 #include "common/multiproc.h"
 
 using namespace mycoll_test;
@@ -149,36 +150,7 @@ TEST_F(UcxOneHost, KilledRankGivesErrorsNotHangs) {
   LaunchOptions opt = options(3);
   opt.env["MYCOLL_TIMEOUT"] = "10";
   opt.timeout_s = 60;
-  auto res = run_ranks(opt, [](mycollComm_t comm, int rank, int, const mycollUniqueId&) {
-    const size_t count = 1 << 20;
-    std::vector<float> a(count, 1.0f), b(count);
-    check(mycollAllReduce(a.data(), b.data(), count, mycollFloat32, mycollSum, comm, nullptr) ==
-              mycollSuccess,
-          "first allreduce");
-    if (rank == 1) {
-      std::thread([] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        raise(SIGKILL);
-      }).detach();
-    }
-    auto t0 = Clock::now();
-    mycollResult_t r = mycollSuccess;
-    for (int i = 0; i < 200 && r == mycollSuccess; ++i)
-      r = mycollAllReduce(a.data(), b.data(), count, mycollFloat32, mycollSum, comm, nullptr);
-    double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-    check(r == mycollRemoteError || r == mycollTimeout,
-          std::string("error after peer death, got ") + mycollGetErrorString(r));
-    check(dt < 15, "returned within the timeout (" + std::to_string(dt) + " s)");
-    std::fprintf(stderr, "[rank %d] after peer death: %s (%.2f s): %s\n", rank,
-                 mycollGetErrorString(r), dt, mycollGetLastError(comm));
-    return 0;
-  });
-  ASSERT_EQ(res.size(), 3u);
-  EXPECT_EQ(res[1].signal, SIGKILL);
-  for (int r : {0, 2}) {
-    EXPECT_FALSE(res[r].timed_out) << "rank " << r;
-    EXPECT_EQ(res[r].exit_code, 0) << "rank " << r;
-  }
+  expect_killed_rank_detected(opt, 1, 15);
 }
 
 TEST_F(UcxOneHost, AbortEndsThePeersWait) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/coll_check.h"
+#include "common/failure_check.h"
 #include "common/multiproc.h"
 #include "core/comm.h"
 #include "transports/ibverbs/ib_device.h"
@@ -221,39 +222,9 @@ TEST(RdmaFailures, KilledPeerGivesErrorWithinTimeout) {
   REQUIRE_RDMA();
   LaunchOptions opt;
   opt.nranks = 3;
-  const double timeout = 15;
   opt.env = {{"MYCOLL_TRANSPORT", "ib"}, {"MYCOLL_TIMEOUT", "15"}, {"MYCOLL_IB_TIMEOUT", "12"}};
   opt.timeout_s = 120;
-  auto res = run_ranks(opt, [&](mycollComm_t comm, int rank, int, const mycollUniqueId&) {
-    const size_t count = 1 << 20;
-    std::vector<float> a(count, 1.0f), b(count);
-    check(mycollAllReduce(a.data(), b.data(), count, mycollFloat32, mycollSum, comm, nullptr) ==
-              mycollSuccess,
-          "first allreduce");
-    if (rank == 2) {
-      std::thread([] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        raise(SIGKILL);
-      }).detach();
-    }
-    auto t0 = Clock::now();
-    mycollResult_t r = mycollSuccess;
-    for (int i = 0; i < 200 && r == mycollSuccess; ++i)
-      r = mycollAllReduce(a.data(), b.data(), count, mycollFloat32, mycollSum, comm, nullptr);
-    double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-    check(r == mycollRemoteError || r == mycollTimeout,
-          std::string("error after peer death, got ") + mycollGetErrorString(r));
-    check(dt < timeout + 10, "returned within the timeout (" + std::to_string(dt) + " s)");
-    std::fprintf(stderr, "[rank %d] after peer death: %s (%.2f s): %s\n", rank,
-                 mycollGetErrorString(r), dt, mycollGetLastError(comm));
-    return 0;
-  });
-  ASSERT_EQ(res.size(), 3u);
-  EXPECT_EQ(res[2].signal, SIGKILL);
-  for (int r : {0, 1}) {
-    EXPECT_FALSE(res[r].timed_out) << "rank " << r;
-    EXPECT_EQ(res[r].exit_code, 0) << "rank " << r;
-  }
+  expect_killed_rank_detected(opt, 2, 15 + 10);
 }
 
 TEST(RdmaFailures, QpForcedIntoErrorIsAnError) {
