@@ -115,20 +115,12 @@ static Task make_collective_task(mycollComm* c, const Call& call) {
   const size_t es = dtype_size(call.dtype);
   size_t bytes = call.count * es * (is_blocked(call.coll) ? c->nranks : 1);
   t.algo = c->algo.choose(call.coll, c->nranks, bytes);
-  CollArgs a;
-  a.coll = call.coll;
-  a.nranks = c->nranks;
-  a.rank = c->rank;
-  a.root = call.root;
-  a.count = call.count;
-  a.chunk = std::max<size_t>(1, c->cfg.chunk_bytes / es);
-  a.in_place = in_place(c, call);
-  t.in_place = a.in_place;
-  t.chunk = a.chunk;
-  if (!c->device) t.plan = comm_build_plan(*c, t.algo, a);
+  t.chunk = std::max<size_t>(1, c->cfg.chunk_bytes / es);
+  t.in_place = in_place(c, call);
+  if (!c->device) t.plan = comm_build_plan(*c, t.algo, t.args(c->nranks, c->rank));
   log_info(Subsys::Coll, "rank {} op {} {} {} count {} {} {} root {} bytes {} algo {}{}", c->rank,
            c->op_seq, coll_name(call.coll), redop_name(call.op), call.count,
-           dtype_name(call.dtype), a.in_place ? "in-place" : "out-of-place", call.root, bytes,
+           dtype_name(call.dtype), t.in_place ? "in-place" : "out-of-place", call.root, bytes,
            algo_name(t.algo), c->device ? " (device)" : "");
   ++c->op_seq;
   return t;

@@ -292,14 +292,7 @@ class DeviceCommImpl : public DeviceComm {
     cuda_check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
     if (t.coll == Coll::SendRecv) return enqueue_staged_p2p(t, s);
     const size_t es = dtype_size(t.dtype);
-    CollArgs a;
-    a.coll = t.coll;
-    a.nranks = c_.nranks;
-    a.rank = c_.rank;
-    a.root = t.root;
-    a.count = t.count;
-    a.chunk = t.chunk;
-    a.in_place = t.in_place;
+    const CollArgs a = t.args(c_.nranks, c_.rank);
     BufferCounts bc = buffer_counts(a);
     // One host region spanning input and output keeps in-place aliasing.
     const char* in = static_cast<const char*>(t.input);

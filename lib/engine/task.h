@@ -23,6 +23,19 @@ struct Task {
   // Built for host execution; GPU communicators build per-channel plans
   // from the fields above instead.
   Plan plan;
+
+  // The plan arguments of this task on rank `rank` of `nranks`.
+  CollArgs args(int nranks, int rank) const {
+    CollArgs a;
+    a.coll = coll;
+    a.nranks = nranks;
+    a.rank = rank;
+    a.root = root;
+    a.count = count;
+    a.chunk = chunk;
+    a.in_place = in_place;
+    return a;
+  }
 };
 
 }  // namespace mycoll
