@@ -132,10 +132,16 @@ class AlgoPolicy {
   Algo choose(Coll c, int nranks, size_t bytes) const;
   // The automatic rule alone.
   static Algo auto_choice(Coll c, int nranks, size_t bytes);
+  // More ranks on this host than CPU cores: every step waits for a peer to
+  // be scheduled, so the automatic rule prefers fewer steps (rhd all-reduce
+  // up to 8 MiB instead of the ring's 2(n-1) steps).
+  void set_oversubscribed(bool v) { oversubscribed_ = v; }
 
  private:
+  Algo auto_rule(Coll c, int nranks, size_t bytes) const;
   int forced_[kNumColls] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
   int global_ = -1;
+  bool oversubscribed_ = false;
 };
 
 }  // namespace mycoll

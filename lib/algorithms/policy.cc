@@ -99,11 +99,19 @@ Algo AlgoPolicy::choose(Coll c, int nranks, size_t bytes) const {
   int ci = static_cast<int>(c);
   if (ci >= 0 && ci < kNumColls) {
     if (forced_[ci] >= 0) return static_cast<Algo>(forced_[ci]);
-    if (forced_[ci] == -2) return auto_choice(c, nranks, bytes);
+    if (forced_[ci] == -2) return auto_rule(c, nranks, bytes);
   }
   if (global_ >= 0 && algo_supports(static_cast<Algo>(global_), c))
     return static_cast<Algo>(global_);
-  return auto_choice(c, nranks, bytes);
+  return auto_rule(c, nranks, bytes);
+}
+
+Algo AlgoPolicy::auto_rule(Coll c, int nranks, size_t bytes) const {
+  Algo a = auto_choice(c, nranks, bytes);
+  if (oversubscribed_ && c == Coll::AllReduce && a == Algo::Ring && nranks > 2 &&
+      bytes <= 8 * MiB)
+    return Algo::Rhd;
+  return a;
 }
 
 // bytes is the collective's whole message: the buffer of allreduce,

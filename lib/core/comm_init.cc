@@ -1,3 +1,4 @@
+#include <sched.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -118,6 +119,18 @@ std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int 
   c->bootstrap->allgather(c->peers.data(), sizeof(PeerInfo));
   check_consistent_config(*c);
   c->transport_of = select_transports(c->cfg, c->peers, rank);
+  {
+    int local = 0;
+    for (const auto& p : c->peers)
+      local += std::strncmp(p.host_id, c->peers[rank].host_id, sizeof(p.host_id)) == 0;
+    cpu_set_t set;
+    int cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
+    if (cores > 0 && local > cores && cuda_device < 0) {
+      c->algo.set_oversubscribed(true);
+      log_info(Subsys::Tuning, "rank {}: {} ranks on this host share {} cores: automatic "
+               "all-reduce prefers fewer steps", rank, local, cores);
+    }
+  }
   std::vector<int> order = host_major_order(c->peers);
   bool identity = true;
   for (int v = 0; v < nranks; ++v) identity &= order[v] == v;
