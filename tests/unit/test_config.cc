@@ -84,3 +84,19 @@ TEST(Topo, HostMajorOrderGroupsRanksByHost) {
   for (auto& p : all) std::strcpy(p.host_id, "same");
   EXPECT_EQ(host_major_order(all), (std::vector<int>{0, 1, 2, 3, 4, 5, 6}));
 }
+
+#include "algorithms/plan.h"
+
+TEST(AlgoPolicyOversubscribed, PrefersFewerStepsForMidSizeAllReduce) {
+  AlgoPolicy p = AlgoPolicy::parse("");
+  EXPECT_EQ(p.choose(Coll::AllReduce, 8, size_t(4) << 20), Algo::Ring);
+  p.set_oversubscribed(true);
+  EXPECT_EQ(p.choose(Coll::AllReduce, 8, size_t(4) << 20), Algo::Rhd);
+  EXPECT_EQ(p.choose(Coll::AllReduce, 8, size_t(64) << 20), Algo::Ring);
+  EXPECT_EQ(p.choose(Coll::AllReduce, 2, size_t(4) << 20), Algo::Ring);
+  EXPECT_EQ(p.choose(Coll::AllGather, 8, size_t(4) << 20), Algo::Ring);
+  // A forced algorithm still wins.
+  AlgoPolicy f = AlgoPolicy::parse("ring");
+  f.set_oversubscribed(true);
+  EXPECT_EQ(f.choose(Coll::AllReduce, 8, size_t(4) << 20), Algo::Ring);
+}
