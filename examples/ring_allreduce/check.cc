@@ -1,3 +1,5 @@
+#include <cerrno>
+#include <cstdlib>
 #include "check.h"
 
 #include <cstdio>
@@ -51,6 +53,15 @@ size_t verify(int rank, int nranks, const std::vector<float>& send_after,
   wrong += compare("ring vs mycollAllReduce", rank, ring_out, lib_out);
   wrong += compare("sendbuff after the runs vs the input (modified?)", rank, send_after, input);
   return wrong;
+}
+
+bool parse_size(const char* s, long long min, long long* out) {
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(s, &end, 10);
+  if (errno != 0 || end == s || *end != '\0' || v < min) return false;
+  *out = v;
+  return true;
 }
 
 }  // namespace ring_example

@@ -25,4 +25,7 @@ size_t verify(int rank, int nranks, const std::vector<float>& send_after,
               const std::vector<float>& ring_out, const std::vector<float>& in_place,
               const std::vector<float>& lib_out);
 
+// Parses a decimal integer >= min from a command-line argument.
+bool parse_size(const char* s, long long min, long long* out);
+
 }  // namespace ring_example

@@ -60,15 +60,6 @@ void usage(const char* prog) {
                prog);
 }
 
-bool parse_size(const char* s, long long min, long long* out) {
-  char* end = nullptr;
-  errno = 0;
-  long long v = std::strtoll(s, &end, 10);
-  if (errno != 0 || end == s || *end != '\0' || v < min) return false;
-  *out = v;
-  return true;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -77,12 +68,12 @@ int main(int argc, char** argv) {
     std::string a = argv[i];
     bool has_value = i + 1 < argc;
     if (a == "--np" && has_value) {
-      if (!parse_size(argv[++i], 1, &np)) {
+      if (!ring_example::parse_size(argv[++i], 1, &np)) {
         std::fprintf(stderr, "--np: '%s' is not a rank count >= 1\n", argv[i]);
         return 2;
       }
     } else if (a == "--count" && has_value) {
-      if (!parse_size(argv[++i], 0, &count)) {
+      if (!ring_example::parse_size(argv[++i], 0, &count)) {
         std::fprintf(stderr, "--count: '%s' is not an element count >= 0\n", argv[i]);
         return 2;
       }
