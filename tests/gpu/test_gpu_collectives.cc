@@ -195,3 +195,44 @@ TEST(GpuSanitize, Subset) {
 }
 
 }  // namespace
+
+namespace {
+
+// GPU buffers through host transports: forced shm on one host, and two
+// "hosts" (MYCOLL_HOST_ID) joined by MYCOLL_NET=socket, where GPU data is
+// staged through pinned host memory. Same checks as the main matrix.
+using StagedParam = std::tuple<int /*ngpus*/, std::string /*mode*/>;
+class GpuStaged : public ::testing::TestWithParam<StagedParam> {};
+
+TEST_P(GpuStaged, EveryElementMatchesReference) {
+  auto [ngpus, mode] = GetParam();
+  SKIP_WITHOUT_GPUS(ngpus);
+  LaunchOptions opt;
+  opt.nranks = ngpus;
+  opt.env = {{"MYCOLL_TIMEOUT", "60"}};
+  if (mode == "shm") opt.env["MYCOLL_TRANSPORT"] = "shm";
+  if (mode == "socket") opt.env["MYCOLL_NET"] = "socket";
+  opt.pre_init = [mode = mode](int rank) {
+    cudaSetDevice(rank);
+    // socket: ranks 0..1 on host "a", the rest on host "b".
+    if (mode == "socket") setenv("MYCOLL_HOST_ID", rank < 2 ? "gpu-host-a" : "gpu-host-b", 1);
+  };
+  opt.timeout_s = 900;
+  auto res = run_ranks(opt, [&](mycollComm_t comm, int, int, const mycollUniqueId&) {
+    cudaStream_t s;
+    cudaStreamCreate(&s);
+    int rc = matrix(comm, "auto", device_mem(s), true);
+    cudaStreamDestroy(s);
+    return rc;
+  });
+  EXPECT_EQ(describe_failures(res), "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpu, GpuStaged,
+                         ::testing::Values(StagedParam{2, "shm"}, StagedParam{3, "socket"}),
+                         [](const ::testing::TestParamInfo<StagedParam>& i) {
+                           return std::to_string(std::get<0>(i.param)) + "gpus_" +
+                                  std::get<1>(i.param);
+                         });
+
+}  // namespace
