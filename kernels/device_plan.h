@@ -37,40 +37,42 @@ struct alignas(16) DevOp {
 static_assert(sizeof(DevOp) == 32, "DevOp layout");
 
 // FIFO geometry, identical on every rank of a communicator.
-//   inbox of rank r = [data | flags | state], one cudaMalloc:
+//   inbox of rank r = [data | ll | flags | state], one cudaMalloc:
 //   data:  for sender s, channel c: nslots * slot_bytes, the ring s -> r
-//   flags: for peer s, channel c: 128-byte line with `head` (slots s has
-//          published into r's ring, written by s) and another line with
-//          `tail` (slots s consumed of r's ring at s, written by s)
-//   state: for peer s, channel c: sent / received slot counters (r's own)
+//          (bandwidth protocol: plain stores, then a fence and `head`)
+//   ll:    for sender s, channel c: ll_slots * ll_slot_bytes, the ring s -> r
+//          of the low-latency protocol: 16-byte lines {data0, flag, data1,
+//          flag}, flag = slot sequence number + 1, no fence and no `head`
+//   flags: for peer s, channel c: 128-byte lines: `head` (slots s has
+//          published into r's data ring, written by s), `tail` (slots s
+//          consumed of r's data ring at s, written by s), `ll_tail` (the
+//          same for the ll ring)
+//   state: for peer s, channel c: r's own counters: data slots sent to s,
+//          received from s; ll slots sent to s, received from s
 struct FifoGeom {
   int32_t nranks;
   int32_t max_channels;
   int32_t nslots;
-  int32_t pad;
+  int32_t ll_slots;
   uint64_t slot_bytes;
+  uint64_t ll_slot_bytes;
 
   MYCOLL_HD uint64_t ring_bytes() const { return uint64_t(nslots) * slot_bytes; }
-  MYCOLL_HD uint64_t data_off(int peer, int ch) const {
-    return (uint64_t(peer) * max_channels + ch) * ring_bytes();
+  MYCOLL_HD uint64_t ll_ring_bytes() const { return uint64_t(ll_slots) * ll_slot_bytes; }
+  MYCOLL_HD uint64_t pairs() const { return uint64_t(nranks) * max_channels; }
+  MYCOLL_HD uint64_t pair(int peer, int ch) const { return uint64_t(peer) * max_channels + ch; }
+  MYCOLL_HD uint64_t data_off(int peer, int ch) const { return pair(peer, ch) * ring_bytes(); }
+  MYCOLL_HD uint64_t ll_off(int peer, int ch) const {
+    return pairs() * ring_bytes() + pair(peer, ch) * ll_ring_bytes();
   }
-  MYCOLL_HD uint64_t flags_base() const {
-    return uint64_t(nranks) * max_channels * ring_bytes();
-  }
-  MYCOLL_HD uint64_t head_off(int peer, int ch) const {
-    return flags_base() + (uint64_t(peer) * max_channels + ch) * 256;
-  }
+  MYCOLL_HD uint64_t flags_base() const { return pairs() * (ring_bytes() + ll_ring_bytes()); }
+  MYCOLL_HD uint64_t head_off(int peer, int ch) const { return flags_base() + pair(peer, ch) * 384; }
   MYCOLL_HD uint64_t tail_off(int peer, int ch) const { return head_off(peer, ch) + 128; }
-  MYCOLL_HD uint64_t state_base() const {
-    return flags_base() + uint64_t(nranks) * max_channels * 256;
-  }
-  // [0] sent to peer on ch, [1] received from peer on ch
-  MYCOLL_HD uint64_t state_off(int peer, int ch) const {
-    return state_base() + (uint64_t(peer) * max_channels + ch) * 16;
-  }
-  MYCOLL_HD uint64_t total_bytes() const {
-    return state_base() + uint64_t(nranks) * max_channels * 16;
-  }
+  MYCOLL_HD uint64_t ll_tail_off(int peer, int ch) const { return head_off(peer, ch) + 256; }
+  MYCOLL_HD uint64_t state_base() const { return flags_base() + pairs() * 384; }
+  // [0] data sent, [1] data received, [2] ll sent, [3] ll received
+  MYCOLL_HD uint64_t state_off(int peer, int ch) const { return state_base() + pair(peer, ch) * 32; }
+  MYCOLL_HD uint64_t total_bytes() const { return state_base() + pairs() * 32; }
 };
 
 // Written by a kernel that gives up (host-mapped memory).
@@ -86,6 +88,7 @@ struct DevComm {
   int32_t rank;
   int32_t nranks;
   uint64_t timeout_ns;
+  uint64_t ll_max_bytes;       // messages (DevOps) up to this size use the ll ring
   char* local;                 // my inbox
   char* const* remote;         // remote[r] = rank r's inbox mapped here (device array)
   volatile int32_t* abort;     // host-mapped: nonzero -> give up

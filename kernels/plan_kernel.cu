@@ -6,6 +6,8 @@
 // gives up after the communicator's timeout, recording why.
 #include <cuda_runtime.h>
 
+#include <cstdio>
+
 #include "kernels/device_plan.h"
 #include "kernels/launch.h"
 #include "kernels/reduce_ops.cuh"
@@ -15,7 +17,7 @@ namespace dev {
 
 constexpr int kThreads = 512;
 constexpr int kUnroll = 8;
-constexpr int kMaxStepOps = 128;
+constexpr int kMaxStepOps = 256;  // <= threads per group (the ll pass gives each op a thread)
 
 __device__ __forceinline__ uint64_t globaltimer() {
   uint64_t t;
@@ -125,15 +127,148 @@ __device__ __forceinline__ void group_bar(int group, int nt) {
   asm volatile("bar.sync %0, %1;" ::"r"(group + 1), "r"(nt) : "memory");
 }
 
+// ---- low-latency protocol: 16-byte lines {lo, flag, hi, flag} ----
+__device__ __forceinline__ void ll_store(char* p, uint64_t v, uint32_t flag) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p),
+               "r"(uint32_t(v)), "r"(flag), "r"(uint32_t(v >> 32)), "r"(flag)
+               : "memory");
+}
+// True (and the 8 data bytes in *v) once both halves carry `flag`.
+__device__ __forceinline__ bool ll_load(const char* p, uint32_t flag, uint64_t* v) {
+  uint32_t d0, f0, d1, f1;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(d0), "=r"(f0), "=r"(d1), "=r"(f1)
+               : "l"(p)
+               : "memory");
+  *v = uint64_t(d0) | (uint64_t(d1) << 32);
+  return f0 == flag && f1 == flag;
+}
+// Up to 8 bytes of a user buffer (any alignment), little-endian packed.
+__device__ __forceinline__ uint64_t load8(const char* p, int valid) {
+  if (valid == 8 && (reinterpret_cast<uintptr_t>(p) & 7) == 0)
+    return *reinterpret_cast<const uint64_t*>(p);
+  uint64_t v = 0;
+  for (int i = 0; i < valid; ++i) v |= uint64_t(static_cast<uint8_t>(p[i])) << (8 * i);
+  return v;
+}
+__device__ __forceinline__ void store8(char* p, uint64_t v, int valid) {
+  if (valid == 8 && (reinterpret_cast<uintptr_t>(p) & 7) == 0) {
+    *reinterpret_cast<uint64_t*>(p) = v;
+    return;
+  }
+  for (int i = 0; i < valid; ++i) p[i] = static_cast<char>(v >> (8 * i));
+}
+// a <op> b lane by lane over 8 packed bytes (T is at most 8 bytes).
+template <typename T, int OP>
+__device__ __forceinline__ uint64_t reduce8(uint64_t a, uint64_t b) {
+  constexpr int N = 8 / sizeof(T);
+  T x[N], y[N];
+  memcpy(x, &a, 8);
+  memcpy(y, &b, 8);
+#pragma unroll
+  for (int i = 0; i < N; ++i) x[i] = Red<T, OP>::apply(x[i], y[i]);
+  uint64_t r;
+  memcpy(&r, x, 8);
+  return r;
+}
+
+// Developer timeline (build with -DMYCOLL_KERNEL_TRACE=K): the K-th launch in
+// this process prints, for channel 0, when each group's leader passed each
+// point (B begin, L local ops done, M a batch moved, E step done, X exit).
+#ifdef MYCOLL_KERNEL_TRACE
+__device__ unsigned int g_trace_launch;
+#define KTRACE(c)                                          \
+  do {                                                     \
+    if (tid == 0 && ch == 0 && sh.tn[group] < 64) {        \
+      sh.tev[group][sh.tn[group]] = globaltimer();         \
+      sh.tlab[group][sh.tn[group]++] = (c);                \
+    }                                                      \
+  } while (0)
+#else
+#define KTRACE(c) \
+  do {            \
+  } while (0)
+#endif
+
+// dst = first <op> srcs[0] <op> srcs[1] ... over n bytes, left to right (so
+// every rank reducing the same slots gets bit-identical results); the whole
+// block participates. first may be dst.
+constexpr int kMaxFused = 64;
+template <typename T, int OP>
+__device__ void reduce_multi(char* dst, const char* first, const char* const* srcs, int nsrc,
+                             uint64_t n, int tid, int nt) {
+  uintptr_t align = reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(first);
+  for (int s = 0; s < nsrc; ++s) align |= reinterpret_cast<uintptr_t>(srcs[s]);
+  uint64_t done = 0;
+  if ((align & 15) == 0) {
+    const uint64_t nv = n / 16;
+    constexpr int U = 4;
+    for (uint64_t i = tid; i < nv; i += uint64_t(nt) * U) {
+      uint4 acc[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (i + u * nt < nv) acc[u] = reinterpret_cast<const uint4*>(first)[i + u * nt];
+      for (int s = 0; s < nsrc; ++s) {
+        uint4 v[U];
+        const uint4* p = reinterpret_cast<const uint4*>(srcs[s]);
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+          if (i + u * nt < nv) v[u] = p[i + u * nt];
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+          if (i + u * nt < nv) acc[u] = apply16<T, OP>(acc[u], v[u]);
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (i + u * nt < nv) reinterpret_cast<uint4*>(dst)[i + u * nt] = acc[u];
+    }
+    done = nv * 16;
+  }
+  const T* f = reinterpret_cast<const T*>(first);
+  T* z = reinterpret_cast<T*>(dst);
+  for (uint64_t i = done / sizeof(T) + tid; i < n / sizeof(T); i += nt) {
+    T acc = f[i];
+    for (int s = 0; s < nsrc; ++s) acc = Red<T, OP>::apply(acc, reinterpret_cast<const T*>(srcs[s])[i]);
+    z[i] = acc;
+  }
+}
+
+// Shared state of one block.
+struct BlockState {
+  DevOp ops[kMaxStepOps];        // the current step's ops
+  uint64_t done[kMaxStepOps];    // slots done per op of the step
+  uint64_t llbase[kMaxStepOps];  // ll pass: first slot sequence number of the op
+  uint32_t llpre[2][kMaxStepOps + 1];  // ll pass, per group: prefix sum of lines moved
+  const char* fused[kMaxFused];  // sources of a fused local reduction
+  uint64_t n[2];
+  uint64_t base[2];
+  int nops;
+  volatile int stop;
+#ifdef MYCOLL_KERNEL_TRACE
+  uint64_t tev[2][64];
+  char tlab[2][64];
+  int tn[2];
+#endif
+};
+
+// Records why this block gives up (first error of the communicator wins).
+__device__ void give_up(const DevComm& cm, int code, int peer, int kind) {
+  if (atomicCAS(&cm.error->code, 0, code) == 0) {
+    cm.error->peer = peer;
+    cm.error->rank = cm.rank;
+    cm.error->kind = kind;
+    __threadfence_system();
+  }
+}
+
 // The block is two warp groups: group 0 runs the step's sends, group 1 its
 // receives, concurrently; each group syncs on its own named barrier and the
-// whole block joins at step boundaries.
+// whole block joins at step boundaries. Messages up to cm.ll_max_bytes travel
+// in the ll ring (latency: all of a step's ready ll messages move in one
+// pass of the group), larger ones in the data ring (bandwidth).
 template <typename T, int OP, bool kReduce>
 __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
-  __shared__ uint64_t s_done[kMaxStepOps];  // slots done per op of the step
-  __shared__ uint64_t s_n[2];
-  __shared__ uint64_t s_base[2];
-  __shared__ int s_stop;
+  __shared__ BlockState sh;
   constexpr int NT = kThreads / 2;
   const int group = threadIdx.x / NT;  // 0: sends, 1: receives
   const int tid = threadIdx.x % NT;
@@ -141,77 +276,257 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
   const DevComm& cm = *a.comm;
   const FifoGeom g = cm.geom;
   const uint64_t SB = g.slot_bytes;
-  if (threadIdx.x == 0) s_stop = 0;
-  uint32_t i = a.chan_ops[ch];
-  const uint32_t end = a.chan_ops[ch + 1];
+  const uint64_t LSB = g.ll_slot_bytes, LD = g.ll_slot_bytes / 2;  // ll data bytes per slot
+  const uint64_t LPS = LD / 8;                                      // ll lines per slot
+  const uint64_t ll_max = cm.ll_max_bytes;
+  if (threadIdx.x == 0) sh.stop = 0;
+#ifdef MYCOLL_KERNEL_TRACE
+  if (tid == 0) sh.tn[group] = 0;
+  KTRACE('B');
+#endif
+  const uint32_t first = a.chan_ops[ch], end = a.chan_ops[ch + 1];
+  uint32_t i = first;
+  auto slots_of = [&](const DevOp& op) {
+    return op.bytes <= ll_max ? (op.bytes + LD - 1) / LD : (op.bytes + SB - 1) / SB;
+  };
   while (i < end) {
+    // The step's ops into shared memory, loaded by all threads at once (the
+    // host guarantees a step has at most kMaxStepOps ops).
     const uint32_t s0 = i;
-    while (i < end && !a.ops[i].step_end) ++i;
-    const uint32_t s1 = ++i;
-    // Local work first (the Step contract): copies, Avg scaling.
-    for (uint32_t k = s0; k < s1; ++k) {
-      const DevOp& op = a.ops[k];
-      if (op.kind == kDevCopy) {
-        char* d = resolve(a, op.dst_buf, op.dst_off);
-        const char* src = resolve(a, op.src_buf, op.src_off);
-        if (d != src) copy_bytes<false>(d, src, op.bytes, threadIdx.x, kThreads);
-        __syncthreads();
-      } else if (op.kind == kDevReduce) {
+    const uint32_t avail = end - s0 < uint32_t(kMaxStepOps) ? end - s0 : uint32_t(kMaxStepOps);
+    for (uint32_t k = threadIdx.x; k < avail; k += kThreads) sh.ops[k] = a.ops[s0 + k];
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      uint32_t k = 0;
+      while (k + 1 < avail && !sh.ops[k].step_end) ++k;
+      sh.nops = k + 1;
+    }
+    __syncthreads();
+    const int nops = sh.nops;
+    i = s0 + nops;
+    // Local work first (the Step contract): copies, reductions, Avg scaling.
+    // A copy or reduction followed by reductions into the same slice is one
+    // pass over the data.
+    for (int k = 0; k < nops; ++k) {
+      const DevOp& op = sh.ops[k];
+      if (op.kind == kDevCopy || op.kind == kDevReduce) {
+        int j = k + 1;
         if constexpr (kReduce) {
-          char* d = resolve(a, op.dst_buf, op.dst_off);
-          reduce_bytes<T, OP>(d, d, resolve(a, op.src_buf, op.src_off), op.bytes, threadIdx.x, kThreads);
+          while (j < nops && j - k < kMaxFused && sh.ops[j].kind == kDevReduce &&
+                 sh.ops[j].dst_buf == op.dst_buf && sh.ops[j].dst_off == op.dst_off &&
+                 sh.ops[j].bytes == op.bytes)
+            ++j;
+        }
+        char* d = resolve(a, op.dst_buf, op.dst_off);
+        if (j == k + 1 && op.kind == kDevCopy) {
+          const char* src = resolve(a, op.src_buf, op.src_off);
+          if (d != src) copy_bytes<false>(d, src, op.bytes, threadIdx.x, kThreads);
+        } else if constexpr (kReduce) {
+          // Copy + reductions: first = the copy's source; reductions only:
+          // first = dst and every op's source reduces into it.
+          const int lead = op.kind == kDevCopy ? 1 : 0;
+          const char* f = op.kind == kDevCopy ? resolve(a, op.src_buf, op.src_off) : d;
+          for (int q = k + lead + threadIdx.x; q < j; q += kThreads)
+            sh.fused[q - k - lead] = resolve(a, sh.ops[q].src_buf, sh.ops[q].src_off);
+          __syncthreads();
+          reduce_multi<T, OP>(d, f, sh.fused, j - k - lead, op.bytes, threadIdx.x, kThreads);
         }
         __syncthreads();
+        k = j - 1;
       } else if (op.kind == kDevScaleAvg) {
         if constexpr (kReduce) scale_bytes<T>(resolve(a, op.dst_buf, op.dst_off), op.bytes, a.nranks);
         __syncthreads();
       }
     }
-    for (uint32_t k = s0 + threadIdx.x; k < s1; k += kThreads) s_done[k - s0] = 0;
+    bool any_ll = false;
+    for (int k = 0; k < nops; ++k) {
+      const DevOp& op = sh.ops[k];
+      if (op.kind <= kDevRecvReduce && (op.kind == kDevSend) == (group == 0) && op.bytes <= ll_max)
+        any_ll = true;
+    }
+    for (int k = threadIdx.x; k < nops; k += kThreads) sh.done[k] = 0;
     __syncthreads();
+    KTRACE('L');
     uint64_t last_progress = globaltimer();
     uint32_t idle_polls = 0;
+    uint32_t* llpre = sh.llpre[group];
     for (;;) {
       bool all_done = true, moved = false;
-      for (uint32_t k = s0; k < s1; ++k) {
-        const DevOp& op = a.ops[k];
+      // ---- ll pass: every ready ll op of this group, all its slots at once ----
+      if (any_ll) {
+        if (tid < nops) {
+          const int k = tid;
+          const DevOp& op = sh.ops[k];
+          uint32_t lines = 0;
+          const bool is_send = op.kind == kDevSend;
+          if (op.kind <= kDevRecvReduce && is_send == (group == 0) && op.bytes <= ll_max &&
+              sh.done[k] == 0) {
+            bool blocked = false;  // an earlier message with the same peer is still pending
+            for (int q = 0; q < k && !blocked; ++q) {
+              const DevOp& o = sh.ops[q];
+              blocked = o.kind <= kDevRecvReduce && o.peer == op.peer &&
+                        (o.kind == kDevSend) == is_send && sh.done[q] < slots_of(o);
+            }
+            if (!blocked) {
+              const uint64_t* st = reinterpret_cast<const uint64_t*>(cm.local + g.state_off(op.peer, ch));
+              const uint64_t need = (op.bytes + LD - 1) / LD;
+              bool ok;
+              uint64_t base;
+              if (is_send) {
+                base = st[2];
+                ok = base + need - ld_vol(cm.local + g.ll_tail_off(op.peer, ch)) <= uint64_t(g.ll_slots);
+              } else {
+                // Taken once the first line carries its flag: the sender then
+                // writes all the op's slots without waiting for anything.
+                base = st[3];
+                uint64_t v;
+                ok = ll_load(cm.local + g.ll_off(op.peer, ch) + (base % g.ll_slots) * LSB,
+                             uint32_t(base + 1), &v);
+              }
+              sh.llbase[k] = base;
+              if (ok) lines = uint32_t((op.bytes + 7) / 8);
+            }
+          }
+          llpre[k + 1] = lines;
+        }
+        group_bar(group, NT);
+        if (tid == 0) {
+          llpre[0] = 0;
+          for (int k = 0; k < nops; ++k) llpre[k + 1] += llpre[k];
+        }
+        group_bar(group, NT);
+        const uint32_t total_lines = llpre[nops];
+        if (total_lines > 0) {
+          constexpr int kL = 4;
+          const uint64_t t0 = globaltimer();
+          int k = 0;  // op of the current line (lines ascend per thread)
+          for (uint32_t l0 = tid; l0 < total_lines && !sh.stop; l0 += NT * kL) {
+            uint64_t v[kL];
+            bool ok[kL];
+            const char* ring[kL];
+            char* out[kL];
+            const char* in[kL];
+            int valid[kL], kind[kL], peer[kL];
+            uint32_t flag[kL];
+#pragma unroll
+            for (int u = 0; u < kL; ++u) {
+              const uint32_t L = l0 + u * NT;
+              ok[u] = true;
+              valid[u] = 0;
+              if (L >= total_lines) continue;
+              while (llpre[k + 1] <= L) ++k;
+              const DevOp& op = sh.ops[k];
+              const uint64_t l = L - llpre[k];  // line within the op
+              const uint64_t slot = l / LPS;
+              const uint64_t seq = sh.llbase[k] + slot;
+              valid[u] = op.bytes - l * 8 < 8 ? int(op.bytes - l * 8) : 8;
+              flag[u] = uint32_t(seq + 1);
+              kind[u] = op.kind;
+              peer[u] = op.peer;
+              const uint64_t lofs = (seq % g.ll_slots) * LSB + (l % LPS) * 16;
+              if (group == 0) {
+                char* r = cm.remote[op.peer] + g.ll_off(cm.rank, ch) + lofs;
+                ll_store(r, load8(resolve(a, op.src_buf, op.src_off) + l * 8, valid[u]), flag[u]);
+              } else {
+                ring[u] = cm.local + g.ll_off(op.peer, ch) + lofs;
+                out[u] = resolve(a, op.dst_buf, op.dst_off) + l * 8;
+                in[u] = resolve(a, op.src_buf, op.src_off) + l * 8;
+                ok[u] = ll_load(ring[u], flag[u], &v[u]);
+              }
+            }
+            if (group == 0) continue;
+            bool quit = false;
+#pragma unroll
+            for (int u = 0; u < kL; ++u) {
+              uint32_t spins = 0;
+              while (!ok[u] && !quit) {
+                ok[u] = ll_load(ring[u], flag[u], &v[u]);
+                if (!ok[u] && (++spins & 1023) == 0) {
+                  int code = 0;
+                  if ((spins & 0xffff) == 0 && *cm.abort) code = mycollRemoteError;
+                  else if (globaltimer() - t0 > cm.timeout_ns) code = mycollTimeout;
+                  if (code) give_up(cm, code, peer[u], kind[u]);
+                  if (code || sh.stop) {
+                    sh.stop = 1;
+                    quit = true;
+                  }
+                }
+              }
+            }
+            if (quit) break;
+#pragma unroll
+            for (int u = 0; u < kL; ++u) {
+              if (valid[u] == 0) continue;
+              uint64_t x = v[u];
+              if constexpr (kReduce) {
+                if (kind[u] == kDevRecvReduce) x = reduce8<T, OP>(load8(in[u], valid[u]), x);
+              }
+              store8(out[u], x, valid[u]);
+            }
+          }
+          group_bar(group, NT);
+          if (tid < nops && llpre[tid + 1] > llpre[tid] && !sh.stop) {
+            const DevOp& op = sh.ops[tid];
+            uint64_t* st = reinterpret_cast<uint64_t*>(cm.local + g.state_off(op.peer, ch));
+            const uint64_t need = (op.bytes + LD - 1) / LD;
+            if (group == 0) {
+              st[2] = sh.llbase[tid] + need;
+            } else {
+              // The lines are consumed (their loads returned): hand the slots
+              // back. No data of ours travels with this store.
+              st[3] = sh.llbase[tid] + need;
+              st_vol(cm.remote[op.peer] + g.ll_tail_off(cm.rank, ch), sh.llbase[tid] + need);
+            }
+            sh.done[tid] = need;
+          }
+          if (tid == 0) last_progress = globaltimer();
+          moved = true;
+          KTRACE('m');
+        }
+        group_bar(group, NT);
+        if (sh.stop) break;
+      }
+      // ---- bandwidth protocol: one op at a time, a batch of slots each ----
+      for (int k = 0; k < nops; ++k) {
+        const DevOp& op = sh.ops[k];
         if (op.kind > kDevRecvReduce) continue;
         const bool is_send = op.kind == kDevSend;
         if (is_send != (group == 0)) continue;
-        const uint64_t total = (op.bytes + SB - 1) / SB;
-        const uint64_t done = s_done[k - s0];
+        const uint64_t total = slots_of(op);
+        const uint64_t done = sh.done[k];
         if (done >= total) continue;
         all_done = false;
+        if (op.bytes <= ll_max) continue;  // moved by the ll pass
         // Messages to/from one peer stream in order: wait for earlier ones.
         bool blocked = false;
-        for (uint32_t q = s0; q < k && !blocked; ++q) {
-          const DevOp& o = a.ops[q];
+        for (int q = 0; q < k && !blocked; ++q) {
+          const DevOp& o = sh.ops[q];
           if (o.kind > kDevRecvReduce || o.peer != op.peer || (o.kind == kDevSend) != is_send) continue;
-          blocked = s_done[q - s0] < (o.bytes + SB - 1) / SB;
+          blocked = sh.done[q] < slots_of(o);
         }
         if (blocked) continue;
-        char* st = cm.local + g.state_off(op.peer, ch);
+        uint64_t* st = reinterpret_cast<uint64_t*>(cm.local + g.state_off(op.peer, ch));
         if (tid == 0) {
           uint64_t n;
           if (is_send) {
-            uint64_t sent = *reinterpret_cast<uint64_t*>(st);
+            uint64_t sent = st[0];
             uint64_t tail = ld_vol(cm.local + g.tail_off(op.peer, ch));
             n = g.nslots - (sent - tail);
-            s_base[group] = sent;
+            sh.base[group] = sent;
           } else {
-            uint64_t recvd = *reinterpret_cast<uint64_t*>(st + 8);
+            uint64_t recvd = st[1];
             uint64_t head = ld_vol(cm.local + g.head_off(op.peer, ch));
             n = head - recvd;
-            s_base[group] = recvd;
+            sh.base[group] = recvd;
           }
           // Hand over at most a quarter of the FIFO per batch so sender and
           // receiver overlap instead of taking turns on a full FIFO.
           const uint64_t cap = g.nslots >= 8 ? g.nslots / 4 : 1;
           if (n > cap) n = cap;
-          s_n[group] = n < total - done ? n : total - done;
+          sh.n[group] = n < total - done ? n : total - done;
         }
         group_bar(group, NT);
-        const uint64_t n = s_n[group], base = s_base[group];
+        const uint64_t n = sh.n[group], base = sh.base[group];
         if (n > 0) {
           __threadfence();
           for (uint64_t j = 0; j < n; ++j) {
@@ -240,19 +555,21 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
             // system-scope fence, which orders them before the flag store.
             __threadfence_system();
             if (is_send) {
-              *reinterpret_cast<uint64_t*>(st) = base + n;
+              st[0] = base + n;
               st_vol(cm.remote[op.peer] + g.head_off(cm.rank, ch), base + n);
             } else {
-              *reinterpret_cast<uint64_t*>(st + 8) = base + n;
+              st[1] = base + n;
               st_vol(cm.remote[op.peer] + g.tail_off(cm.rank, ch), base + n);
             }
-            s_done[k - s0] = done + n;
+            sh.done[k] = done + n;
             last_progress = globaltimer();
           }
+          KTRACE('M');
           moved = true;
         }
         group_bar(group, NT);
       }
+      if (sh.stop) break;
       if (all_done) break;
       if (!moved) {
         if (tid == 0) {
@@ -260,35 +577,43 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
           int code = 0;
           // The abort flag lives in host memory: a PCIe read, so only now and then.
           if ((++idle_polls & 255) == 0 && *cm.abort) code = mycollRemoteError;
-          else if (s_stop) code = -1;  // the other group gave up
+          else if (sh.stop) code = -1;  // the other group gave up
           else if (now - last_progress > cm.timeout_ns) code = mycollTimeout;
           if (code > 0) {
             int peer = -1, kind = -1;
-            for (uint32_t k = s0; k < s1; ++k) {
-              const DevOp& op = a.ops[k];
+            for (int k = 0; k < nops; ++k) {
+              const DevOp& op = sh.ops[k];
               if (op.kind <= kDevRecvReduce && (op.kind == kDevSend) == (group == 0) &&
-                  s_done[k - s0] < (op.bytes + SB - 1) / SB) {
+                  sh.done[k] < slots_of(op)) {
                 peer = op.peer;
                 kind = op.kind;
                 break;
               }
             }
-            if (atomicCAS(&cm.error->code, 0, code) == 0) {
-              cm.error->peer = peer;
-              cm.error->rank = cm.rank;
-              cm.error->kind = kind;
-              __threadfence_system();
-            }
+            give_up(cm, code, peer, kind);
           }
-          if (code) s_stop = 1;
+          if (code) sh.stop = 1;
         }
         group_bar(group, NT);
-        if (s_stop) break;
+        if (sh.stop) break;
       }
     }
+    KTRACE('E');
     __syncthreads();
-    if (s_stop) return;
+    if (sh.stop) return;
   }
+#ifdef MYCOLL_KERNEL_TRACE
+  KTRACE('X');
+  __syncthreads();
+  if (threadIdx.x == 0 && ch == 0 && atomicAdd(&g_trace_launch, 1) == MYCOLL_KERNEL_TRACE) {
+    printf("KT rank %d begin %llu\n", cm.rank, (unsigned long long)sh.tev[0][0]);
+    for (int gr = 0; gr < 2; ++gr)
+      for (int e = 0; e < sh.tn[gr]; ++e)
+        printf("KT rank %d %s %c +%llu\n", cm.rank, gr ? "recv" : "send", sh.tlab[gr][e],
+               (unsigned long long)(sh.tev[gr][e] - sh.tev[0][0]));
+  }
+#endif
+  (void)first;
 }
 
 template <typename T, int OP, bool kReduce>

@@ -50,9 +50,13 @@ const std::vector<EnvVar>& env_registry() {
        "messages use all of them, small ones fewer."},
       {"MYCOLL_GPU_SLOT_BYTES", "bytes", "64K",
        "GPU: size of one FIFO slot (a multiple of 16); the unit in which data is handed over."},
-      {"MYCOLL_GPU_SLOTS", "int", "8", "GPU: slots per FIFO (per peer and channel)."},
-      {"MYCOLL_GPU_CHANNEL_BYTES", "bytes", "256K",
+      {"MYCOLL_GPU_SLOTS", "int", "16", "GPU: slots per FIFO (per peer and channel)."},
+      {"MYCOLL_GPU_CHANNEL_BYTES", "bytes", "32K",
        "GPU: message bytes per channel before another channel is added."},
+      {"MYCOLL_GPU_LL_BYTES", "bytes", "64K",
+       "GPU: a message whose share on one channel is at most this size travels with the "
+       "low-latency protocol (data and flag in one 16-byte store, no fence; half the link "
+       "bandwidth); larger ones with the bandwidth protocol (slots, fence, flag). 0 disables it."},
       {"MYCOLL_UCX_CHUNK_BYTES", "bytes", "256K",
        "UCX transport: largest message one UCX send carries (and size of each receive slot); "
        "larger transfers are split."},
@@ -192,6 +196,7 @@ Config Config::from_env() {
   c.gpu_channel_bytes =
       parse_bytes(env_get("MYCOLL_GPU_CHANNEL_BYTES"), "MYCOLL_GPU_CHANNEL_BYTES");
   if (c.gpu_channel_bytes == 0) c.gpu_channel_bytes = 1;
+  c.gpu_ll_bytes = parse_bytes(env_get("MYCOLL_GPU_LL_BYTES"), "MYCOLL_GPU_LL_BYTES");
   return c;
 }
 

@@ -40,8 +40,9 @@ struct Config {
   size_t chunk_bytes = 0;       // MYCOLL_CHUNK_BYTES (pipelined tree/chain)
   int gpu_channels = 32;        // MYCOLL_NCHANNELS
   size_t gpu_slot_bytes = 65536;  // MYCOLL_GPU_SLOT_BYTES
-  int gpu_slots = 8;            // MYCOLL_GPU_SLOTS
-  size_t gpu_channel_bytes = 262144;  // MYCOLL_GPU_CHANNEL_BYTES
+  int gpu_slots = 16;           // MYCOLL_GPU_SLOTS
+  size_t gpu_channel_bytes = 32768;  // MYCOLL_GPU_CHANNEL_BYTES
+  size_t gpu_ll_bytes = 65536;       // MYCOLL_GPU_LL_BYTES
 
   // Parses every variable; throws InvalidArgument naming the variable on a
   // malformed value.

@@ -27,6 +27,11 @@
 namespace mycoll {
 namespace {
 
+// Low-latency ring per peer and channel: 8 slots of 16 KiB lines (8 KiB of
+// data each).
+constexpr int kLlSlots = 8;
+constexpr uint64_t kLlSlotBytes = 16384;
+
 void cuda_check(cudaError_t e, const std::string& what) {
   if (e != cudaSuccess)
     throw_error(mycollUnhandledCudaError, what + ": " + cudaGetErrorString(e));
@@ -60,6 +65,8 @@ class DeviceCommImpl : public DeviceComm {
     geom_.max_channels = cfg.gpu_channels;
     geom_.nslots = cfg.gpu_slots;
     geom_.slot_bytes = cfg.gpu_slot_bytes;
+    geom_.ll_slots = kLlSlots;
+    geom_.ll_slot_bytes = kLlSlotBytes;
     std::vector<bool> use(c.nranks, false);
     bool any_host = false;
     for (int r = 0; r < c.nranks; ++r) {
@@ -79,6 +86,8 @@ class DeviceCommImpl : public DeviceComm {
     dc.rank = c.rank;
     dc.nranks = c.nranks;
     dc.timeout_ns = static_cast<uint64_t>(cfg.timeout_s * 1e9);
+    // An ll message must fit the ll ring whole (the sender writes it in one pass).
+    dc.ll_max_bytes = std::min<uint64_t>(cfg.gpu_ll_bytes, kLlSlots * (kLlSlotBytes / 2));
     dc.local = mesh_->local();
     cuda_check(cudaMalloc(&d_remote_, sizeof(char*) * c.nranks), "cudaMalloc");
     cuda_check(cudaMemcpy(d_remote_, mesh_->remote().data(), sizeof(char*) * c.nranks,
@@ -91,8 +100,9 @@ class DeviceCommImpl : public DeviceComm {
     cuda_check(cudaMalloc(&d_comm_, sizeof(DevComm)), "cudaMalloc");
     cuda_check(cudaMemcpy(d_comm_, &dc, sizeof(dc), cudaMemcpyHostToDevice), "cudaMemcpy");
     log_info(Subsys::Gpu,
-             "rank {} GPU {}: {} channels x {} slots x {} bytes per peer, FIFO memory {} MiB{}",
-             c.rank, dev_, geom_.max_channels, geom_.nslots, geom_.slot_bytes,
+             "rank {} GPU {}: {} channels x {} slots x {} bytes per peer, messages <= {} bytes "
+             "per channel in the low-latency ring, FIFO memory {} MiB{}",
+             c.rank, dev_, geom_.max_channels, geom_.nslots, geom_.slot_bytes, cfg.gpu_ll_bytes,
              geom_.total_bytes() >> 20, staged_ ? ", host-staged peers present" : "");
   }
 
@@ -222,7 +232,8 @@ class DeviceCommImpl : public DeviceComm {
   // Point-to-point batch: every message split over channels by its own size
   // (so both sides agree), cached by content (addresses repeat in training).
   DevPlan& p2p_plan(const Task& t, cudaStream_t s) {
-    DevicePlan built = build_device_p2p(t.plan, c_.cfg.gpu_channel_bytes, geom_.max_channels);
+    DevicePlan built = build_device_p2p(t.plan, c_.cfg.gpu_channel_bytes, geom_.max_channels,
+                                        plan_kernel_max_step_ops());
     std::string key(reinterpret_cast<const char*>(built.ops.data()),
                     built.ops.size() * sizeof(DevOp));
     key.append(reinterpret_cast<const char*>(built.chan.data()),

@@ -42,9 +42,10 @@ void flatten(const Plan& plan, size_t es, size_t lo, size_t scratch_base, bool a
       if (d.kind != kDevCopy && d.kind != kDevReduce) ++transfers;
       ops.push_back(d);
     }
-    if (transfers > max_step_transfers)
-      throw_error(mycollInvalidUsage, "a step has " + std::to_string(transfers) +
-                                          " transfers; the GPU engine handles at most " +
+    (void)transfers;
+    if (ops.size() - first > static_cast<size_t>(max_step_transfers))
+      throw_error(mycollInvalidUsage, "a step has " + std::to_string(ops.size() - first) +
+                                          " operations; the GPU engine handles at most " +
                                           std::to_string(max_step_transfers));
     if (ops.size() > first) ops.back().step_end = 1;
   }
@@ -100,7 +101,8 @@ DevicePlan build_device_collective(const DeviceCollArgs& a,
   return p;
 }
 
-DevicePlan build_device_p2p(const Plan& p2p, size_t channel_bytes, int max_channels) {
+DevicePlan build_device_p2p(const Plan& p2p, size_t channel_bytes, int max_channels,
+                            int max_step_ops) {
   auto message_bytes = [](const Op& op) {
     return op.kind == OpKind::Send ? op.src.count : op.dst.count;
   };
@@ -135,6 +137,11 @@ DevicePlan build_device_p2p(const Plan& p2p, size_t channel_bytes, int max_chann
         }
         p.ops.push_back(d);
       }
+      if (p.ops.size() - first > static_cast<size_t>(max_step_ops))
+        throw_error(mycollInvalidUsage,
+                    "a group of point-to-point calls puts " + std::to_string(p.ops.size() - first) +
+                        " messages on one GPU channel; the GPU engine handles at most " +
+                        std::to_string(max_step_ops) + " (split the group)");
       if (p.ops.size() > first) p.ops.back().step_end = 1;
     }
     p.chan.push_back(static_cast<uint32_t>(p.ops.size()));

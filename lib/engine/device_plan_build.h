@@ -39,7 +39,7 @@ struct DeviceCollArgs {
   int nranks = 1;
   int rank = 0;
   int nch = 1;
-  int max_step_transfers = 128;
+  int max_step_transfers = 256;
 };
 
 // One plan per channel, each over the column [lo, hi) of every rank block
@@ -51,6 +51,7 @@ DevicePlan build_device_collective(const DeviceCollArgs& a,
 
 // A point-to-point batch (absolute-address slices, see make_p2p_task): every
 // message split over device_channels(its bytes) channels, so both sides agree.
-DevicePlan build_device_p2p(const Plan& p2p, size_t channel_bytes, int max_channels);
+DevicePlan build_device_p2p(const Plan& p2p, size_t channel_bytes, int max_channels,
+                            int max_step_ops = 256);
 
 }  // namespace mycoll
