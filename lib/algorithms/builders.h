@@ -107,11 +107,33 @@ Tree binary_tree(int n);
 // smallest subtree first.
 Tree binomial_tree(int n, int root);
 
+// Pipelined schedules over any rooted tree (tree.cc), shared by the tree and
+// hier families. A node reduces chunk c up after its children, in a global
+// time that both ends of every transfer share (deadlock-free), and the
+// broadcast forwards chunk c to all children one step after receiving it.
+//   allreduce: reduce to tr.root (accumulating in Output), broadcast back.
+//   broadcast: tr.root must be a.root.
+//   reduce:    tr.root must be a.root; inner nodes use Scratch chunk slots.
+Plan tree_allreduce(const CollArgs& a, const Tree& tr);
+Plan tree_broadcast(const CollArgs& a, const Tree& tr);
+Plan tree_reduce(const CollArgs& a, const Tree& tr);
+
+// CollArgs::host_of as host indices: hosts numbered 0, 1, ... in order of
+// their lowest rank; ranks[h] = the ranks of host h, ascending. nullptr
+// host_of gives one host holding every rank.
+struct Hosts {
+  std::vector<int> host;               // per rank
+  std::vector<std::vector<int>> ranks;  // per host
+  int count() const { return static_cast<int>(ranks.size()); }
+};
+Hosts host_layout(const CollArgs& a);
+
 // Family builders (see docs/algorithms.md for each schedule).
 Plan ring_plan(const CollArgs& a);
 Plan tree_plan(const CollArgs& a);
 Plan rhd_plan(const CollArgs& a);
 Plan direct_plan(const CollArgs& a);
+Plan hier_plan(const CollArgs& a);
 
 }  // namespace algo
 }  // namespace mycoll

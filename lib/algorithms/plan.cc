@@ -28,6 +28,7 @@ const char* algo_name(Algo a) {
     case Algo::Tree: return "tree";
     case Algo::Rhd: return "rhd";
     case Algo::Direct: return "direct";
+    case Algo::Hier: return "hier";
   }
   return "unknown";
 }
@@ -45,6 +46,8 @@ bool algo_supports(Algo a, Coll c) {
     case Algo::Direct:
       return c == Coll::AllReduce || c == Coll::AllToAll || c == Coll::Scatter ||
              c == Coll::Gather;
+    case Algo::Hier:
+      return c == Coll::AllReduce || c == Coll::Broadcast || c == Coll::Reduce;
   }
   return false;
 }
@@ -128,6 +131,7 @@ Plan build_plan(Algo algo, const CollArgs& a) {
       case Algo::Tree: plan = algo::tree_plan(a); break;
       case Algo::Rhd: plan = algo::rhd_plan(a); break;
       case Algo::Direct: plan = algo::direct_plan(a); break;
+      case Algo::Hier: plan = algo::hier_plan(a); break;
     }
   }
   bool reduced = a.coll == Coll::AllReduce || a.coll == Coll::ReduceScatter ||
@@ -208,6 +212,20 @@ Tree binary_tree(int n) {
     t.children[(v - 1) / 2].push_back(v);
   }
   return t;
+}
+
+Hosts host_layout(const CollArgs& a) {
+  Hosts h;
+  h.host.assign(a.nranks, 0);
+  std::map<int, int> index;  // host id -> host index, in order of lowest rank
+  for (int r = 0; r < a.nranks; ++r) {
+    int id = a.host_of ? a.host_of[r] : 0;
+    auto it = index.emplace(id, static_cast<int>(index.size())).first;
+    h.host[r] = it->second;
+    if (h.host[r] == static_cast<int>(h.ranks.size())) h.ranks.emplace_back();
+    h.ranks[h.host[r]].push_back(r);
+  }
+  return h;
 }
 
 Tree binomial_tree(int n, int root) {

@@ -26,10 +26,11 @@ constexpr int kNumColls = 9;
 const char* coll_name(Coll c);  // "allreduce", "broadcast", ... (lower case, as in MYCOLL_ALGO)
 
 // Algorithm families. Not every family serves every collective:
-// algo_supports() says which (see docs/algorithms.md).
-enum class Algo : uint8_t { Ring, Tree, Rhd, Direct };
-constexpr int kNumAlgos = 4;
-const char* algo_name(Algo a);  // "ring", "tree", "rhd", "direct"
+// algo_supports() says which (see docs/algorithms.md). Hier = two-level
+// trees: a chain inside each host, a tree over the hosts' chain heads.
+enum class Algo : uint8_t { Ring, Tree, Rhd, Direct, Hier };
+constexpr int kNumAlgos = 5;
+const char* algo_name(Algo a);  // "ring", "tree", "rhd", "direct", "hier"
 bool algo_supports(Algo a, Coll c);
 
 // The three buffers a plan may address. Input = the user's send buffer,
@@ -103,6 +104,13 @@ struct CollArgs {
   // block of input; all-to-all: input == output). Builders must stay correct
   // under that aliasing; the simulator runs both ways.
   bool in_place = false;
+  // Host layout, in the rank numbering the plan is built in: host_of[r] is
+  // an id of rank r's host (equal ids = same host; any ints), nranks entries.
+  // nullptr = every rank on one host. Read during build_plan only (the
+  // caller keeps the array alive for that long). Only topology-aware
+  // builders look at it: hier (its chains and host tree) and rhd all-reduce
+  // (which exchanges inside hosts first); every other plan ignores it.
+  const int* host_of = nullptr;
 };
 
 // Element counts of Input and Output a collective addresses on this rank
@@ -119,7 +127,7 @@ Plan build_plan(Algo algo, const CollArgs& a);
 
 // Algorithm choice: MYCOLL_ALGO spec parsed once.
 //   "" or "auto"          -> size/rank rule (docs/algorithms.md)
-//   "ring" | "tree" | "rhd" | "direct" -> that family for every collective
+//   "ring" | "tree" | "rhd" | "direct" | "hier" -> that family for every collective
 //                            it serves, auto for the others
 //   "allreduce:rhd,broadcast:tree" -> per collective (others auto)
 // A per-collective entry naming an algorithm that does not serve that
@@ -136,12 +144,19 @@ class AlgoPolicy {
   // be scheduled, so the automatic rule prefers fewer steps (rhd all-reduce
   // up to 8 MiB instead of the ring's 2(n-1) steps).
   void set_oversubscribed(bool v) { oversubscribed_ = v; }
+  // Ranks span this many hosts (1 = one host). With several hosts the
+  // automatic rule moves tree-shaped choices (and mid-size all-reduce) to
+  // hier; with one host it is exactly the single-host rule.
+  void set_hosts(int hosts) { hosts_ = hosts; }
+  // The automatic rule for a communicator of nranks over `hosts` hosts.
+  static Algo auto_choice_hosts(Coll c, int nranks, int hosts, size_t bytes);
 
  private:
   Algo auto_rule(Coll c, int nranks, size_t bytes) const;
   int forced_[kNumColls] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
   int global_ = -1;
   bool oversubscribed_ = false;
+  int hosts_ = 1;
 };
 
 }  // namespace mycoll

@@ -50,7 +50,7 @@ int parse_coll(const std::string& name) {
 
 [[noreturn]] void bad_spec(const std::string& spec, const std::string& why) {
   throw_error(mycollInvalidArgument, "MYCOLL_ALGO '" + spec + "': " + why +
-                                         " (expected auto | ring | tree | rhd | direct, or "
+                                         " (expected auto | ring | tree | rhd | direct | hier, or "
                                          "comma-separated <collective>:<algorithm> entries)");
 }
 
@@ -107,10 +107,24 @@ Algo AlgoPolicy::choose(Coll c, int nranks, size_t bytes) const {
 }
 
 Algo AlgoPolicy::auto_rule(Coll c, int nranks, size_t bytes) const {
-  Algo a = auto_choice(c, nranks, bytes);
+  Algo a = auto_choice_hosts(c, nranks, hosts_, bytes);
   if (oversubscribed_ && c == Coll::AllReduce && a == Algo::Ring && nranks > 2 &&
       bytes <= 8 * MiB)
     return Algo::Rhd;
+  return a;
+}
+
+// Several hosts: the tree family's flat trees (binary, binomial) cross a host
+// boundary on most edges; the two-level tree of hier crosses it once per host
+// (chains inside, a tree over the hosts), with the same pipelined schedule
+// and about as many rounds. So wherever the single-host rule picks a tree,
+// several hosts with more ranks than hosts get hier. Ring (its rings and
+// chains already cross each host boundary once in host-major order), rhd
+// (topology-aware: local exchanges carry the big halves) and direct stay.
+Algo AlgoPolicy::auto_choice_hosts(Coll c, int nranks, int hosts, size_t bytes) {
+  Algo a = auto_choice(c, nranks, bytes);
+  if (hosts > 1 && hosts < nranks && a == Algo::Tree && algo_supports(Algo::Hier, c))
+    return Algo::Hier;
   return a;
 }
 

@@ -8,6 +8,11 @@
 // data into the odd one before the p-rank core runs and gets the result back
 // after it. The core runs on "new ranks": the odd rank of a pair i is new
 // rank i, a rank r >= 2*rem is new rank r - rem. Details: docs/algorithms.md.
+// All-reduce is topology-aware (CollArgs::host_of): over several hosts its
+// halving steps take the distances whose partners share a host first.
+#include <algorithm>
+#include <utility>
+
 #include "algorithms/builders.h"
 
 namespace mycoll {
@@ -29,6 +34,33 @@ struct Fold {
   int first_block(int nr) const { return nr < rem ? 2 * nr : nr + rem; }
 };
 
+// Distances of the all-reduce's halving steps, in order (the doubling uses
+// them backwards). One host: p/2, ..., 1. Several hosts: ordered by how many
+// new ranks' partners at that distance live on another host, fewest first
+// (ties keep the descending order). The halving's first steps move the
+// largest halves and the doubling's last steps the largest windows, so those
+// stay inside hosts; with h hosts of k ranks (powers of two, host-major)
+// the first log2 k halving steps are local and a rank sends about 2m/k
+// across hosts instead of 2m(1 - 1/h).
+std::vector<int> halving_distances(const Fold& f, const CollArgs& a) {
+  std::vector<int> ds;
+  for (int d = f.p / 2; d >= 1; d /= 2) ds.push_back(d);
+  if (a.host_of == nullptr) return ds;
+  const Hosts h = host_layout(a);
+  if (h.count() == 1) return ds;
+  std::vector<std::pair<int, int>> keyed;  // (crossing partners, d)
+  for (int d : ds) {
+    int crossing = 0;
+    for (int nr = 0; nr < f.p; ++nr)
+      crossing += h.host[f.real_rank(nr)] != h.host[f.real_rank(nr ^ d)];
+    keyed.emplace_back(crossing, d);
+  }
+  std::stable_sort(keyed.begin(), keyed.end(),
+                   [](const auto& x, const auto& y) { return x.first < y.first; });
+  for (size_t i = 0; i < ds.size(); ++i) ds[i] = keyed[i].second;
+  return ds;
+}
+
 Plan allreduce(const CollArgs& a) {
   Fold f(a.nranks);
   const int r = a.rank;
@@ -47,26 +79,37 @@ Plan allreduce(const CollArgs& a) {
   }
   Parts seg(a.count, f.p);
   const int nr = f.new_rank(r);
+  const std::vector<int> dists = halving_distances(f, a);
+  // The window [lo, hi) of segments this rank is responsible for. Partners
+  // at distance d agree on every bit handled before d, hence on the window.
   int lo = 0, hi = f.p;
-  // Halving: keep the half of the window that holds new rank nr's segment.
-  for (int d = f.p / 2; d >= 1; d /= 2, ++time) {
-    int peer = f.real_rank(nr ^ d), mid = lo + d;
+  std::vector<std::pair<int, int>> windows;  // before each halving step
+  // Halving: keep the half of the window the partner does not keep (the
+  // lower half when bit d of nr is 0).
+  for (int d : dists) {
+    int peer = f.real_rank(nr ^ d), mid = lo + (hi - lo) / 2;
     bool low = (nr & d) == 0;
     int klo = low ? lo : mid, khi = low ? mid : hi, slo = low ? mid : lo, shi = low ? hi : mid;
     Buf src = in_output ? Buf::Output : Buf::Input;
     t.send(time, peer, seg.range(src, slo, shi));
     t.recv_reduce(time, peer, seg.range(Buf::Output, klo, khi), seg.range(src, klo, khi));
     in_output = true;
+    windows.emplace_back(lo, hi);
     lo = klo;
     hi = khi;
+    ++time;
   }
-  // Doubling: exchange windows with the partner until all p segments are here.
-  for (int d = 1; d < f.p; d *= 2, ++time) {
-    int peer = f.real_rank(nr ^ d), plo = lo ^ d;
+  // Doubling: exchange windows with the same partners in reverse order until
+  // all p segments are here.
+  for (auto it = dists.rbegin(); it != dists.rend(); ++it, ++time) {
+    auto [plo, phi] = windows.back();
+    windows.pop_back();
+    int peer = f.real_rank(nr ^ *it), mid = plo + (phi - plo) / 2;
     t.send(time, peer, seg.range(Buf::Output, lo, hi));
-    t.recv(time, peer, seg.range(Buf::Output, plo, plo + d));
-    lo = lo < plo ? lo : plo;
-    hi = lo + 2 * d;
+    t.recv(time, peer,
+           lo == plo ? seg.range(Buf::Output, mid, phi) : seg.range(Buf::Output, plo, mid));
+    lo = plo;
+    hi = phi;
   }
   if (f.folds_in(r)) t.send(time, r - 1, out_all);
   return t.finish();

@@ -94,8 +94,9 @@ void emit_down(StepTable& t, const Tree& tr, const std::vector<int>& depth, int 
   }
 }
 
-Plan allreduce(const CollArgs& a) {
-  Tree tr = binary_tree(a.nranks);
+}  // namespace
+
+Plan tree_allreduce(const CollArgs& a, const Tree& tr) {
   UpSchedule up = up_schedule(tr);
   Chunks ch(a);
   StepTable t;
@@ -104,8 +105,7 @@ Plan allreduce(const CollArgs& a) {
   return t.finish();
 }
 
-Plan broadcast(const CollArgs& a) {
-  Tree tr = binomial_tree(a.nranks, a.root);
+Plan tree_broadcast(const CollArgs& a, const Tree& tr) {
   Chunks ch(a);
   StepTable t;
   if (a.rank == a.root) t.copy(0, Slice{Buf::Output, 0, a.count}, Slice{Buf::Input, 0, a.count});
@@ -115,8 +115,7 @@ Plan broadcast(const CollArgs& a) {
 
 // Non-root inner nodes accumulate in K chunk-sized Scratch slots, K = the
 // number of chunks alive at once (first receive to send, inclusive).
-Plan reduce(const CollArgs& a) {
-  Tree tr = binomial_tree(a.nranks, a.root);
+Plan tree_reduce(const CollArgs& a, const Tree& tr) {
   UpSchedule up = up_schedule(tr);
   Chunks ch(a);
   const int r = a.rank;
@@ -134,6 +133,8 @@ Plan reduce(const CollArgs& a) {
   emit_up(t, tr, up, r, ch, acc);
   return t.finish(scratch);
 }
+
+namespace {
 
 // Blocks are handled in relative rank order x = rank - root (mod n): the
 // binomial subtree of relative rank v holds x in [v, v + size(v)).
@@ -231,9 +232,9 @@ Plan scatter(const CollArgs& a) {
 
 Plan tree_plan(const CollArgs& a) {
   switch (a.coll) {
-    case Coll::AllReduce: return allreduce(a);
-    case Coll::Broadcast: return broadcast(a);
-    case Coll::Reduce: return reduce(a);
+    case Coll::AllReduce: return tree_allreduce(a, binary_tree(a.nranks));
+    case Coll::Broadcast: return tree_broadcast(a, binomial_tree(a.nranks, a.root));
+    case Coll::Reduce: return tree_reduce(a, binomial_tree(a.nranks, a.root));
     case Coll::Scatter: return scatter(a);
     case Coll::Gather: return gather(a);
     default: break;

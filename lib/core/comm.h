@@ -39,6 +39,10 @@ struct mycollComm {
   // (all-reduce, broadcast, reduce) are built in that order, so rings and
   // chains cross each host boundary once.
   std::vector<int> vrank_of, rank_at;
+  // Host index of each rank, in rank order and in host-major order (hosts
+  // numbered by their lowest rank); empty on one host. comm_build_plan
+  // hands the matching one to the builders as CollArgs::host_of.
+  std::vector<int> host_of_rank, host_of_vrank;
   std::unique_ptr<mycoll::DeviceComm> device;  // GPU state, when cuda_device >= 0
 
   // Host engine scratch, grown on demand and reused.
@@ -69,7 +73,8 @@ namespace mycoll {
 // a host-only communicator. Throws Error.
 // build_plan for this communicator: all-reduce, broadcast and reduce are
 // built over the host-major order (peers mapped back to ranks); collectives
-// whose buffers are laid out by rank use rank order.
+// whose buffers are laid out by rank use rank order. Either way the builders
+// get the host layout (CollArgs::host_of) when ranks span several hosts.
 Plan comm_build_plan(const mycollComm& c, Algo algo, CollArgs a);
 
 std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int rank,

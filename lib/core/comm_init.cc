@@ -1,6 +1,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -92,7 +93,11 @@ static void connect_host_transports(mycollComm& c) {
 Plan comm_build_plan(const mycollComm& c, Algo algo, CollArgs a) {
   const bool reorder = a.coll == Coll::AllReduce || a.coll == Coll::Broadcast ||
                        a.coll == Coll::Reduce;
-  if (!reorder || c.vrank_of.empty()) return build_plan(algo, a);
+  if (!reorder || c.vrank_of.empty()) {
+    if (!c.host_of_rank.empty()) a.host_of = c.host_of_rank.data();
+    return build_plan(algo, a);
+  }
+  a.host_of = c.host_of_vrank.data();
   a.rank = c.vrank_of[a.rank];
   a.root = c.vrank_of[a.root];
   Plan p = build_plan(algo, a);
@@ -125,13 +130,29 @@ std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int 
       local += std::strncmp(p.host_id, c->peers[rank].host_id, sizeof(p.host_id)) == 0;
     cpu_set_t set;
     int cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
-    if (cores > 0 && local > cores && cuda_device < 0) {
-      c->algo.set_oversubscribed(true);
+    // Every rank must choose the same algorithm, so the rule switches when
+    // any host is oversubscribed (hosts may differ in ranks and cores).
+    std::vector<char> over(nranks, 0);
+    over[rank] = cores > 0 && local > cores && cuda_device < 0;
+    c->bootstrap->allgather(over.data(), 1);
+    if (over[rank])
       log_info(Subsys::Tuning, "rank {}: {} ranks on this host share {} cores: automatic "
                "all-reduce prefers fewer steps", rank, local, cores);
-    }
+    if (std::find(over.begin(), over.end(), 1) != over.end()) c->algo.set_oversubscribed(true);
   }
   std::vector<int> order = host_major_order(c->peers);
+  const int nhosts = count_hosts(c->peers);
+  c->algo.set_hosts(nhosts);
+  if (nhosts > 1) {
+    c->host_of_rank.assign(nranks, 0);
+    c->host_of_vrank.assign(nranks, 0);
+    for (int v = 1; v < nranks; ++v) {
+      bool same = std::strncmp(c->peers[order[v]].host_id, c->peers[order[v - 1]].host_id,
+                               sizeof(c->peers[0].host_id)) == 0;
+      c->host_of_vrank[v] = c->host_of_vrank[v - 1] + (same ? 0 : 1);
+    }
+    for (int v = 0; v < nranks; ++v) c->host_of_rank[order[v]] = c->host_of_vrank[v];
+  }
   bool identity = true;
   for (int v = 0; v < nranks; ++v) identity &= order[v] == v;
   if (!identity) {

@@ -27,7 +27,8 @@ const std::vector<EnvVar>& env_registry() {
        "ranks span several hosts and an active RDMA port exists, else socket. Naming one that is "
        "not available is an error at init."},
       {"MYCOLL_ALGO", "string", "auto",
-       "Algorithm: auto, ring, tree, rhd, direct, or per collective, e.g. "
+       "Algorithm: auto, ring, tree, rhd, direct, hier (two-level: chains inside hosts, a tree "
+       "over hosts), or per collective, e.g. "
        "\"allreduce:rhd,broadcast:tree\" (others stay automatic)."},
       {"MYCOLL_SOCKET_IFNAME", "string", "",
        "Interfaces for bootstrap and sockets: prefix list (\"eth,ens\"), ^ to exclude "

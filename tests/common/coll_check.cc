@@ -50,6 +50,7 @@ bool algo_serves(const std::string& algo, CollKind k) {
   if (algo == "rhd") return k == K::AllReduce || k == K::ReduceScatter || k == K::AllGather;
   if (algo == "direct")
     return k == K::AllReduce || k == K::AllToAll || k == K::Scatter || k == K::Gather;
+  if (algo == "hier") return k == K::AllReduce || k == K::Broadcast || k == K::Reduce;
   return false;
 }
 

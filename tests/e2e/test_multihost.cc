@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "common/coll_check.h"
 #include "common/multiproc.h"
@@ -51,17 +52,15 @@ void enter_host(int host) {
   setenv("MYCOLL_HOST_ID", ("nshost" + std::to_string(host)).c_str(), 1);
 }
 
-// interleave: rank r lives on host r % hosts (rank order crosses hosts at
-// every step; the library must reorder its rings), else host r / ranks_per_host.
-void run_layout(int ranks_per_host, int hosts, bool interleave = false) {
-  for (const char* algo : {"ring", "tree", "rhd", "auto"}) {
+// host_of[r]: the host rank r lives on. Every collective x dtype x count x
+// in/out of place under each MYCOLL_ALGO of algos (others stay automatic).
+void run_hosts(const std::vector<int>& host_of, std::vector<const char*> algos) {
+  for (const char* algo : algos) {
     LaunchOptions opt;
-    opt.nranks = ranks_per_host * hosts;
+    opt.nranks = static_cast<int>(host_of.size());
     opt.env = {{"MYCOLL_SOCKET_IFNAME", "mycvp"}, {"MYCOLL_TIMEOUT", "60"},
                {"MYCOLL_ALGO", algo}, {"MYCOLL_CHUNK_BYTES", "8K"}};
-    opt.pre_init = [ranks_per_host, hosts, interleave](int rank) {
-      enter_host(interleave ? rank % hosts : rank / ranks_per_host);
-    };
+    opt.pre_init = [host_of](int rank) { enter_host(host_of[rank]); };
     auto res = run_ranks(opt, [](mycollComm_t comm, int rank, int n, const mycollUniqueId&) {
       const CollKind kinds[] = {CollKind::AllReduce, CollKind::Broadcast,     CollKind::Reduce,
                                 CollKind::AllGather, CollKind::ReduceScatter, CollKind::AllToAll,
@@ -79,14 +78,54 @@ void run_layout(int ranks_per_host, int hosts, bool interleave = false) {
             }
       return 0;
     });
-    EXPECT_EQ(describe_failures(res), "") << algo << ", " << hosts << " hosts x " << ranks_per_host;
+    std::string layout;
+    for (int h : host_of) layout += std::to_string(h);
+    EXPECT_EQ(describe_failures(res), "") << algo << ", host of each rank " << layout;
   }
+}
+
+// interleave: rank r lives on host r % hosts (rank order crosses hosts at
+// every step; the library must reorder its rings), else host r / ranks_per_host.
+void run_layout(int ranks_per_host, int hosts, bool interleave = false) {
+  std::vector<int> host_of;
+  for (int r = 0; r < ranks_per_host * hosts; ++r)
+    host_of.push_back(interleave ? r % hosts : r / ranks_per_host);
+  run_hosts(host_of, {"ring", "tree", "rhd", "hier", "auto"});
 }
 
 TEST_F(MultiHost, ThreeHostsTwoRanksEach) { run_layout(2, 3); }
 TEST_F(MultiHost, TwoHostsOneRankEach) { run_layout(1, 2); }
 TEST_F(MultiHost, ThreeHostsThreeRanksEach) { run_layout(3, 3); }
 TEST_F(MultiHost, ThreeHostsTwoRanksEachInterleaved) { run_layout(2, 3, true); }
+// Uneven hosts (1, 2 and 3 ranks), interleaved: the two-level algorithms'
+// chains and host tree follow the layout, whatever the rank numbering.
+TEST_F(MultiHost, ThreeHostsUnevenInterleaved) {
+  run_hosts({2, 1, 2, 0, 1, 2}, {"hier", "rhd", "auto"});
+}
+// hier with the root on each host (count 1, 999, 70001; chunks of 8K stream
+// through the chains): broadcast and reduce from every rank.
+TEST_F(MultiHost, HierEveryRoot) {
+  LaunchOptions opt;
+  const std::vector<int> host_of{0, 0, 1, 1, 1};
+  opt.nranks = static_cast<int>(host_of.size());
+  opt.env = {{"MYCOLL_SOCKET_IFNAME", "mycvp"}, {"MYCOLL_TIMEOUT", "60"},
+             {"MYCOLL_ALGO", "hier"}, {"MYCOLL_CHUNK_BYTES", "8K"}};
+  opt.pre_init = [host_of](int rank) { enter_host(host_of[rank]); };
+  auto res = run_ranks(opt, [](mycollComm_t comm, int, int n, const mycollUniqueId&) {
+    int seed = 7;
+    MemOps mem = host_mem();
+    for (int root = 0; root < n; ++root)
+      for (CollKind k : {CollKind::Broadcast, CollKind::Reduce})
+        for (size_t count : {size_t(1), size_t(999), size_t(70001)})
+          for (bool inplace : {false, true}) {
+            CheckCase c{k, mycollFloat32, mycollSum, count, root, inplace, seed++};
+            std::string err;
+            if (!check(run_and_check(comm, c, mem, &err), err)) return 1;
+          }
+    return 0;
+  });
+  EXPECT_EQ(describe_failures(res), "");
+}
 
 }  // namespace
 

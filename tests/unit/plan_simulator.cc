@@ -329,6 +329,11 @@ std::string Case::describe() const {
   o << algo_name(algo) << "/" << coll_name(args.coll) << " nranks=" << args.nranks
     << " root=" << args.root << " count=" << args.count << " stride=" << args.stride
     << " chunk=" << args.chunk << (args.in_place ? " in-place" : " out-of-place");
+  if (args.host_of) {
+    o << " hosts=[";
+    for (int r = 0; r < args.nranks; ++r) o << (r ? " " : "") << args.host_of[r];
+    o << "]";
+  }
   return o.str();
 }
 

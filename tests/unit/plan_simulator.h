@@ -42,7 +42,8 @@ struct RankMemory {
 // of the first violation (rank, step, op).
 std::string execute(const std::vector<Plan>& plans, std::vector<RankMemory>& mem);
 
-// One collective: the arguments all ranks share (args.rank is ignored).
+// One collective: the arguments all ranks share (args.rank is ignored;
+// args.host_of, when set, must point at nranks host ids that outlive the run).
 struct Case {
   Algo algo = Algo::Ring;
   CollArgs args;

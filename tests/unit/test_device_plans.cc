@@ -173,7 +173,15 @@ std::string run_case(Coll coll, Algo algo, int n, size_t count, int root, bool i
     a.nranks = n;
     a.rank = r;
     a.nch = nch;
-    plans[r] = build_device_collective(a, [&](const CollArgs& c) { return build_plan(algo, c); });
+    // Two hosts (first half, second half): hier and rhd all-reduce use the
+    // layout, the other builders ignore it.
+    std::vector<int> hosts(n);
+    for (int q = 0; q < n; ++q) hosts[q] = q < (n + 1) / 2 ? 0 : 1;
+    plans[r] = build_device_collective(a, [&](const CollArgs& c) {
+      CollArgs with_hosts = c;
+      with_hosts.host_of = hosts.data();
+      return build_plan(algo, with_hosts);
+    });
     scratch[r].assign(plans[r].scratch_bytes / 4 + 1, 0x5a5a5a5a);
     // Input (what this rank sends) and output sizes in elements.
     size_t in_n = count, out_n = count;
@@ -223,7 +231,7 @@ std::string run_case(Coll coll, Algo algo, int n, size_t count, int root, bool i
 TEST(DevicePlans, EveryCollectiveAlgorithmChannelSplitMatchesReference) {
   const Coll colls[] = {Coll::AllReduce, Coll::Broadcast, Coll::Reduce, Coll::AllGather,
                         Coll::ReduceScatter, Coll::AllToAll, Coll::Scatter, Coll::Gather};
-  const Algo algos[] = {Algo::Ring, Algo::Tree, Algo::Rhd, Algo::Direct};
+  const Algo algos[] = {Algo::Ring, Algo::Tree, Algo::Rhd, Algo::Direct, Algo::Hier};
   int cases = 0;
   for (Coll coll : colls)
     for (Algo algo : algos) {

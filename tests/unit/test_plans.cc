@@ -111,6 +111,216 @@ std::string pair_name(const ::testing::TestParamInfo<Pair>& info) {
 INSTANTIATE_TEST_SUITE_P(Algorithms, PlanSim, ::testing::ValuesIn(supported_pairs()), pair_name);
 
 // ---------------------------------------------------------------------------
+// Host layouts (CollArgs::host_of): every algorithm must stay correct with a
+// layout (hier and rhd all-reduce use it, the others ignore it).
+
+struct Layout {
+  std::string name;
+  std::vector<int> host_of;  // host id per rank
+};
+
+// Contiguous hosts of the given sizes (host ids deliberately not 0..h-1).
+Layout contiguous(const std::vector<int>& sizes) {
+  Layout l;
+  for (size_t h = 0; h < sizes.size(); ++h) {
+    l.name += (h ? "/" : "") + std::to_string(sizes[h]);
+    for (int i = 0; i < sizes[h]; ++i) l.host_of.push_back(10 + 7 * static_cast<int>(h));
+  }
+  return l;
+}
+
+// Rank r on host r % hosts.
+Layout interleaved(int hosts, int n) {
+  Layout l{"interleaved" + std::to_string(hosts) + "x" + std::to_string(n), {}};
+  for (int r = 0; r < n; ++r) l.host_of.push_back(r % hosts);
+  return l;
+}
+
+std::vector<Layout> layouts() {
+  std::vector<Layout> out;
+  for (int k = 1; k <= 4; ++k) out.push_back(contiguous({k, k}));  // 2 hosts x 1..4
+  for (auto sizes : std::vector<std::vector<int>>{{1, 2, 3}, {3, 1, 2}, {2, 3, 1}, {3, 3, 3},
+                                                  {2, 2, 2, 2}, {1, 1, 1, 1, 1}, {4, 1},
+                                                  {2, 5, 1, 3}, {4, 4, 4, 4}, {3, 3, 3, 3, 3}})
+    out.push_back(contiguous(sizes));
+  for (int n : {4, 5, 6, 7}) out.push_back(interleaved(2, n));
+  for (int n : {6, 7, 8}) out.push_back(interleaved(3, n));
+  return out;
+}
+
+TEST_P(PlanSim, HostLayouts) {
+  const Pair p = GetParam();
+  int runs = 0, failures = 0;
+  for (const Layout& l : layouts()) {
+    const int n = static_cast<int>(l.host_of.size());
+    std::set<int> roots{0};
+    if (rooted(p.coll))
+      for (int r = 0; r < n; ++r) roots.insert(r);
+    for (size_t count : {size_t(1), size_t(3), size_t(n + 1), size_t(129)})
+      for (int root : roots)
+        for (bool in_place : {false, true})
+          for (size_t chunk : chunked(p.coll) ? std::vector<size_t>{0, 3} : std::vector<size_t>{0})
+            for (size_t stride : blocked(p.coll) ? std::vector<size_t>{0, count + 3}
+                                                 : std::vector<size_t>{0}) {
+              sim::Case c;
+              c.algo = p.algo;
+              c.args.coll = p.coll;
+              c.args.nranks = n;
+              c.args.root = root;
+              c.args.count = count;
+              c.args.stride = stride;
+              c.args.chunk = chunk;
+              c.args.in_place = in_place;
+              c.args.host_of = l.host_of.data();
+              std::string err = sim::run_case(c);
+              ++runs;
+              if (!err.empty() && ++failures <= 10) ADD_FAILURE() << l.name << ": " << err;
+            }
+  }
+  EXPECT_EQ(failures, 0) << "of " << runs << " configurations";
+}
+
+// Elements each rank sends to ranks of another host.
+std::vector<size_t> cross_host_sent(Algo algo, CollArgs a, const std::vector<int>& host_of,
+                                    const std::vector<int>& layout_for_plan) {
+  std::vector<size_t> out(a.nranks, 0);
+  a.host_of = layout_for_plan.empty() ? nullptr : layout_for_plan.data();
+  for (int r = 0; r < a.nranks; ++r) {
+    a.rank = r;
+    for (const Step& s : build_plan(algo, a).steps)
+      for (const Op& op : s.ops)
+        if (op.kind == OpKind::Send && host_of[op.peer] != host_of[r]) out[r] += op.src.count;
+  }
+  return out;
+}
+
+// The hier plans are two-level: per host only the chain head talks to other
+// hosts, and the host tree's H-1 edges carry the message once each way
+// (all-reduce) or once (broadcast, reduce); no head exchanges with more than
+// three other hosts. Other ranks send only inside their host.
+TEST(HierPlans, OnlyChainHeadsCrossHostsOncePerTreeEdge) {
+  for (const Layout& l : layouts()) {
+    const int n = static_cast<int>(l.host_of.size());
+    const int hosts = static_cast<int>(std::set<int>(l.host_of.begin(), l.host_of.end()).size());
+    for (Coll coll : {Coll::AllReduce, Coll::Broadcast, Coll::Reduce})
+      for (int root = 0; root < n; ++root) {
+        if (coll == Coll::AllReduce && root > 0) break;
+        CollArgs a;
+        a.coll = coll;
+        a.nranks = n;
+        a.root = root;
+        a.count = 1000;
+        a.chunk = 64;
+        a.host_of = l.host_of.data();
+        std::vector<size_t> cross = cross_host_sent(Algo::Hier, a, l.host_of, l.host_of);
+        std::set<int> talkers_per_host;
+        size_t total = 0;
+        for (int r = 0; r < n; ++r) {
+          std::set<int> peer_hosts;
+          a.rank = r;
+          for (const Step& s : build_plan(Algo::Hier, a).steps)
+            for (const Op& op : s.ops)
+              if (op.peer >= 0 && l.host_of[op.peer] != l.host_of[r])
+                peer_hosts.insert(l.host_of[op.peer]);
+          EXPECT_LE(peer_hosts.size(), 3u) << l.name << " rank " << r;
+          if (!peer_hosts.empty()) {
+            EXPECT_TRUE(talkers_per_host.insert(l.host_of[r]).second)
+                << l.name << " " << coll_name(coll) << ": two ranks of host " << l.host_of[r]
+                << " talk across hosts";
+          }
+          size_t most = coll == Coll::AllReduce ? 3 : coll == Coll::Broadcast ? 2 : 1;
+          EXPECT_LE(cross[r], most * a.count) << l.name << " rank " << r;
+          total += cross[r];
+        }
+        size_t per_edge = coll == Coll::AllReduce ? 2 : 1;
+        EXPECT_EQ(total, per_edge * (hosts - 1) * a.count)
+            << l.name << " " << coll_name(coll) << " root " << root;
+      }
+  }
+}
+
+// Broadcast and reduce start/end the root's chain at the root itself.
+TEST(HierPlans, RootIsItsHostsChainHead) {
+  CollArgs a;
+  a.coll = Coll::Broadcast;
+  a.nranks = 6;
+  a.count = 10;
+  std::vector<int> hosts{0, 0, 0, 1, 1, 1};
+  a.host_of = hosts.data();
+  a.root = 4;
+  a.rank = 4;
+  std::set<int> peers;
+  for (const Step& s : build_plan(Algo::Hier, a).steps)
+    for (const Op& op : s.ops)
+      if (op.kind == OpKind::Send) peers.insert(op.peer);
+  EXPECT_EQ(peers, (std::set<int>{5, 0}));  // its chain successor and host 0's head
+  a.rank = 3;  // last in the root's chain 4, 5, 3: receives only
+  for (const Step& s : build_plan(Algo::Hier, a).steps)
+    for (const Op& op : s.ops) {
+      EXPECT_EQ(op.kind, OpKind::Recv);
+      EXPECT_EQ(op.peer, 5);
+    }
+}
+
+// rhd all-reduce with a layout exchanges inside hosts first: with h hosts of
+// k ranks (powers of two) a rank sends at most 2m/k across hosts, where the
+// flat order sends 2m(1 - 1/h); and for any layout the total crossing
+// traffic is never above the flat order's.
+TEST(RhdPlans, AllReduceKeepsTheLargeExchangesInsideHosts) {
+  for (auto [h, k] : std::vector<std::pair<int, int>>{{2, 2}, {2, 4}, {4, 2}, {4, 4}, {2, 8}}) {
+    Layout l = contiguous(std::vector<int>(h, k));
+    CollArgs a;
+    a.coll = Coll::AllReduce;
+    a.nranks = h * k;
+    a.count = 64 * h * k;
+    std::vector<size_t> aware = cross_host_sent(Algo::Rhd, a, l.host_of, l.host_of);
+    std::vector<size_t> flat = cross_host_sent(Algo::Rhd, a, l.host_of, {});
+    for (int r = 0; r < a.nranks; ++r) {
+      EXPECT_EQ(aware[r], 2 * (a.count / k) * (h - 1) / h) << l.name << " rank " << r;
+      EXPECT_EQ(flat[r], 2 * a.count * (h - 1) / h) << l.name << " rank " << r;
+    }
+  }
+  for (const Layout& l : layouts()) {
+    CollArgs a;
+    a.coll = Coll::AllReduce;
+    a.nranks = static_cast<int>(l.host_of.size());
+    a.count = 64 * 64;
+    size_t aware = 0, flat = 0;
+    for (size_t v : cross_host_sent(Algo::Rhd, a, l.host_of, l.host_of)) aware += v;
+    for (size_t v : cross_host_sent(Algo::Rhd, a, l.host_of, {})) flat += v;
+    EXPECT_LE(aware, flat) << l.name;
+  }
+}
+
+// One host (or no layout): rhd plans are exactly the flat ones.
+TEST(RhdPlans, OneHostLayoutChangesNothing) {
+  for (int n : {2, 5, 8, 12}) {
+    std::vector<int> one(n, 42);
+    for (int r = 0; r < n; ++r) {
+      CollArgs a;
+      a.coll = Coll::AllReduce;
+      a.nranks = n;
+      a.rank = r;
+      a.count = 100;
+      Plan flat = build_plan(Algo::Rhd, a);
+      a.host_of = one.data();
+      Plan same = build_plan(Algo::Rhd, a);
+      ASSERT_EQ(flat.steps.size(), same.steps.size());
+      for (size_t i = 0; i < flat.steps.size(); ++i) {
+        ASSERT_EQ(flat.steps[i].ops.size(), same.steps[i].ops.size());
+        for (size_t j = 0; j < flat.steps[i].ops.size(); ++j) {
+          const Op &x = flat.steps[i].ops[j], &y = same.steps[i].ops[j];
+          EXPECT_TRUE(x.kind == y.kind && x.peer == y.peer && x.src.buf == y.src.buf &&
+                      x.src.offset == y.src.offset && x.src.count == y.src.count &&
+                      x.dst.buf == y.dst.buf && x.dst.offset == y.dst.offset &&
+                      x.dst.count == y.dst.count);
+        }
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
 // Capabilities and names
 
 TEST(PlanBuild, FamiliesServeTheDocumentedCollectives) {
@@ -122,7 +332,7 @@ TEST(PlanBuild, FamiliesServeTheDocumentedCollectives) {
       "ring:reduce",       "tree:allreduce",     "tree:broadcast", "tree:reduce",
       "tree:scatter",      "tree:gather",        "rhd:allreduce",  "rhd:reducescatter",
       "rhd:allgather",     "direct:allreduce",   "direct:alltoall", "direct:scatter",
-      "direct:gather"};
+      "direct:gather",     "hier:allreduce",     "hier:broadcast", "hier:reduce"};
   EXPECT_EQ(got, want);
 }
 
@@ -211,6 +421,7 @@ TEST(PlanBuild, Names) {
   EXPECT_STREQ(coll_name(Coll::SendRecv), "sendrecv");
   EXPECT_STREQ(algo_name(Algo::Rhd), "rhd");
   EXPECT_STREQ(algo_name(Algo::Direct), "direct");
+  EXPECT_STREQ(algo_name(Algo::Hier), "hier");
 }
 
 // Step counts the docs promise (docs/algorithms.md), for a sample.
@@ -315,6 +526,43 @@ TEST(AlgoPolicy, AutoChoiceAlwaysServesTheCollective) {
   EXPECT_EQ(AlgoPolicy::auto_choice(Coll::AllToAll, 64, 8), Algo::Direct);
   EXPECT_EQ(AlgoPolicy::auto_choice(Coll::Gather, 64, 64 * 1024), Algo::Tree);
   EXPECT_EQ(AlgoPolicy::auto_choice(Coll::Gather, 4, 64), Algo::Direct);
+}
+
+// Several hosts: tree choices become hier; one host (or one rank per host)
+// is exactly the single-host rule.
+TEST(AlgoPolicy, MultiHostRule) {
+  for (int c = 0; c < kNumColls; ++c) {
+    Coll coll = static_cast<Coll>(c);
+    for (int n : {1, 2, 3, 8, 17, 64})
+      for (size_t bytes = 0; bytes <= (size_t(1) << 34); bytes = bytes ? bytes * 4 : 1) {
+        Algo flat = AlgoPolicy::auto_choice(coll, n, bytes);
+        EXPECT_EQ(AlgoPolicy::auto_choice_hosts(coll, n, 1, bytes), flat);
+        EXPECT_EQ(AlgoPolicy::auto_choice_hosts(coll, n, n, bytes), flat);
+        for (int hosts : {2, 4}) {
+          if (hosts >= n) continue;
+          Algo a = AlgoPolicy::auto_choice_hosts(coll, n, hosts, bytes);
+          if (coll != Coll::SendRecv) EXPECT_TRUE(algo_supports(a, coll));
+          EXPECT_EQ(a, flat == Algo::Tree && algo_supports(Algo::Hier, coll) ? Algo::Hier : flat)
+              << coll_name(coll) << " n=" << n << " hosts=" << hosts << " bytes=" << bytes;
+        }
+      }
+  }
+  EXPECT_EQ(AlgoPolicy::auto_choice_hosts(Coll::AllReduce, 64, 4, size_t(2) << 20), Algo::Hier);
+  EXPECT_EQ(AlgoPolicy::auto_choice_hosts(Coll::Broadcast, 8, 2, 1024), Algo::Hier);
+  EXPECT_EQ(AlgoPolicy::auto_choice_hosts(Coll::Gather, 64, 4, 1024), Algo::Tree);
+  EXPECT_EQ(AlgoPolicy::auto_choice_hosts(Coll::AllReduce, 8, 2, size_t(1) << 30), Algo::Ring);
+  // Through a policy: set_hosts, and forced families win.
+  AlgoPolicy p = AlgoPolicy::parse("");
+  p.set_hosts(2);
+  EXPECT_EQ(p.choose(Coll::Reduce, 8, 1024), Algo::Hier);
+  AlgoPolicy q = AlgoPolicy::parse("tree");
+  q.set_hosts(2);
+  EXPECT_EQ(q.choose(Coll::Reduce, 8, 1024), Algo::Tree);
+  AlgoPolicy h = AlgoPolicy::parse("hier");
+  EXPECT_EQ(h.choose(Coll::AllReduce, 8, size_t(1) << 30), Algo::Hier);
+  EXPECT_EQ(h.choose(Coll::AllGather, 8, 8), AlgoPolicy::auto_choice(Coll::AllGather, 8, 8));
+  EXPECT_EQ(AlgoPolicy::parse("broadcast:HIER").choose(Coll::Broadcast, 3, 8), Algo::Hier);
+  EXPECT_THROW(AlgoPolicy::parse("allgather:hier"), Error);
 }
 
 // ---------------------------------------------------------------------------
