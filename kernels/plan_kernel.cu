@@ -397,7 +397,7 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
         group_bar(group, NT);
         const uint32_t total_lines = llpre[nops];
         if (total_lines > 0) {
-          constexpr int kL = 4;
+          constexpr int kL = 8;
           const uint64_t t0 = globaltimer();
           int k = 0;  // op of the current line (lines ascend per thread)
           for (uint32_t l0 = tid; l0 < total_lines && !sh.stop; l0 += NT * kL) {
@@ -405,9 +405,9 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
             bool ok[kL];
             const char* ring[kL];
             char* out[kL];
-            const char* in[kL];
             int valid[kL], kind[kL], peer[kL];
             uint32_t flag[kL];
+            uint64_t mine[kL];  // sends: the data; receives: the local operand
 #pragma unroll
             for (int u = 0; u < kL; ++u) {
               const uint32_t L = l0 + u * NT;
@@ -424,17 +424,27 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
               kind[u] = op.kind;
               peer[u] = op.peer;
               const uint64_t lofs = (seq % g.ll_slots) * LSB + (l % LPS) * 16;
+              // All loads of this round are issued before any store or poll.
               if (group == 0) {
-                char* r = cm.remote[op.peer] + g.ll_off(cm.rank, ch) + lofs;
-                ll_store(r, load8(resolve(a, op.src_buf, op.src_off) + l * 8, valid[u]), flag[u]);
+                out[u] = cm.remote[op.peer] + g.ll_off(cm.rank, ch) + lofs;
+                mine[u] = load8(resolve(a, op.src_buf, op.src_off) + l * 8, valid[u]);
               } else {
                 ring[u] = cm.local + g.ll_off(op.peer, ch) + lofs;
                 out[u] = resolve(a, op.dst_buf, op.dst_off) + l * 8;
-                in[u] = resolve(a, op.src_buf, op.src_off) + l * 8;
-                ok[u] = ll_load(ring[u], flag[u], &v[u]);
+                mine[u] = 0;
+                if (kReduce && op.kind == kDevRecvReduce)
+                  mine[u] = load8(resolve(a, op.src_buf, op.src_off) + l * 8, valid[u]);
               }
             }
-            if (group == 0) continue;
+            if (group == 0) {
+#pragma unroll
+              for (int u = 0; u < kL; ++u)
+                if (valid[u]) ll_store(out[u], mine[u], flag[u]);
+              continue;
+            }
+#pragma unroll
+            for (int u = 0; u < kL; ++u)
+              if (valid[u]) ok[u] = ll_load(ring[u], flag[u], &v[u]);
             bool quit = false;
 #pragma unroll
             for (int u = 0; u < kL; ++u) {
@@ -459,7 +469,7 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
               if (valid[u] == 0) continue;
               uint64_t x = v[u];
               if constexpr (kReduce) {
-                if (kind[u] == kDevRecvReduce) x = reduce8<T, OP>(load8(in[u], valid[u]), x);
+                if (kind[u] == kDevRecvReduce) x = reduce8<T, OP>(mine[u], x);
               }
               store8(out[u], x, valid[u]);
             }

@@ -52,7 +52,7 @@ const std::vector<EnvVar>& env_registry() {
       {"MYCOLL_GPU_SLOT_BYTES", "bytes", "64K",
        "GPU: size of one FIFO slot (a multiple of 16); the unit in which data is handed over."},
       {"MYCOLL_GPU_SLOTS", "int", "16", "GPU: slots per FIFO (per peer and channel)."},
-      {"MYCOLL_GPU_CHANNEL_BYTES", "bytes", "32K",
+      {"MYCOLL_GPU_CHANNEL_BYTES", "bytes", "8K",
        "GPU: message bytes per channel before another channel is added."},
       {"MYCOLL_GPU_LL_BYTES", "bytes", "64K",
        "GPU: a message whose share on one channel is at most this size travels with the "

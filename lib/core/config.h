@@ -41,7 +41,7 @@ struct Config {
   int gpu_channels = 32;        // MYCOLL_NCHANNELS
   size_t gpu_slot_bytes = 65536;  // MYCOLL_GPU_SLOT_BYTES
   int gpu_slots = 16;           // MYCOLL_GPU_SLOTS
-  size_t gpu_channel_bytes = 32768;  // MYCOLL_GPU_CHANNEL_BYTES
+  size_t gpu_channel_bytes = 8192;   // MYCOLL_GPU_CHANNEL_BYTES
   size_t gpu_ll_bytes = 65536;       // MYCOLL_GPU_LL_BYTES
 
   // Parses every variable; throws InvalidArgument naming the variable on a
