@@ -150,6 +150,10 @@ class AlgoPolicy {
   void set_hosts(int hosts) { hosts_ = hosts; }
   // The automatic rule for a communicator of nranks over `hosts` hosts.
   static Algo auto_choice_hosts(Coll c, int nranks, int hosts, size_t bytes);
+  // GPU communicators whose peers are all reached over NVLink/PCIe (the
+  // device engine): the rule measured on H200s (docs/algorithms.md).
+  void set_device(bool v) { device_ = v; }
+  static Algo auto_choice_gpu(Coll c, int nranks, size_t bytes);
 
  private:
   Algo auto_rule(Coll c, int nranks, size_t bytes) const;
@@ -157,6 +161,7 @@ class AlgoPolicy {
   int global_ = -1;
   bool oversubscribed_ = false;
   int hosts_ = 1;
+  bool device_ = false;
 };
 
 }  // namespace mycoll

@@ -107,11 +107,33 @@ Algo AlgoPolicy::choose(Coll c, int nranks, size_t bytes) const {
 }
 
 Algo AlgoPolicy::auto_rule(Coll c, int nranks, size_t bytes) const {
+  if (device_ && hosts_ == 1) return auto_choice_gpu(c, nranks, bytes);
   Algo a = auto_choice_hosts(c, nranks, hosts_, bytes);
   if (oversubscribed_ && c == Coll::AllReduce && a == Algo::Ring && nranks > 2 &&
       bytes <= 8 * MiB)
     return Algo::Rhd;
   return a;
+}
+
+// GPUs of one host (measured on 2 and 4 H200s, NVLink through NVSwitch,
+// tables in docs/performance.md): every step of a GPU plan costs a FIFO
+// hand-over of several microseconds, so step count decides up to tens of
+// MiB. All-reduce: one shot while the n-1 copies of the message stay within
+// 1 MiB, then rhd (2 log n steps) up to 32 MiB, then the ring. All-gather and
+// reduce-scatter: rhd up to 4 MiB, then the ring. The rest as on hosts.
+Algo AlgoPolicy::auto_choice_gpu(Coll c, int nranks, size_t bytes) {
+  switch (c) {
+    case Coll::AllReduce:
+      if (nranks <= 8 && bytes * static_cast<size_t>(nranks - 1) <= MiB) return Algo::Direct;
+      if (nranks > 2 && bytes <= 32 * MiB) return Algo::Rhd;
+      return Algo::Ring;
+    case Coll::AllGather:
+    case Coll::ReduceScatter:
+      if (nranks > 2 && bytes <= 4 * MiB) return Algo::Rhd;
+      return Algo::Ring;
+    default:
+      return auto_choice(c, nranks, bytes);
+  }
 }
 
 // Several hosts: the tree family's flat trees (binary, binomial) cross a host

@@ -165,7 +165,13 @@ std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int 
              "broadcast and reduce follow host-major order: {}", rank, s);
   }
   connect_host_transports(*c);
-  if (cuda_device >= 0) c->device = DeviceComm::create(*c);
+  if (cuda_device >= 0) {
+    c->device = DeviceComm::create(*c);
+    bool all_ipc = true;
+    for (int r = 0; r < nranks; ++r)
+      if (r != rank && c->transport_of[r] != "cuda_ipc") all_ipc = false;
+    c->algo.set_device(all_ipc);
+  }
 
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   log_info(Subsys::Init, "mycoll {}.{}.{} rank {}/{} host {} pid {} device {} hosts {} init {:.1f} ms",

@@ -54,7 +54,7 @@ const std::vector<EnvVar>& env_registry() {
       {"MYCOLL_GPU_SLOTS", "int", "16", "GPU: slots per FIFO (per peer and channel)."},
       {"MYCOLL_GPU_CHANNEL_BYTES", "bytes", "8K",
        "GPU: message bytes per channel before another channel is added."},
-      {"MYCOLL_GPU_LL_BYTES", "bytes", "64K",
+      {"MYCOLL_GPU_LL_BYTES", "bytes", "16K",
        "GPU: a message whose share on one channel is at most this size travels with the "
        "low-latency protocol (data and flag in one 16-byte store, no fence; half the link "
        "bandwidth); larger ones with the bandwidth protocol (slots, fence, flag). 0 disables it."},

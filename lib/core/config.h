@@ -42,7 +42,7 @@ struct Config {
   size_t gpu_slot_bytes = 65536;  // MYCOLL_GPU_SLOT_BYTES
   int gpu_slots = 16;           // MYCOLL_GPU_SLOTS
   size_t gpu_channel_bytes = 8192;   // MYCOLL_GPU_CHANNEL_BYTES
-  size_t gpu_ll_bytes = 65536;       // MYCOLL_GPU_LL_BYTES
+  size_t gpu_ll_bytes = 16384;       // MYCOLL_GPU_LL_BYTES
 
   // Parses every variable; throws InvalidArgument naming the variable on a
   // malformed value.
