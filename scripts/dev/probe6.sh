@@ -1,4 +1,4 @@
-for tool in memcheck racecheck; do
+for tool in ${SANITIZE-memcheck racecheck}; do
   timeout 150 compute-sanitizer --tool $tool --target-processes all --error-exitcode 9 $b/tests/mycoll_gpu_tests --gtest_filter=GpuSanitize.Subset > $out/sanitizer-$tool.log 2>&1; echo "sanitizer $tool rc=$?"; grep -E "ERROR SUMMARY|PASSED|FAILED" $out/sanitizer-$tool.log | head -4
 done
 for np in ${NPS:-4 2}; do
