@@ -219,7 +219,7 @@ class DeviceCommImpl : public DeviceComm {
     a.nranks = c_.nranks;
     a.rank = c_.rank;
     a.nch = channels_for(t.count * blocks * es);
-    a.max_step_transfers = plan_kernel_max_step_ops();
+    a.max_step_ops = plan_kernel_max_step_ops();
     DevicePlan built = build_device_collective(
         a, [&](const CollArgs& ca) { return comm_build_plan(c_, t.algo, ca); });
     DevPlan p;

@@ -16,14 +16,13 @@ bool is_blocked(Coll c) {
 // Appends one channel's plan (built for its column starting at element lo)
 // to ops, with byte offsets; Scratch slices go to the channel's own region.
 void flatten(const Plan& plan, size_t es, size_t lo, size_t scratch_base, bool avg,
-             int max_step_transfers, std::vector<DevOp>& ops) {
+             int max_step_ops, std::vector<DevOp>& ops) {
   auto conv = [&](const Slice& s, uint8_t* buf, uint64_t* off) {
     *buf = static_cast<uint8_t>(s.buf);
     *off = (s.offset + (s.buf == Buf::Scratch ? scratch_base : lo)) * es;
   };
   for (const Step& st : plan.steps) {
     size_t first = ops.size();
-    int transfers = 0;
     for (const Op& op : st.ops) {
       DevOp d{};
       d.peer = op.peer;
@@ -39,14 +38,12 @@ void flatten(const Plan& plan, size_t es, size_t lo, size_t scratch_base, bool a
       if (has_dst) conv(op.dst, &d.dst_buf, &d.dst_off);
       d.bytes = (has_dst ? op.dst.count : op.src.count) * es;
       if (d.bytes == 0) continue;
-      if (d.kind != kDevCopy && d.kind != kDevReduce) ++transfers;
       ops.push_back(d);
     }
-    (void)transfers;
-    if (ops.size() - first > static_cast<size_t>(max_step_transfers))
+    if (ops.size() - first > static_cast<size_t>(max_step_ops))
       throw_error(mycollInvalidUsage, "a step has " + std::to_string(ops.size() - first) +
                                           " operations; the GPU engine handles at most " +
-                                          std::to_string(max_step_transfers));
+                                          std::to_string(max_step_ops));
     if (ops.size() > first) ops.back().step_end = 1;
   }
   if (avg && plan.result.count > 0) {
@@ -97,7 +94,7 @@ DevicePlan build_device_collective(const DeviceCollArgs& a,
     c.in_place = a.in_place;
     c.chunk = device_pipeline_chunk(hi - lo, a.es, align, a.nranks);
     Plan plan = build(c);
-    flatten(plan, a.es, lo, scratch, a.avg, a.max_step_transfers, p.ops);
+    flatten(plan, a.es, lo, scratch, a.avg, a.max_step_ops, p.ops);
     scratch += plan.scratch_count;
     p.chan.push_back(static_cast<uint32_t>(p.ops.size()));
   }

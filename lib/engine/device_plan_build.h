@@ -39,13 +39,13 @@ struct DeviceCollArgs {
   int nranks = 1;
   int rank = 0;
   int nch = 1;
-  int max_step_transfers = 256;
+  int max_step_ops = 256;
 };
 
 // One plan per channel, each over the column [lo, hi) of every rank block
 // (16-byte aligned boundaries), built by `build` (the communicator's
 // build_plan) and flattened. Throws InvalidUsage when a step has more
-// transfers than the kernel handles.
+// operations than the kernel handles (max_step_ops).
 DevicePlan build_device_collective(const DeviceCollArgs& a,
                                    const std::function<Plan(const CollArgs&)>& build);
 

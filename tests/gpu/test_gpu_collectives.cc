@@ -48,6 +48,15 @@ int matrix(mycollComm_t comm, const std::string& algo, const MemOps& mem, bool q
   return 0;
 }
 
+// The matrix on a fresh stream of the current GPU.
+int matrix_on_new_stream(mycollComm_t comm, const std::string& algo, bool quick) {
+  cudaStream_t s;
+  cudaStreamCreate(&s);
+  int rc = matrix(comm, algo, device_mem(s), quick);
+  cudaStreamDestroy(s);
+  return rc;
+}
+
 using Param = std::tuple<int /*ngpus*/, std::string /*algo*/>;
 class GpuProcesses : public ::testing::TestWithParam<Param> {};
 
@@ -63,11 +72,7 @@ TEST_P(GpuProcesses, EveryElementMatchesReference) {
     int dev = -1;
     mycollCommCuDevice(comm, &dev);
     if (!check(dev == rank, "communicator bound to GPU " + std::to_string(rank))) return 1;
-    cudaStream_t s;
-    cudaStreamCreate(&s);
-    int rc = matrix(comm, algo, device_mem(s), ngpus == 3);
-    cudaStreamDestroy(s);
-    return rc;
+    return matrix_on_new_stream(comm, algo, ngpus == 3);
   });
   EXPECT_EQ(describe_failures(res), "");
 }
@@ -99,10 +104,7 @@ TEST(GpuThreads, InitAllOneThreadPerGpu) {
     for (int i = 0; i < n; ++i)
       th.emplace_back([&, i] {
         cudaSetDevice(i);
-        cudaStream_t s;
-        cudaStreamCreate(&s);
-        rcs[i] = matrix(comms[i], "auto", device_mem(s), true);
-        cudaStreamDestroy(s);
+        rcs[i] = matrix_on_new_stream(comms[i], "auto", true);
       });
     for (auto& t : th) t.join();
     // Group launch from one thread over all communicators.
@@ -219,11 +221,7 @@ TEST_P(GpuStaged, EveryElementMatchesReference) {
   };
   opt.timeout_s = 900;
   auto res = run_ranks(opt, [&](mycollComm_t comm, int, int, const mycollUniqueId&) {
-    cudaStream_t s;
-    cudaStreamCreate(&s);
-    int rc = matrix(comm, "auto", device_mem(s), true);
-    cudaStreamDestroy(s);
-    return rc;
+    return matrix_on_new_stream(comm, "auto", true);
   });
   EXPECT_EQ(describe_failures(res), "");
 }

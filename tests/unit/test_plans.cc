@@ -41,6 +41,22 @@ bool chunked(Coll c) {
 
 constexpr int kMaxRanks = 64;
 
+// One simulated case of an (algorithm, collective).
+sim::Case make_case(const Pair& p, int n, int root, size_t count, size_t stride, size_t chunk,
+                    bool in_place, const int* host_of = nullptr) {
+  sim::Case c;
+  c.algo = p.algo;
+  c.args.coll = p.coll;
+  c.args.nranks = n;
+  c.args.root = root;
+  c.args.count = count;
+  c.args.stride = stride;
+  c.args.chunk = chunk;
+  c.args.in_place = in_place;
+  c.args.host_of = host_of;
+  return c;
+}
+
 // Every configuration of one (algorithm, collective): nranks 1..64 x counts
 // {0, 1, 3, 7, n-1, n+1, 129} x roots (all for n <= 16, else 0, 1, n/2,
 // n-1) x in place or not x chunk {0, 3} (pipelined collectives) x stride
@@ -67,15 +83,7 @@ TEST_P(PlanSim, EveryConfiguration) {
             for (size_t stride : blocked(p.coll)
                                      ? std::vector<size_t>{n % 2 ? count : 0, count + 3}
                                      : std::vector<size_t>{0}) {
-              sim::Case c;
-              c.algo = p.algo;
-              c.args.coll = p.coll;
-              c.args.nranks = n;
-              c.args.root = root;
-              c.args.count = count;
-              c.args.stride = stride;
-              c.args.chunk = chunk;
-              c.args.in_place = in_place;
+              sim::Case c = make_case(p, n, root, count, stride, chunk, in_place);
               std::string err = sim::run_case(c);
               ++runs;
               if (!err.empty() && ++failures <= 10) ADD_FAILURE() << err;
@@ -90,15 +98,8 @@ TEST_P(PlanSim, LargerRankCounts) {
   const Pair p = GetParam();
   for (int n : {100, 128})
     for (bool in_place : {false, true}) {
-      sim::Case c;
-      c.algo = p.algo;
-      c.args.coll = p.coll;
-      c.args.nranks = n;
-      c.args.root = n - 3;
-      c.args.count = n + 1;
-      c.args.stride = n == 100 && blocked(p.coll) ? n + 2 : 0;
-      c.args.chunk = 7;
-      c.args.in_place = in_place;
+      sim::Case c =
+          make_case(p, n, n - 3, n + 1, n == 100 && blocked(p.coll) ? n + 2 : 0, 7, in_place);
       std::string err = sim::run_case(c);
       EXPECT_EQ(err, "");
     }
@@ -162,16 +163,8 @@ TEST_P(PlanSim, HostLayouts) {
           for (size_t chunk : chunked(p.coll) ? std::vector<size_t>{0, 3} : std::vector<size_t>{0})
             for (size_t stride : blocked(p.coll) ? std::vector<size_t>{0, count + 3}
                                                  : std::vector<size_t>{0}) {
-              sim::Case c;
-              c.algo = p.algo;
-              c.args.coll = p.coll;
-              c.args.nranks = n;
-              c.args.root = root;
-              c.args.count = count;
-              c.args.stride = stride;
-              c.args.chunk = chunk;
-              c.args.in_place = in_place;
-              c.args.host_of = l.host_of.data();
+              sim::Case c =
+                  make_case(p, n, root, count, stride, chunk, in_place, l.host_of.data());
               std::string err = sim::run_case(c);
               ++runs;
               if (!err.empty() && ++failures <= 10) ADD_FAILURE() << l.name << ": " << err;
