@@ -83,6 +83,28 @@ struct DevError {
   int32_t kind;  // DevOpKind it was waiting in
 };
 
+// Where this rank's FIFOs with one peer live, for the bandwidth protocol.
+// Channel c's ring starts c * nslots * slot_bytes past a data pointer, its
+// counters c * 384 bytes past a counter pointer.
+//   NVLink/PCIe peer (CUDA IPC): the ring I fill is in the peer's inbox, the
+//     ring I drain in mine (FifoGeom offsets); ll = 1.
+//   peer behind a host transport: both rings are in pinned host memory that
+//     the GPU proxy thread moves over the network (lib/engine/gpu_proxy.h);
+//     the kernel also records each slot's byte count; ll = 0 (every message
+//     takes the bandwidth protocol).
+struct DevPeer {
+  char* send_data;
+  char* send_head;        // I publish slots written
+  const char* send_tail;  // slots I may reuse come back here
+  const char* recv_data;
+  const char* recv_head;  // slots ready for me
+  char* recv_tail;        // I publish slots consumed
+  uint32_t* send_len;     // host-transport peers: bytes in each slot; else null
+  uint64_t slot_bytes;
+  int32_t nslots;
+  int32_t ll;             // the ll ring (remote[peer]) may be used
+};
+
 struct DevComm {
   FifoGeom geom;
   int32_t rank;
@@ -91,6 +113,7 @@ struct DevComm {
   uint64_t ll_max_bytes;       // messages (DevOps) up to this size use the ll ring
   char* local;                 // my inbox
   char* const* remote;         // remote[r] = rank r's inbox mapped here (device array)
+  const DevPeer* peers;        // per peer (device array)
   volatile int32_t* abort;     // host-mapped: nonzero -> give up
   DevError* error;             // host-mapped
 };

@@ -33,7 +33,8 @@ __device__ __forceinline__ void st_vol(char* p, uint64_t v) {
 
 template <bool FromFifo, typename V>
 __device__ __forceinline__ V load(const V* p) {
-  if constexpr (FromFifo) return __ldcg(p);  // L2 only: the peer rewrites slots
+  // Fetched again every time: the peer (or the proxy, in host memory) rewrites slots.
+  if constexpr (FromFifo) return __ldcv(p);
   else return *p;
 }
 
@@ -81,7 +82,7 @@ __device__ void reduce_bytes(char* dst, const char* a, const char* b, uint64_t n
       for (int u = 0; u < kUnroll; ++u)
         if (i + u * nt < nv) {
           va[u] = x[i + u * nt];
-          vb[u] = __ldcg(y + i + u * nt);
+          vb[u] = __ldcv(y + i + u * nt);
         }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u)
@@ -95,18 +96,18 @@ __device__ void reduce_bytes(char* dst, const char* a, const char* b, uint64_t n
   T* z = reinterpret_cast<T*>(dst);
   for (uint64_t i = done / sizeof(T) + tid; i < ne; i += nt) {
     T yv;
-    // __ldcg has no overload for every T: read the element's bytes through L2.
+    // __ldcv has no overload for every T: read the element's bytes.
     if constexpr (sizeof(T) == 1) {
-      unsigned char c = __ldcg(reinterpret_cast<const unsigned char*>(y + i));
+      unsigned char c = __ldcv(reinterpret_cast<const unsigned char*>(y + i));
       yv = *reinterpret_cast<T*>(&c);
     } else if constexpr (sizeof(T) == 2) {
-      unsigned short c = __ldcg(reinterpret_cast<const unsigned short*>(y + i));
+      unsigned short c = __ldcv(reinterpret_cast<const unsigned short*>(y + i));
       yv = *reinterpret_cast<T*>(&c);
     } else if constexpr (sizeof(T) == 4) {
-      unsigned int c = __ldcg(reinterpret_cast<const unsigned int*>(y + i));
+      unsigned int c = __ldcv(reinterpret_cast<const unsigned int*>(y + i));
       yv = *reinterpret_cast<T*>(&c);
     } else {
-      unsigned long long c = __ldcg(reinterpret_cast<const unsigned long long*>(y + i));
+      unsigned long long c = __ldcv(reinterpret_cast<const unsigned long long*>(y + i));
       yv = *reinterpret_cast<T*>(&c);
     }
     z[i] = Red<T, OP>::apply(x[i], yv);
@@ -237,6 +238,8 @@ __device__ void reduce_multi(char* dst, const char* first, const char* const* sr
 struct BlockState {
   DevOp ops[kMaxStepOps];        // the current step's ops
   uint64_t done[kMaxStepOps];    // slots done per op of the step
+  uint64_t total[kMaxStepOps];   // slots of each transfer op (ll or bandwidth slots)
+  uint8_t isll[kMaxStepOps];     // the op travels in the ll ring
   uint64_t llbase[kMaxStepOps];  // ll pass: first slot sequence number of the op
   uint32_t llpre[2][kMaxStepOps + 1];  // ll pass, per group: prefix sum of lines moved
   const char* fused[kMaxFused];  // sources of a fused local reduction
@@ -250,6 +253,20 @@ struct BlockState {
   int tn[2];
 #endif
 };
+
+// Whether an earlier op of the step, in the same direction with the same
+// peer, still has slots to move (messages to/from one peer stream in order).
+__device__ __forceinline__ bool earlier_pending(const BlockState& sh, int k) {
+  const DevOp& op = sh.ops[k];
+  const bool is_send = op.kind == kDevSend;
+  for (int q = 0; q < k; ++q) {
+    const DevOp& o = sh.ops[q];
+    if (o.kind <= kDevRecvReduce && o.peer == op.peer && (o.kind == kDevSend) == is_send &&
+        sh.done[q] < sh.total[q])
+      return true;
+  }
+  return false;
+}
 
 // Records why this block gives up (first error of the communicator wins).
 __device__ void give_up(const DevComm& cm, int code, int peer, int kind) {
@@ -275,7 +292,6 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
   const int ch = blockIdx.x;
   const DevComm& cm = *a.comm;
   const FifoGeom g = cm.geom;
-  const uint64_t SB = g.slot_bytes;
   const uint64_t LSB = g.ll_slot_bytes, LD = g.ll_slot_bytes / 2;  // ll data bytes per slot
   const uint64_t LPS = LD / 8;                                      // ll lines per slot
   const uint64_t ll_max = cm.ll_max_bytes;
@@ -284,11 +300,8 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
   if (tid == 0) sh.tn[group] = 0;
   KTRACE('B');
 #endif
-  const uint32_t first = a.chan_ops[ch], end = a.chan_ops[ch + 1];
-  uint32_t i = first;
-  auto slots_of = [&](const DevOp& op) {
-    return op.bytes <= ll_max ? (op.bytes + LD - 1) / LD : (op.bytes + SB - 1) / SB;
-  };
+  const uint32_t end = a.chan_ops[ch + 1];
+  uint32_t i = a.chan_ops[ch];
   while (i < end) {
     // The step's ops into shared memory, loaded by all threads at once (the
     // host guarantees a step has at most kMaxStepOps ops).
@@ -304,6 +317,18 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
     __syncthreads();
     const int nops = sh.nops;
     i = s0 + nops;
+    for (int k = threadIdx.x; k < nops; k += kThreads) {
+      const DevOp& op = sh.ops[k];
+      sh.done[k] = 0;
+      sh.isll[k] = 0;
+      sh.total[k] = 0;
+      if (op.kind <= kDevRecvReduce) {
+        const DevPeer& P = cm.peers[op.peer];
+        sh.isll[k] = P.ll && op.bytes <= ll_max;
+        sh.total[k] = sh.isll[k] ? (op.bytes + LD - 1) / LD : (op.bytes + P.slot_bytes - 1) / P.slot_bytes;
+      }
+    }
+    __syncthreads();
     // Local work first (the Step contract): copies, reductions, Avg scaling.
     // A copy or reduction followed by reductions into the same slice is one
     // pass over the data.
@@ -341,10 +366,9 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
     bool any_ll = false;
     for (int k = 0; k < nops; ++k) {
       const DevOp& op = sh.ops[k];
-      if (op.kind <= kDevRecvReduce && (op.kind == kDevSend) == (group == 0) && op.bytes <= ll_max)
+      if (op.kind <= kDevRecvReduce && (op.kind == kDevSend) == (group == 0) && sh.isll[k])
         any_ll = true;
     }
-    for (int k = threadIdx.x; k < nops; k += kThreads) sh.done[k] = 0;
     __syncthreads();
     KTRACE('L');
     uint64_t last_progress = globaltimer();
@@ -359,15 +383,9 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
           const DevOp& op = sh.ops[k];
           uint32_t lines = 0;
           const bool is_send = op.kind == kDevSend;
-          if (op.kind <= kDevRecvReduce && is_send == (group == 0) && op.bytes <= ll_max &&
+          if (op.kind <= kDevRecvReduce && is_send == (group == 0) && sh.isll[k] &&
               sh.done[k] == 0) {
-            bool blocked = false;  // an earlier message with the same peer is still pending
-            for (int q = 0; q < k && !blocked; ++q) {
-              const DevOp& o = sh.ops[q];
-              blocked = o.kind <= kDevRecvReduce && o.peer == op.peer &&
-                        (o.kind == kDevSend) == is_send && sh.done[q] < slots_of(o);
-            }
-            if (!blocked) {
+            if (!earlier_pending(sh, k)) {
               const uint64_t* st = reinterpret_cast<const uint64_t*>(cm.local + g.state_off(op.peer, ch));
               const uint64_t need = (op.bytes + LD - 1) / LD;
               bool ok;
@@ -502,36 +520,33 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
         if (op.kind > kDevRecvReduce) continue;
         const bool is_send = op.kind == kDevSend;
         if (is_send != (group == 0)) continue;
-        const uint64_t total = slots_of(op);
+        const uint64_t total = sh.total[k];
         const uint64_t done = sh.done[k];
         if (done >= total) continue;
         all_done = false;
-        if (op.bytes <= ll_max) continue;  // moved by the ll pass
-        // Messages to/from one peer stream in order: wait for earlier ones.
-        bool blocked = false;
-        for (int q = 0; q < k && !blocked; ++q) {
-          const DevOp& o = sh.ops[q];
-          if (o.kind > kDevRecvReduce || o.peer != op.peer || (o.kind == kDevSend) != is_send) continue;
-          blocked = sh.done[q] < slots_of(o);
-        }
-        if (blocked) continue;
+        if (sh.isll[k]) continue;         // moved by the ll pass
+        if (earlier_pending(sh, k)) continue;
+        const DevPeer& P = cm.peers[op.peer];
+        const uint64_t SB = P.slot_bytes;
+        const uint64_t NS = uint64_t(P.nslots);
+        const uint64_t cdata = uint64_t(ch) * NS * SB, cflag = uint64_t(ch) * 384;
         uint64_t* st = reinterpret_cast<uint64_t*>(cm.local + g.state_off(op.peer, ch));
         if (tid == 0) {
           uint64_t n;
           if (is_send) {
             uint64_t sent = st[0];
-            uint64_t tail = ld_vol(cm.local + g.tail_off(op.peer, ch));
-            n = g.nslots - (sent - tail);
+            uint64_t tail = ld_vol(P.send_tail + cflag);
+            n = NS - (sent - tail);
             sh.base[group] = sent;
           } else {
             uint64_t recvd = st[1];
-            uint64_t head = ld_vol(cm.local + g.head_off(op.peer, ch));
+            uint64_t head = ld_vol(P.recv_head + cflag);
             n = head - recvd;
             sh.base[group] = recvd;
           }
           // Hand over at most a quarter of the FIFO per batch so sender and
           // receiver overlap instead of taking turns on a full FIFO.
-          const uint64_t cap = g.nslots >= 8 ? g.nslots / 4 : 1;
+          const uint64_t cap = NS >= 8 ? NS / 4 : 1;
           if (n > cap) n = cap;
           sh.n[group] = n < total - done ? n : total - done;
         }
@@ -542,12 +557,13 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
           for (uint64_t j = 0; j < n; ++j) {
             const uint64_t off = (done + j) * SB;
             const uint64_t len = op.bytes - off < SB ? op.bytes - off : SB;
-            const uint64_t slot = (base + j) % g.nslots;
+            const uint64_t slot = (base + j) % NS;
             if (is_send) {
-              char* ring = cm.remote[op.peer] + g.data_off(cm.rank, ch);
-              copy_bytes<false>(ring + slot * SB, resolve(a, op.src_buf, op.src_off) + off, len, tid, NT);
+              copy_bytes<false>(P.send_data + cdata + slot * SB, resolve(a, op.src_buf, op.src_off) + off,
+                                len, tid, NT);
+              if (P.send_len && tid == 0) P.send_len[uint64_t(ch) * NS + slot] = uint32_t(len);
             } else {
-              const char* ring = cm.local + g.data_off(op.peer, ch);
+              const char* ring = P.recv_data + cdata;
               char* d = resolve(a, op.dst_buf, op.dst_off) + off;
               if constexpr (kReduce) {
                 if (op.kind == kDevRecvReduce) {
@@ -566,10 +582,10 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
             __threadfence_system();
             if (is_send) {
               st[0] = base + n;
-              st_vol(cm.remote[op.peer] + g.head_off(cm.rank, ch), base + n);
+              st_vol(P.send_head + cflag, base + n);
             } else {
               st[1] = base + n;
-              st_vol(cm.remote[op.peer] + g.tail_off(cm.rank, ch), base + n);
+              st_vol(P.recv_tail + cflag, base + n);
             }
             sh.done[k] = done + n;
             last_progress = globaltimer();
@@ -594,7 +610,7 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
             for (int k = 0; k < nops; ++k) {
               const DevOp& op = sh.ops[k];
               if (op.kind <= kDevRecvReduce && (op.kind == kDevSend) == (group == 0) &&
-                  sh.done[k] < slots_of(op)) {
+                  sh.done[k] < sh.total[k]) {
                 peer = op.peer;
                 kind = op.kind;
                 break;
@@ -623,7 +639,6 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
                (unsigned long long)(sh.tev[gr][e] - sh.tev[0][0]));
   }
 #endif
-  (void)first;
 }
 
 template <typename T, int OP, bool kReduce>

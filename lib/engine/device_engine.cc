@@ -1,10 +1,12 @@
 // Device engine (host side): turns plans into per-channel DevOp lists cached
-// in device memory, launches the plan kernel on the user's stream, and
-// stages through host memory when peers are served by host transports.
+// in device memory and launches the plan kernel on the user's stream. Peers
+// that CUDA IPC cannot reach (other hosts, or a forced host transport) are
+// served by the GPU proxy thread through FIFOs in host-mapped memory.
 #if MYCOLL_HAVE_CUDA
 
 #include "engine/device_engine.h"
 #include "engine/device_plan_build.h"
+#include "engine/gpu_proxy.h"
 
 #include <cuda_runtime.h>
 
@@ -18,7 +20,6 @@
 #include "core/comm.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "engine/host_engine.h"
 #include "engine/reduce.h"
 #include "kernels/device_plan.h"
 #include "kernels/launch.h"
@@ -31,6 +32,11 @@ namespace {
 // data each).
 constexpr int kLlSlots = 8;
 constexpr uint64_t kLlSlotBytes = 16384;
+// FIFOs with a peer behind a host transport, per channel and direction: 8
+// slots of 32 KiB of pinned host memory (16 MiB per such peer at 32
+// channels); up to 256 KiB per channel in flight over the network.
+constexpr int kProxySlots = 8;
+constexpr uint64_t kProxySlotBytes = 32768;
 
 void cuda_check(cudaError_t e, const std::string& what) {
   if (e != cudaSuccess)
@@ -68,12 +74,7 @@ class DeviceCommImpl : public DeviceComm {
     geom_.ll_slots = kLlSlots;
     geom_.ll_slot_bytes = kLlSlotBytes;
     std::vector<bool> use(c.nranks, false);
-    bool any_host = false;
-    for (int r = 0; r < c.nranks; ++r) {
-      use[r] = c.transport_of[r] == "cuda_ipc";
-      if (r != c.rank && !use[r]) any_host = true;
-    }
-    staged_ = any_host;
+    for (int r = 0; r < c.nranks; ++r) use[r] = c.transport_of[r] == "cuda_ipc";
     mesh_ = CudaIpcMesh::create(*c.bootstrap, c.peers, use, dev_, geom_.total_bytes());
 
     void* p = nullptr;
@@ -81,6 +82,7 @@ class DeviceCommImpl : public DeviceComm {
     std::memset(p, 0, 64);
     h_abort_ = static_cast<int32_t*>(p);
     h_error_ = reinterpret_cast<DevError*>(static_cast<char*>(p) + 16);
+    std::vector<DevPeer> peers = make_peers(use);
     DevComm dc{};
     dc.geom = geom_;
     dc.rank = c.rank;
@@ -93,6 +95,10 @@ class DeviceCommImpl : public DeviceComm {
     cuda_check(cudaMemcpy(d_remote_, mesh_->remote().data(), sizeof(char*) * c.nranks,
                           cudaMemcpyHostToDevice), "cudaMemcpy");
     dc.remote = d_remote_;
+    cuda_check(cudaMalloc(&d_peers_, sizeof(DevPeer) * c.nranks), "cudaMalloc");
+    cuda_check(cudaMemcpy(d_peers_, peers.data(), sizeof(DevPeer) * c.nranks, cudaMemcpyHostToDevice),
+               "cudaMemcpy");
+    dc.peers = d_peers_;
     void* dp = nullptr;
     cuda_check(cudaHostGetDevicePointer(&dp, h_abort_, 0), "cudaHostGetDevicePointer");
     dc.abort = static_cast<volatile int32_t*>(dp);
@@ -103,7 +109,8 @@ class DeviceCommImpl : public DeviceComm {
              "rank {} GPU {}: {} channels x {} slots x {} bytes per peer, messages <= {} bytes "
              "per channel in the low-latency ring, FIFO memory {} MiB{}",
              c.rank, dev_, geom_.max_channels, geom_.nslots, geom_.slot_bytes, cfg.gpu_ll_bytes,
-             geom_.total_bytes() >> 20, staged_ ? ", host-staged peers present" : "");
+             geom_.total_bytes() >> 20,
+             proxy_ ? ", GPU proxy thread for " + std::to_string(proxy_peers_) + " peer(s)" : "");
   }
 
   // Peers may still write counters into this inbox after our last kernel
@@ -123,18 +130,27 @@ class DeviceCommImpl : public DeviceComm {
     }
     cudaSetDevice(dev_);
     cudaDeviceSynchronize();
+    const bool healthy = !c_.aborted.load() && c_.async_error.load() == mycollSuccess;
+    // Slots our kernels published must reach the wire before peers may
+    // close their connections (the barrier below); the proxy keeps serving
+    // peers until everyone is there.
+    if (proxy_ && healthy && !proxy_->drain(c_.cfg.timeout_s))
+      log_warn(Subsys::Gpu, "rank {}: GPU proxy could not hand every slot to its transport before "
+               "destroy (MYCOLL_TIMEOUT)", c_.rank);
     try {
-      if (other_process && !c_.aborted.load() && c_.async_error.load() == mycollSuccess)
-        c_.bootstrap->barrier();
+      if ((other_process || proxy_) && healthy) c_.bootstrap->barrier();
     } catch (...) {
     }
+    if (proxy_) proxy_->closing();
+    proxy_.reset();
     for (auto& [k, p] : plans_) free_plan(p);
     for (auto& p : p2p_plans_) free_plan(p.second);
     if (d_scratch_) cudaFree(d_scratch_);
     if (d_comm_) cudaFree(d_comm_);
     if (d_remote_) cudaFree(d_remote_);
+    if (d_peers_) cudaFree(d_peers_);
     if (h_abort_) cudaFreeHost(h_abort_);
-    for (auto& s : staging_) cudaFreeHost(s.second);
+    for (char* h : proxy_regions_) cudaFreeHost(h);
     mesh_.reset();
     cudaGetLastError();
   }
@@ -166,16 +182,73 @@ class DeviceCommImpl : public DeviceComm {
     int cur = -1;
     cudaGetDevice(&cur);
     if (cur != dev_) cuda_check(cudaSetDevice(dev_), "cudaSetDevice");
-    for (Task& t : tasks) {
-      if (staged_)
-        enqueue_staged(t, s);
-      else
-        launch(t, s);
-    }
+    for (Task& t : tasks) launch(t, s);
     if (cur != dev_ && cur >= 0) cudaSetDevice(cur);
   }
 
  private:
+  // Where the kernel finds its FIFOs with each peer; starts the proxy thread
+  // for peers behind host transports.
+  std::vector<DevPeer> make_peers(const std::vector<bool>& ipc) {
+    const int n = c_.nranks;
+    std::vector<DevPeer> peers(n);
+    ProxyLayout pl;
+    pl.nch = geom_.max_channels;
+    pl.nslots = kProxySlots;
+    pl.slot_bytes = kProxySlotBytes;
+    std::vector<GpuProxy::Peer> proxied;
+    char* local = mesh_->local();
+    for (int r = 0; r < n; ++r) {
+      DevPeer& p = peers[r];
+      if (r == c_.rank || ipc[r]) {
+        char* remote = r == c_.rank ? local : mesh_->remote()[r];
+        p.send_data = remote + geom_.data_off(c_.rank, 0);
+        p.send_head = remote + geom_.head_off(c_.rank, 0);
+        p.send_tail = local + geom_.tail_off(r, 0);
+        p.recv_data = local + geom_.data_off(r, 0);
+        p.recv_head = local + geom_.head_off(r, 0);
+        p.recv_tail = remote + geom_.tail_off(c_.rank, 0);
+        p.send_len = nullptr;
+        p.slot_bytes = geom_.slot_bytes;
+        p.nslots = geom_.nslots;
+        p.ll = 1;
+        continue;
+      }
+      void* h = nullptr;
+      cuda_check(cudaHostAlloc(&h, pl.total_bytes(), cudaHostAllocMapped | cudaHostAllocPortable),
+                 "cudaHostAlloc GPU proxy FIFOs (" + std::to_string(pl.total_bytes()) + " bytes)");
+      std::memset(h, 0, pl.total_bytes());
+      proxy_regions_.push_back(static_cast<char*>(h));
+      void* dv = nullptr;
+      cuda_check(cudaHostGetDevicePointer(&dv, h, 0), "cudaHostGetDevicePointer");
+      char* d = static_cast<char*>(dv);
+      p.send_data = d + pl.tx_data();
+      p.send_head = d + pl.tx_flags();
+      p.send_tail = d + pl.tx_flags() + 128;
+      p.recv_data = d + pl.rx_data();
+      p.recv_head = d + pl.rx_flags();
+      p.recv_tail = d + pl.rx_flags() + 128;
+      p.send_len = reinterpret_cast<uint32_t*>(d + pl.tx_len());
+      p.slot_bytes = pl.slot_bytes;
+      p.nslots = pl.nslots;
+      p.ll = 0;
+      proxied.push_back(GpuProxy::Peer{r, c_.conns[r].get(), static_cast<char*>(h)});
+      log_info(Subsys::Gpu,
+               "rank {} GPU {}: rank {} through {} via the GPU proxy thread (host-mapped FIFOs, "
+               "{} x {} KiB per channel and direction)",
+               c_.rank, dev_, r, c_.conns[r]->describe(), pl.nslots, pl.slot_bytes >> 10);
+    }
+    proxy_peers_ = int(proxied.size());
+    if (!proxied.empty())
+      proxy_ = std::make_unique<GpuProxy>(
+          c_.rank, pl, std::move(proxied), [this](int code, const std::string& why) {
+            log_warn(Subsys::Gpu, "rank {}: {}", c_.rank, why);
+            *const_cast<volatile int32_t*>(h_abort_) = 1;  // kernels give up promptly
+            c_.fail(static_cast<mycollResult_t>(code), why);
+          });
+    return peers;
+  }
+
   int channels_for(size_t bytes) const {
     return device_channels(bytes, c_.cfg.gpu_channel_bytes, geom_.max_channels);
   }
@@ -277,116 +350,22 @@ class DeviceCommImpl : public DeviceComm {
     cuda_check(launch_plan(a, reduces(t.coll), t.dtype, t.op, p.nch, s), "plan kernel launch");
   }
 
-  // ---- host-staged path (peers on shm/socket) ----
-  char* staging(size_t slot, size_t bytes) {
-    auto it = staging_.find(slot);
-    if (it != staging_.end() && staging_size_[slot] >= bytes) return it->second;
-    if (it != staging_.end()) cudaFreeHost(it->second);
-    void* p = nullptr;
-    cuda_check(cudaHostAlloc(&p, std::max<size_t>(bytes, 64), cudaHostAllocPortable), "cudaHostAlloc staging");
-    staging_[slot] = static_cast<char*>(p);
-    staging_size_[slot] = bytes;
-    return static_cast<char*>(p);
-  }
-
-  // Runs one host-engine task on this thread (its buffers already staged).
-  void run_host_task(const Task& t) {
-    std::vector<HostWork> w(1);
-    w[0].comm = &c_;
-    w[0].tasks.push_back(t);
-    run_host(w);  // throws after marking the communicator broken
-  }
-
-  // Synchronous: the stream is drained, data staged through pinned host
-  // memory and the host engine runs the plan on this thread.
-  void enqueue_staged(const Task& t, cudaStream_t s) {
-    cuda_check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
-    if (t.coll == Coll::SendRecv) return enqueue_staged_p2p(t, s);
-    const size_t es = dtype_size(t.dtype);
-    const CollArgs a = t.args(c_.nranks, c_.rank);
-    BufferCounts bc = buffer_counts(a);
-    // One host region spanning input and output keeps in-place aliasing.
-    const char* in = static_cast<const char*>(t.input);
-    char* out = static_cast<char*>(t.output);
-    size_t in_b = in ? bc.input * es : 0, out_b = out ? bc.output * es : 0;
-    const char* lo = nullptr;
-    const char* hi = nullptr;
-    auto span = [&](const char* p, size_t b) {
-      if (!p || !b) return;
-      lo = lo ? std::min(lo, p) : p;
-      hi = hi ? std::max(hi, p + b) : p + b;
-    };
-    span(in, in_b);
-    span(out, out_b);
-    const bool joint = in_b && out_b && !(in + in_b <= out || out + out_b <= in);
-    Task host = t;
-    host.plan = comm_build_plan(c_, t.algo, a);
-    if (joint) {
-      char* h = staging(0, hi - lo);
-      host.input = h + (in - lo);
-      host.output = h + (out - lo);
-      cuda_check(cudaMemcpy(h, lo, hi - lo, cudaMemcpyDeviceToHost), "stage in");
-    } else {
-      char* hin = staging(0, in_b);
-      char* hout = staging(1, out_b);
-      host.input = in ? hin : nullptr;
-      host.output = out ? hout : nullptr;
-      if (in_b) cuda_check(cudaMemcpy(hin, in, in_b, cudaMemcpyDeviceToHost), "stage in");
-    }
-    run_host_task(host);
-    if (out_b)
-      cuda_check(cudaMemcpy(out, static_cast<char*>(host.output), out_b, cudaMemcpyHostToDevice),
-                 "stage out");
-  }
-
-  // Point-to-point batch: every message gets its own region of one pinned
-  // buffer; slices address memory absolutely (see make_p2p_task).
-  void enqueue_staged_p2p(const Task& t, cudaStream_t s) {
-    size_t total = 0;
-    for (const Step& st : t.plan.steps)
-      for (const Op& op : st.ops)
-        total += op.kind == OpKind::Copy ? 2 * op.src.count
-                 : op.kind == OpKind::Send ? op.src.count
-                                           : op.dst.count;
-    char* h = staging(2, total);
-    Task host = t;
-    size_t off = 0;
-    std::vector<std::tuple<char*, const char*, size_t>> back;
-    for (Step& st : host.plan.steps) {
-      for (Op& op : st.ops) {
-        if (op.kind == OpKind::Send || op.kind == OpKind::Copy) {
-          const char* dsrc = reinterpret_cast<const char*>(op.src.offset);
-          cuda_check(cudaMemcpy(h + off, dsrc, op.src.count, cudaMemcpyDeviceToHost), "stage in");
-          op.src.offset = reinterpret_cast<uintptr_t>(h + off);
-          off += op.src.count;
-        }
-        if (op.kind == OpKind::Recv || op.kind == OpKind::Copy) {
-          back.emplace_back(reinterpret_cast<char*>(op.dst.offset), h + off, op.dst.count);
-          op.dst.offset = reinterpret_cast<uintptr_t>(h + off);
-          off += op.dst.count;
-        }
-      }
-    }
-    run_host_task(host);
-    for (auto& [d, hs, n] : back)
-      cuda_check(cudaMemcpy(d, hs, n, cudaMemcpyHostToDevice), "stage out");
-  }
-
   mycollComm& c_;
   int dev_;
   FifoGeom geom_{};
-  bool staged_ = false;
   std::unique_ptr<CudaIpcMesh> mesh_;
   int32_t* h_abort_ = nullptr;
   DevError* h_error_ = nullptr;
   char** d_remote_ = nullptr;
+  DevPeer* d_peers_ = nullptr;
+  std::vector<char*> proxy_regions_;  // pinned host memory, one per proxy peer
+  int proxy_peers_ = 0;
+  std::unique_ptr<GpuProxy> proxy_;
   DevComm* d_comm_ = nullptr;
   std::map<std::tuple<int, int, int, bool, size_t, int, bool>, DevPlan> plans_;
   std::map<std::string, DevPlan> p2p_plans_;
   void* d_scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
-  std::map<size_t, char*> staging_;
-  std::map<size_t, size_t> staging_size_;
 };
 
 }  // namespace

@@ -201,12 +201,13 @@ TEST(GpuSanitize, Subset) {
 namespace {
 
 // GPU buffers through host transports: forced shm on one host, and two
-// "hosts" (MYCOLL_HOST_ID) joined by MYCOLL_NET=socket, where GPU data is
-// staged through pinned host memory. Same checks as the main matrix.
+// "hosts" (MYCOLL_HOST_ID) joined by MYCOLL_NET=socket; the kernel hands
+// slots to the GPU proxy thread through host-mapped FIFOs. Same checks as
+// the main matrix.
 using StagedParam = std::tuple<int /*ngpus*/, std::string /*mode*/>;
-class GpuStaged : public ::testing::TestWithParam<StagedParam> {};
+class GpuProxied : public ::testing::TestWithParam<StagedParam> {};
 
-TEST_P(GpuStaged, EveryElementMatchesReference) {
+TEST_P(GpuProxied, EveryElementMatchesReference) {
   auto [ngpus, mode] = GetParam();
   SKIP_WITHOUT_GPUS(ngpus);
   LaunchOptions opt;
@@ -226,7 +227,7 @@ TEST_P(GpuStaged, EveryElementMatchesReference) {
   EXPECT_EQ(describe_failures(res), "");
 }
 
-INSTANTIATE_TEST_SUITE_P(Gpu, GpuStaged,
+INSTANTIATE_TEST_SUITE_P(Gpu, GpuProxied,
                          ::testing::Values(StagedParam{2, "shm"}, StagedParam{3, "socket"}),
                          [](const ::testing::TestParamInfo<StagedParam>& i) {
                            return std::to_string(std::get<0>(i.param)) + "gpus_" +

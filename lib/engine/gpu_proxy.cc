@@ -1,0 +1,210 @@
+#include "engine/gpu_proxy.h"
+
+#include <time.h>
+
+#include <chrono>
+#include <exception>
+
+#include "core/error.h"
+#include "core/log.h"
+
+namespace mycoll {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr uint32_t kData = 0x31445850U;    // "PXD1"
+constexpr uint32_t kCredit = 0x31435850U;  // "PXC1"
+constexpr uint64_t kHeader = 16;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+}  // namespace
+
+GpuProxy::GpuProxy(int rank, ProxyLayout layout, std::vector<Peer> peers, FailFn fail)
+    : rank_(rank), L_(layout), fail_(std::move(fail)) {
+  for (Peer& p : peers) {
+    PeerState s;
+    s.p = p;
+    s.sent.assign(L_.nch, 0);
+    s.freed.assign(L_.nch, 0);
+    s.credited.assign(L_.nch, 0);
+    s.delivered.assign(L_.nch, 0);
+    peers_.push_back(std::move(s));
+  }
+  thread_ = std::thread([this] { loop(); });
+}
+
+GpuProxy::~GpuProxy() {
+  stop_.store(true);
+  if (thread_.joinable()) thread_.join();
+}
+
+uint64_t* GpuProxy::flag(const PeerState& s, uint64_t base, int ch, int which) const {
+  return reinterpret_cast<uint64_t*>(s.p.region + base + uint64_t(ch) * 384 + which * 128);
+}
+
+bool GpuProxy::drain(double timeout_s) {
+  const auto t0 = Clock::now();
+  for (;;) {
+    if (failed_.load()) return false;
+    bool pending = false;
+    for (const PeerState& s : peers_)
+      for (int c = 0; c < L_.nch && !pending; ++c)
+        pending = proxy_load(flag(s, L_.tx_flags(), c, 0)) != proxy_load(flag(s, L_.tx_flags(), c, 1));
+    if (!pending) return true;
+    if (std::chrono::duration<double>(Clock::now() - t0).count() > timeout_s) return false;
+    std::this_thread::yield();
+  }
+}
+
+// Puts at most one frame at a time on the connection: credits first (they
+// unblock the peer's kernel), then data slots round-robin over channels.
+bool GpuProxy::tx(PeerState& s) {
+  bool moved = false;
+  if (!s.out_busy) {
+    for (int c = 0; c < L_.nch; ++c) {
+      const uint64_t consumed = proxy_load(flag(s, L_.rx_flags(), c, 1));
+      if (consumed > s.credited[c]) {
+        s.out = Frame{kCredit, uint32_t(c), consumed};
+        s.out_payload = nullptr;
+        s.credited[c] = consumed;
+        s.out_busy = true;
+        break;
+      }
+    }
+  }
+  if (!s.out_busy) {
+    for (int k = 0; k < L_.nch; ++k) {
+      const int c = (s.next_ch + k) % L_.nch;
+      const uint64_t head = proxy_load(flag(s, L_.tx_flags(), c, 0));
+      if (head == s.sent[c] || s.sent[c] - s.freed[c] >= uint64_t(L_.nslots)) continue;
+      const uint64_t slot = s.sent[c] % L_.nslots;
+      const uint32_t* len = reinterpret_cast<const uint32_t*>(s.p.region + L_.tx_len());
+      const uint64_t bytes = __atomic_load_n(&len[uint64_t(c) * L_.nslots + slot], __ATOMIC_ACQUIRE);
+      if (bytes > L_.slot_bytes)
+        throw_error(mycollInternalError, "GPU proxy: the kernel published a slot of " +
+                                             std::to_string(bytes) + " bytes for rank " +
+                                             std::to_string(s.p.rank));
+      s.out = Frame{kData, uint32_t(c), bytes};
+      s.out_payload = s.p.region + L_.tx_data() + uint64_t(c) * L_.ring_bytes() + slot * L_.slot_bytes;
+      s.out_busy = true;
+      s.next_ch = (c + 1) % L_.nch;
+      break;
+    }
+  }
+  while (s.out_busy) {
+    const uint64_t total = kHeader + (s.out.type == kData ? s.out.value : 0);
+    size_t n;
+    if (s.out_done < kHeader)
+      n = s.p.conn->send_some(reinterpret_cast<const char*>(&s.out) + s.out_done, kHeader - s.out_done);
+    else
+      n = s.p.conn->send_some(s.out_payload + (s.out_done - kHeader), total - s.out_done);
+    if (n == 0) break;
+    moved = true;
+    s.out_done += n;
+    if (s.out_done < total) continue;
+    if (s.out.type == kData) {
+      const int c = int(s.out.channel);
+      proxy_store(flag(s, L_.tx_flags(), c, 1), ++s.sent[c]);  // the kernel may reuse the slot
+    }
+    s.out_busy = false;
+    s.out_done = 0;
+  }
+  return moved;
+}
+
+bool GpuProxy::rx(PeerState& s) {
+  bool moved = false;
+  for (;;) {
+    if (s.in_header) {
+      size_t n = s.p.conn->recv_some(reinterpret_cast<char*>(&s.in) + s.in_done, kHeader - s.in_done);
+      if (n == 0) return moved;
+      moved = true;
+      s.in_done += n;
+      if (s.in_done < kHeader) continue;
+      const Frame& f = s.in;
+      const std::string from = "GPU proxy on rank " + std::to_string(rank_) + ": rank " +
+                               std::to_string(s.p.rank);
+      if ((f.type != kData && f.type != kCredit) || f.channel >= uint32_t(L_.nch))
+        throw_error(mycollRemoteError, from + " sent a malformed frame (type " +
+                                           std::to_string(f.type) + ", channel " +
+                                           std::to_string(f.channel) + ")");
+      const int c = int(f.channel);
+      s.in_done = 0;
+      if (f.type == kCredit) {
+        if (f.value < s.freed[c] || f.value > s.sent[c])
+          throw_error(mycollRemoteError, from + " returned credits out of order on channel " +
+                                             std::to_string(c));
+        s.freed[c] = f.value;
+        continue;
+      }
+      const uint64_t consumed = proxy_load(flag(s, L_.rx_flags(), c, 1));
+      if (f.value > L_.slot_bytes || s.delivered[c] - consumed >= uint64_t(L_.nslots))
+        throw_error(mycollRemoteError, from + " sent " + std::to_string(f.value) +
+                                           " bytes on channel " + std::to_string(c) +
+                                           " without a free slot (flow control broken)");
+      s.in_header = false;
+      if (f.value == 0) {
+        proxy_store(flag(s, L_.rx_flags(), c, 0), ++s.delivered[c]);
+        s.in_header = true;
+      }
+      continue;
+    }
+    const int c = int(s.in.channel);
+    char* dst = s.p.region + L_.rx_data() + uint64_t(c) * L_.ring_bytes() +
+                (s.delivered[c] % L_.nslots) * L_.slot_bytes;
+    size_t n = s.p.conn->recv_some(dst + s.in_done, s.in.value - s.in_done);
+    if (n == 0) return moved;
+    moved = true;
+    s.in_done += n;
+    if (s.in_done < s.in.value) continue;
+    proxy_store(flag(s, L_.rx_flags(), c, 0), ++s.delivered[c]);  // the kernel may read it
+    s.in_done = 0;
+    s.in_header = true;
+  }
+}
+
+// Spins while slots move; after 2 ms without traffic it naps between passes
+// (a GPU proxy thread per process, like NCCL's, but not burning a core when
+// the communicator is idle).
+void GpuProxy::loop() {
+  auto last = Clock::now();
+  auto last_check = last;
+  try {
+    while (!stop_.load(std::memory_order_relaxed)) {
+      bool moved = false;
+      for (PeerState& s : peers_) {
+        s.p.conn->progress();
+        moved |= rx(s);
+        moved |= tx(s);
+      }
+      if (moved) {
+        last = Clock::now();
+        continue;
+      }
+      const auto now = Clock::now();
+      if (now - last_check > std::chrono::milliseconds(5)) {
+        for (PeerState& s : peers_) s.p.conn->check_alive();
+        last_check = now;
+      }
+      if (now - last < std::chrono::milliseconds(2)) {
+        cpu_relax();
+      } else {
+        timespec ts{0, 20000};
+        nanosleep(&ts, nullptr);
+      }
+    }
+  } catch (const Error& e) {
+    failed_.store(true);
+    if (!stop_.load() && !closing_.load()) fail_(e.code(), e.what());
+  } catch (const std::exception& e) {
+    failed_.store(true);
+    if (!stop_.load() && !closing_.load()) fail_(mycollInternalError, std::string("GPU proxy: ") + e.what());
+  }
+}
+
+}  // namespace mycoll

@@ -1,0 +1,118 @@
+// GPU <-> network proxy: a host thread that moves FIFO slots between a
+// collective kernel and the host transports (shm, socket, ib, ucx) of peers
+// that CUDA IPC cannot reach, while the kernel runs.
+//
+// For each such peer and channel the kernel sees a pair of FIFOs in pinned,
+// host-mapped memory, with the same counters it uses with NVLink peers:
+//   tx: the kernel fills slots and publishes `head` (slots written) and the
+//       byte count of each slot; the proxy frames each slot onto the peer's
+//       connection and publishes `tail` (slots the kernel may reuse) once
+//       the transport has taken the bytes.
+//   rx: the proxy writes arriving slots in place and publishes `head`; the
+//       kernel consumes them and publishes `tail`; the proxy returns the
+//       freed slots to the sending proxy as credits.
+// A sender never has more slots on the wire than the receiver has free, so
+// the proxy always has room for what arrives and channels sharing one
+// connection never block each other. No kernel launch per chunk, no stream
+// synchronisation: the kernel and the proxy hand slots over through the
+// counters alone.
+//
+// Plain host code (no CUDA): the unit tests drive it with host threads in
+// the kernel's place.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "transports/transport.h"
+
+namespace mycoll {
+
+// Byte layout of one peer's proxy region (host memory, one allocation):
+//   [tx data: nch rings][rx data: nch rings][tx flags][rx flags][tx lengths]
+// Flag lines are 384 bytes per channel: head at +0, tail at +128 (the
+// strides the kernel uses for NVLink peers, see FifoGeom).
+struct ProxyLayout {
+  int nch = 1;
+  int nslots = 8;
+  uint64_t slot_bytes = 32768;
+
+  uint64_t ring_bytes() const { return uint64_t(nslots) * slot_bytes; }
+  uint64_t tx_data() const { return 0; }
+  uint64_t rx_data() const { return uint64_t(nch) * ring_bytes(); }
+  uint64_t tx_flags() const { return 2 * uint64_t(nch) * ring_bytes(); }
+  uint64_t rx_flags() const { return tx_flags() + uint64_t(nch) * 384; }
+  uint64_t tx_len() const { return rx_flags() + uint64_t(nch) * 384; }
+  uint64_t total_bytes() const { return tx_len() + uint64_t(nch) * nslots * 4; }
+};
+
+// Counters are read and written with acquire/release atomics on the host
+// side; the kernel uses volatile accesses and system-scope fences.
+inline uint64_t proxy_load(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+inline void proxy_store(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+
+class GpuProxy {
+ public:
+  struct Peer {
+    int rank = -1;
+    Connection* conn = nullptr;
+    char* region = nullptr;  // host address of the ProxyLayout region
+  };
+  // Called once, from the proxy thread, when a connection fails or a peer
+  // breaks the protocol; the proxy thread then ends.
+  using FailFn = std::function<void(int code, const std::string& reason)>;
+
+  GpuProxy(int rank, ProxyLayout layout, std::vector<Peer> peers, FailFn fail);
+  ~GpuProxy();  // stops the thread (see drain())
+
+  // Waits (bounded by timeout_s) until every slot the kernel published has
+  // been handed to its transport. False on timeout or after a failure.
+  bool drain(double timeout_s);
+  // From now on a failing connection ends the thread quietly (the
+  // communicator is being destroyed and peers close their ends).
+  void closing() { closing_.store(true); }
+
+ private:
+  struct Frame {  // on the wire: 16-byte header, then `value` bytes for data
+    uint32_t type;
+    uint32_t channel;
+    uint64_t value;  // data: payload bytes; credit: slots consumed so far
+  };
+  struct PeerState {
+    Peer p;
+    // tx
+    std::vector<uint64_t> sent;      // per channel: slots fully handed over
+    std::vector<uint64_t> freed;     // per channel: slots the receiver consumed
+    std::vector<uint64_t> credited;  // per channel: consumed count announced to the peer
+    Frame out{};
+    const char* out_payload = nullptr;
+    uint64_t out_done = 0;  // bytes of header + payload accepted
+    bool out_busy = false;
+    int next_ch = 0;
+    // rx
+    std::vector<uint64_t> delivered;  // per channel
+    Frame in{};
+    uint64_t in_done = 0;
+    bool in_header = true;
+  };
+
+  void loop();
+  bool tx(PeerState& s);
+  bool rx(PeerState& s);
+  uint64_t* flag(const PeerState& s, uint64_t base, int ch, int which) const;
+
+  int rank_;
+  ProxyLayout L_;
+  std::vector<PeerState> peers_;
+  FailFn fail_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> failed_{false};
+  std::atomic<bool> closing_{false};
+  std::thread thread_;
+};
+
+}  // namespace mycoll
