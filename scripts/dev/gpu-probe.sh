@@ -8,7 +8,7 @@ export NCCL_NVLS_ENABLE=0 PATH=/usr/local/cuda/bin:$PATH
 b=${BUILD_DIR:-/tmp/b}
 np=${NP:-$(nvidia-smi -L | wc -l)}
 t0=$(date +%s)
-{ cmake -S . -B $b -G Ninja -DCMAKE_BUILD_TYPE=Release && ninja -C $b -j$(nproc) ${TARGETS:-mycoll_gpu_tests mycoll-perf}; } > $out/build.log 2>&1 || { tail -40 $out/build.log; exit 1; }
+{ cmake -S . -B $b -G Ninja -DCMAKE_BUILD_TYPE=Release ${CMAKE_ARGS:-} && ninja -C $b -j$(nproc) ${TARGETS:-mycoll_gpu_tests mycoll-perf}; } > $out/build.log 2>&1 || { tail -40 $out/build.log; exit 1; }
 echo "build $(( $(date +%s) - t0 ))s"
 P=$b/tools/mycoll-perf/mycoll-perf
 if [ -n "${TESTS:-}" ]; then
