@@ -124,8 +124,32 @@ __device__ __forceinline__ char* resolve(const KernelArgs& a, uint8_t buf, uint6
   return buf == 3 ? reinterpret_cast<char*>(off) : a.bufs[buf] + off;
 }
 
+// Named barrier of one warp group (ids 1 and 2; 0 is __syncthreads). The
+// non-.aligned form: threads of a warp need not arrive converged.
 __device__ __forceinline__ void group_bar(int group, int nt) {
-  asm volatile("bar.sync %0, %1;" ::"r"(group + 1), "r"(nt) : "memory");
+  asm volatile("barrier.sync %0, %1;" ::"r"(group + 1), "r"(nt) : "memory");
+}
+// group_bar that also returns whether pred held in any thread of the group,
+// so every thread takes the same branch on a flag another thread may be
+// setting meanwhile (sh.stop).
+__device__ __forceinline__ bool group_bar_any(int group, int nt, bool pred) {
+  uint32_t r;
+  asm volatile(
+      "{\n\t.reg .pred p, q;\n\tsetp.ne.u32 p, %1, 0;\n\t"
+      "barrier.red.or.pred q, %2, %3, p;\n\tselp.u32 %0, 1, 0, q;\n\t}"
+      : "=r"(r)
+      : "r"(uint32_t(pred)), "r"(group + 1), "r"(nt)
+      : "memory");
+  return r != 0;
+}
+
+// Why a wait should end: mycollRemoteError once the host raised the abort
+// flag (host memory: read only when check_abort), mycollTimeout after the
+// communicator's timeout without progress since `since`; 0 to keep waiting.
+__device__ __forceinline__ int wait_verdict(const DevComm& cm, uint64_t since, bool check_abort) {
+  if (check_abort && *cm.abort) return mycollRemoteError;
+  if (globaltimer() - since > cm.timeout_ns) return mycollTimeout;
+  return 0;
 }
 
 // ---- low-latency protocol: 16-byte lines {lo, flag, hi, flag} ----
@@ -470,9 +494,7 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
               while (!ok[u] && !quit) {
                 ok[u] = ll_load(ring[u], flag[u], &v[u]);
                 if (!ok[u] && (++spins & 1023) == 0) {
-                  int code = 0;
-                  if ((spins & 0xffff) == 0 && *cm.abort) code = mycollRemoteError;
-                  else if (globaltimer() - t0 > cm.timeout_ns) code = mycollTimeout;
+                  const int code = wait_verdict(cm, t0, (spins & 0xffff) == 0);
                   if (code) give_up(cm, code, peer[u], kind[u]);
                   if (code || sh.stop) {
                     sh.stop = 1;
@@ -511,8 +533,7 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
           moved = true;
           KTRACE('m');
         }
-        group_bar(group, NT);
-        if (sh.stop) break;
+        if (group_bar_any(group, NT, sh.stop)) break;
       }
       // ---- bandwidth protocol: one op at a time, a batch of slots each ----
       for (int k = 0; k < nops; ++k) {
@@ -595,16 +616,13 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
         }
         group_bar(group, NT);
       }
-      if (sh.stop) break;
+      if (group_bar_any(group, NT, sh.stop)) break;
       if (all_done) break;
       if (!moved) {
         if (tid == 0) {
-          uint64_t now = globaltimer();
-          int code = 0;
           // The abort flag lives in host memory: a PCIe read, so only now and then.
-          if ((++idle_polls & 255) == 0 && *cm.abort) code = mycollRemoteError;
-          else if (sh.stop) code = -1;  // the other group gave up
-          else if (now - last_progress > cm.timeout_ns) code = mycollTimeout;
+          const int code = sh.stop ? -1  // the other group gave up
+                                   : wait_verdict(cm, last_progress, (++idle_polls & 255) == 0);
           if (code > 0) {
             int peer = -1, kind = -1;
             for (int k = 0; k < nops; ++k) {
@@ -620,13 +638,11 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
           }
           if (code) sh.stop = 1;
         }
-        group_bar(group, NT);
-        if (sh.stop) break;
+        if (group_bar_any(group, NT, sh.stop)) break;
       }
     }
     KTRACE('E');
-    __syncthreads();
-    if (sh.stop) return;
+    if (__syncthreads_or(sh.stop)) return;
   }
 #ifdef MYCOLL_KERNEL_TRACE
   KTRACE('X');

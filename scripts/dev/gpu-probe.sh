@@ -17,6 +17,6 @@ if [ -n "${TESTS:-}" ]; then
   echo "tests $(( $(date +%s) - t0 ))s"
 fi
 bench() { local name=$1; shift; timeout 150 "$@" > $out/$name.txt 2>&1; local rc=$?; { echo "== $name rc=$rc"; cat $out/$name.txt; } >> $out/all.txt; rm -f $out/$name.txt
-  echo "== $name rc=$rc"; tail -n +1 $out/all.txt | awk -v n="== $name rc=$rc" '$0==n{p=1;next} /^== /{p=0} p' | grep -E "^ *[0-9]" | awk '{ if (NF>=17) printf "%11s my %8s us | nccl %8s us | %s\n", $1, $6, $(NF-2), $NF; else printf "%11s my %8s us\n", $1, $6 }' | head -40; }
+  echo "== $name rc=$rc"; tail -n +1 $out/all.txt | awk -v n="== $name rc=$rc" '$0==n{p=1;next} /^== /{p=0} p' | grep -E "^ *[0-9]" | awk '{ if (NF>=16) printf "%11s my %8s us | nccl %8s us | %s\n", $1, $6, $(NF-2), $NF; else printf "%11s my %8s us\n", $1, $6 }' | head -40; }
 eval "${BENCH:-}"
 echo "total $(( $(date +%s) - t0 ))s"
