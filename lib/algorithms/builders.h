@@ -134,6 +134,7 @@ Plan tree_plan(const CollArgs& a);
 Plan rhd_plan(const CollArgs& a);
 Plan direct_plan(const CollArgs& a);
 Plan hier_plan(const CollArgs& a);
+Plan twoshot_plan(const CollArgs& a);
 
 }  // namespace algo
 }  // namespace mycoll

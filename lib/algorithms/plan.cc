@@ -29,6 +29,7 @@ const char* algo_name(Algo a) {
     case Algo::Rhd: return "rhd";
     case Algo::Direct: return "direct";
     case Algo::Hier: return "hier";
+    case Algo::TwoShot: return "twoshot";
   }
   return "unknown";
 }
@@ -44,8 +45,10 @@ bool algo_supports(Algo a, Coll c) {
     case Algo::Rhd:
       return c == Coll::AllReduce || c == Coll::ReduceScatter || c == Coll::AllGather;
     case Algo::Direct:
-      return c == Coll::AllReduce || c == Coll::AllToAll || c == Coll::Scatter ||
-             c == Coll::Gather;
+      return c == Coll::AllReduce || c == Coll::AllGather || c == Coll::ReduceScatter ||
+             c == Coll::AllToAll || c == Coll::Scatter || c == Coll::Gather;
+    case Algo::TwoShot:
+      return c == Coll::AllReduce;
     case Algo::Hier:
       return c == Coll::AllReduce || c == Coll::Broadcast || c == Coll::Reduce;
   }
@@ -132,6 +135,7 @@ Plan build_plan(Algo algo, const CollArgs& a) {
       case Algo::Rhd: plan = algo::rhd_plan(a); break;
       case Algo::Direct: plan = algo::direct_plan(a); break;
       case Algo::Hier: plan = algo::hier_plan(a); break;
+      case Algo::TwoShot: plan = algo::twoshot_plan(a); break;
     }
   }
   bool reduced = a.coll == Coll::AllReduce || a.coll == Coll::ReduceScatter ||

@@ -28,9 +28,9 @@ const char* coll_name(Coll c);  // "allreduce", "broadcast", ... (lower case, as
 // Algorithm families. Not every family serves every collective:
 // algo_supports() says which (see docs/algorithms.md). Hier = two-level
 // trees: a chain inside each host, a tree over the hosts' chain heads.
-enum class Algo : uint8_t { Ring, Tree, Rhd, Direct, Hier };
-constexpr int kNumAlgos = 5;
-const char* algo_name(Algo a);  // "ring", "tree", "rhd", "direct", "hier"
+enum class Algo : uint8_t { Ring, Tree, Rhd, Direct, Hier, TwoShot };
+constexpr int kNumAlgos = 6;
+const char* algo_name(Algo a);  // "ring", "tree", "rhd", "direct", "hier", "twoshot"
 bool algo_supports(Algo a, Coll c);
 
 // The three buffers a plan may address. Input = the user's send buffer,
@@ -127,7 +127,7 @@ Plan build_plan(Algo algo, const CollArgs& a);
 
 // Algorithm choice: MYCOLL_ALGO spec parsed once.
 //   "" or "auto"          -> size/rank rule (docs/algorithms.md)
-//   "ring" | "tree" | "rhd" | "direct" | "hier" -> that family for every collective
+//   "ring" | "tree" | "rhd" | "direct" | "hier" | "twoshot" -> that family for every collective
 //                            it serves, auto for the others
 //   "allreduce:rhd,broadcast:tree" -> per collective (others auto)
 // A per-collective entry naming an algorithm that does not serve that

@@ -50,7 +50,7 @@ int parse_coll(const std::string& name) {
 
 [[noreturn]] void bad_spec(const std::string& spec, const std::string& why) {
   throw_error(mycollInvalidArgument, "MYCOLL_ALGO '" + spec + "': " + why +
-                                         " (expected auto | ring | tree | rhd | direct | hier, or "
+                                         " (expected auto | ring | tree | rhd | direct | hier | twoshot, or "
                                          "comma-separated <collective>:<algorithm> entries)");
 }
 

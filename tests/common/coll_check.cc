@@ -49,7 +49,9 @@ bool algo_serves(const std::string& algo, CollKind k) {
            k == K::Gather;
   if (algo == "rhd") return k == K::AllReduce || k == K::ReduceScatter || k == K::AllGather;
   if (algo == "direct")
-    return k == K::AllReduce || k == K::AllToAll || k == K::Scatter || k == K::Gather;
+    return k == K::AllReduce || k == K::AllGather || k == K::ReduceScatter || k == K::AllToAll ||
+           k == K::Scatter || k == K::Gather;
+  if (algo == "twoshot") return k == K::AllReduce;
   if (algo == "hier") return k == K::AllReduce || k == K::Broadcast || k == K::Reduce;
   return false;
 }

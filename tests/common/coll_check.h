@@ -30,7 +30,7 @@ std::string describe(const CheckCase& c);
 extern const mycollDataType_t kAllTypes[10];
 extern const mycollRedOp_t kAllOps[5];
 extern const CollKind kAllKinds[9];
-// Whether MYCOLL_ALGO=algo ("auto", "ring", "tree", "rhd", "direct", "hier") applies
+// Whether MYCOLL_ALGO=algo ("auto", "ring", "tree", "rhd", "direct", "hier", "twoshot") applies
 // to collective k (elsewhere the automatic rule is used, tested by "auto").
 bool algo_serves(const std::string& algo, CollKind k);
 

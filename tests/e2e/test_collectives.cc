@@ -68,7 +68,7 @@ INSTANTIATE_TEST_SUITE_P(Host, Collectives,
                          ::testing::Combine(::testing::Values("shm", "socket"),
                                             ::testing::Values(1, 2, 3, 4, 5, 8),
                                             ::testing::Values("auto", "ring", "tree", "rhd",
-                                                              "direct")),
+                                                              "direct", "twoshot")),
                          name);
 
 }  // namespace

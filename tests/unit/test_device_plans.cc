@@ -231,7 +231,7 @@ std::string run_case(Coll coll, Algo algo, int n, size_t count, int root, bool i
 TEST(DevicePlans, EveryCollectiveAlgorithmChannelSplitMatchesReference) {
   const Coll colls[] = {Coll::AllReduce, Coll::Broadcast, Coll::Reduce, Coll::AllGather,
                         Coll::ReduceScatter, Coll::AllToAll, Coll::Scatter, Coll::Gather};
-  const Algo algos[] = {Algo::Ring, Algo::Tree, Algo::Rhd, Algo::Direct, Algo::Hier};
+  const Algo algos[] = {Algo::Ring, Algo::Tree, Algo::Rhd, Algo::Direct, Algo::Hier, Algo::TwoShot};
   int cases = 0;
   for (Coll coll : colls)
     for (Algo algo : algos) {

@@ -324,8 +324,9 @@ TEST(PlanBuild, FamiliesServeTheDocumentedCollectives) {
       "ring:allreduce",    "ring:reducescatter", "ring:allgather", "ring:broadcast",
       "ring:reduce",       "tree:allreduce",     "tree:broadcast", "tree:reduce",
       "tree:scatter",      "tree:gather",        "rhd:allreduce",  "rhd:reducescatter",
-      "rhd:allgather",     "direct:allreduce",   "direct:alltoall", "direct:scatter",
-      "direct:gather",     "hier:allreduce",     "hier:broadcast", "hier:reduce"};
+      "rhd:allgather",     "direct:allreduce",   "direct:reducescatter", "direct:allgather",
+      "direct:alltoall",   "direct:scatter",     "direct:gather",  "hier:allreduce",
+      "hier:broadcast",    "hier:reduce",        "twoshot:allreduce"};
   EXPECT_EQ(got, want);
 }
 
@@ -415,6 +416,7 @@ TEST(PlanBuild, Names) {
   EXPECT_STREQ(algo_name(Algo::Rhd), "rhd");
   EXPECT_STREQ(algo_name(Algo::Direct), "direct");
   EXPECT_STREQ(algo_name(Algo::Hier), "hier");
+  EXPECT_STREQ(algo_name(Algo::TwoShot), "twoshot");
 }
 
 // Step counts the docs promise (docs/algorithms.md), for a sample.
@@ -436,6 +438,9 @@ TEST(PlanBuild, StepCountsMatchDocs) {
   EXPECT_EQ(steps(Algo::Direct, Coll::AllToAll, 5, 1, 7), 4u);      // n-1
   EXPECT_EQ(steps(Algo::Ring, Coll::Broadcast, 4, 3, 12, 4), 3u);   // last in chain: 3 chunks
   EXPECT_EQ(steps(Algo::Tree, Coll::Broadcast, 8, 0, 12), 1u);      // root: one send step
+  EXPECT_EQ(steps(Algo::TwoShot, Coll::AllReduce, 8, 5, 64), 2u);  // reduce-scatter + all-gather
+  EXPECT_EQ(steps(Algo::Direct, Coll::AllGather, 5, 2, 7), 1u);     // one exchange
+  EXPECT_EQ(steps(Algo::Direct, Coll::ReduceScatter, 5, 2, 7), 2u); // exchange + local reduce
 }
 
 // ---------------------------------------------------------------------------
