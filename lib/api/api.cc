@@ -70,9 +70,10 @@ mycollResult_t run_call(mycollComm* comm, const char* fn, const Call& call) {
 }
 
 mycollComm* valid_comm(mycollComm* comm, const char* fn) {
-  check_arg(comm != nullptr, std::string(fn) + ": comm is NULL");
-  check_arg(comm->magic == mycollComm::kMagic,
-            std::string(fn) + ": comm is not a valid communicator (destroyed?)");
+  check_arg(comm != nullptr, [&] { return std::string(fn) + ": comm is NULL"; });
+  check_arg(comm->magic == mycollComm::kMagic, [&] {
+    return std::string(fn) + ": comm is not a valid communicator (destroyed?)";
+  });
   return comm;
 }
 

@@ -60,46 +60,61 @@ bool in_place(const mycollComm* c, const Call& call) {
 
 int group_depth() { return g_group.depth; }
 
+// Every message is built only when its check fails: this runs on each call.
 void validate_call(mycollComm* comm, const Call& call, const char* fn) {
-  std::string f = fn;
-  check_arg(comm != nullptr, f + ": comm is NULL");
-  check_arg(comm->magic == mycollComm::kMagic, f + ": comm is not a valid communicator (destroyed?)");
+  check_arg(comm != nullptr, [&] { return fmt::format("{}: comm is NULL", fn); });
+  check_arg(comm->magic == mycollComm::kMagic, [&] {
+    return fmt::format("{}: comm is not a valid communicator (destroyed?)", fn);
+  });
   comm->check_usable();
-  check_arg(call.dtype >= 0 && call.dtype < mycollNumTypes,
-            f + ": datatype " + std::to_string(call.dtype) + " is not a mycollDataType_t (0..9)");
+  check_arg(call.dtype >= 0 && call.dtype < mycollNumTypes, [&] {
+    return fmt::format("{}: datatype {} is not a mycollDataType_t (0..9)", fn, int(call.dtype));
+  });
   if (call.coll == Coll::AllReduce || call.coll == Coll::Reduce || call.coll == Coll::ReduceScatter)
-    check_arg(call.op >= 0 && call.op < mycollNumOps,
-              f + ": op " + std::to_string(call.op) + " is not a mycollRedOp_t (0..4)");
+    check_arg(call.op >= 0 && call.op < mycollNumOps, [&] {
+      return fmt::format("{}: op {} is not a mycollRedOp_t (0..4)", fn, int(call.op));
+    });
   if (call.coll == Coll::Broadcast || call.coll == Coll::Reduce || call.coll == Coll::Scatter ||
       call.coll == Coll::Gather)
-    check_arg(call.root >= 0 && call.root < comm->nranks,
-              f + ": root " + std::to_string(call.root) + " is out of range [0, " +
-                  std::to_string(comm->nranks) + ")");
+    check_arg(call.root >= 0 && call.root < comm->nranks, [&] {
+      return fmt::format("{}: root {} is out of range [0, {})", fn, call.root, comm->nranks);
+    });
   if (call.coll == Coll::SendRecv)
-    check_arg(call.peer >= 0 && call.peer < comm->nranks,
-              f + ": peer " + std::to_string(call.peer) + " is out of range [0, " +
-                  std::to_string(comm->nranks) + ")");
+    check_arg(call.peer >= 0 && call.peer < comm->nranks, [&] {
+      return fmt::format("{}: peer {} is out of range [0, {})", fn, call.peer, comm->nranks);
+    });
   const size_t es = dtype_size(call.dtype);
   size_t blocks = is_blocked(call.coll) ? static_cast<size_t>(comm->nranks) : 1;
-  check_arg(call.count <= SIZE_MAX / es / blocks,
-            f + ": count " + std::to_string(call.count) + " overflows the byte size");
-  check_arg(call.count <= (size_t(1) << 56) / es / blocks,
-            f + ": count " + std::to_string(call.count) + " is larger than any buffer can be");
+  check_arg(call.count <= SIZE_MAX / es / blocks, [&] {
+    return fmt::format("{}: count {} overflows the byte size", fn, call.count);
+  });
+  check_arg(call.count <= (size_t(1) << 56) / es / blocks, [&] {
+    return fmt::format("{}: count {} is larger than any buffer can be", fn, call.count);
+  });
   if (call.count == 0) return;
-  if (needs_send(comm, call)) check_arg(call.send != nullptr, f + ": sendbuff is NULL");
-  if (needs_recv(comm, call)) check_arg(call.recv != nullptr, f + ": recvbuff is NULL");
+  if (needs_send(comm, call))
+    check_arg(call.send != nullptr, [&] { return fmt::format("{}: sendbuff is NULL", fn); });
+  if (needs_recv(comm, call))
+    check_arg(call.recv != nullptr, [&] { return fmt::format("{}: recvbuff is NULL", fn); });
   if (cuda_device_count() > 0) {
+    // The driver is asked about every buffer on every call, deliberately
+    // without a cache keyed by address: a buffer freed and reallocated at
+    // the same address can change kind (device <-> host) and nothing tells
+    // us, and a wrong answer here means a kernel faulting on a host pointer
+    // instead of this clear error. Only the repeat query of an in-place
+    // buffer is skipped.
     const bool want_dev = comm->cuda_device >= 0;
-    for (const void* p : {call.send, static_cast<const void*>(call.recv)}) {
-      if (!p) continue;
+    auto check_kind = [&](const void* p) {
       bool dev = is_device_pointer(p);
       if (dev != want_dev)
         throw_error(mycollInvalidArgument,
-                    f + ": buffer " + fmt::format("{}", p) + " is " + (dev ? "device" : "host") +
-                        " memory but the communicator is " +
-                        (want_dev ? "bound to GPU " + std::to_string(comm->cuda_device)
-                                  : std::string("host-only")));
-    }
+                    fmt::format("{}: buffer {} is {} memory but the communicator is {}", fn, p,
+                                dev ? "device" : "host",
+                                want_dev ? "bound to GPU " + std::to_string(comm->cuda_device)
+                                         : std::string("host-only")));
+    };
+    if (call.send) check_kind(call.send);
+    if (call.recv && call.recv != call.send) check_kind(call.recv);
   }
 }
 
@@ -224,11 +239,41 @@ static void execute(std::vector<std::pair<mycollComm*, Call>>& calls) {
   if (err) std::rethrow_exception(err);
 }
 
+// Task lists reused by every call on this thread (cleared, never shrunk),
+// so that a GPU collective outside a group allocates nothing once warm.
+struct CallScratch {
+  std::vector<Task> tasks;
+  std::vector<HostWork> host;
+};
+thread_local CallScratch t_scratch;
+
+// The common case: one collective outside a group. Same order of work as
+// execute() for a single call: task, then stream, then the engine.
+static void execute_collective(mycollComm* c, const Call& call) {
+  if (call.count == 0) return;
+  if (c->device) {
+    std::vector<Task>& tasks = t_scratch.tasks;
+    tasks.clear();
+    tasks.push_back(make_collective_task(c, call));
+    c->device->enqueue(tasks, call.stream);
+    return;
+  }
+  std::vector<HostWork>& host = t_scratch.host;
+  host.resize(1);
+  host[0].comm = c;
+  host[0].tasks.clear();
+  host[0].tasks.push_back(make_collective_task(c, call));
+  if (call.stream) stream_synchronize(call.stream);
+  run_host(host);
+  host[0].tasks.clear();  // the plan's memory; the list's capacity stays
+}
+
 void submit(mycollComm* comm, const Call& call) {
   if (g_group.depth > 0) {
     g_group.calls.emplace_back(comm, call);
     return;
   }
+  if (call.coll != Coll::SendRecv) return execute_collective(comm, call);
   std::vector<std::pair<mycollComm*, Call>> one{{comm, call}};
   execute(one);
 }

@@ -42,6 +42,11 @@ void cuda_check(cudaError_t e, const std::string& what) {
   if (e != cudaSuccess)
     throw_error(mycollUnhandledCudaError, what + ": " + cudaGetErrorString(e));
 }
+// Per-call checks name a literal: no string is built unless it failed.
+void cuda_check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess)
+    throw_error(mycollUnhandledCudaError, std::string(what) + ": " + cudaGetErrorString(e));
+}
 
 bool is_blocked(Coll c) {
   return c == Coll::AllGather || c == Coll::ReduceScatter || c == Coll::AllToAll ||
@@ -179,11 +184,19 @@ class DeviceCommImpl : public DeviceComm {
       c_.fail(e, why);
       throw_error(e, why);
     }
+    // Launches go to this communicator's GPU whatever the caller's current
+    // device; cudaSetDevice only when it differs, and the caller's device is
+    // restored on every exit (a failed launch included).
     int cur = -1;
     cudaGetDevice(&cur);
+    struct RestoreDevice {
+      int prev, dev;
+      ~RestoreDevice() {
+        if (prev != dev && prev >= 0) cudaSetDevice(prev);
+      }
+    } restore{cur, dev_};
     if (cur != dev_) cuda_check(cudaSetDevice(dev_), "cudaSetDevice");
     for (Task& t : tasks) launch(t, s);
-    if (cur != dev_ && cur >= 0) cudaSetDevice(cur);
   }
 
  private:
