@@ -83,7 +83,7 @@ std::string pname(const ::testing::TestParamInfo<Param>& i) {
 
 INSTANTIATE_TEST_SUITE_P(Gpu, GpuProcesses,
                          ::testing::Combine(::testing::Values(2, 3, 4, 8),
-                                            ::testing::Values("auto", "ring", "tree", "rhd")),
+                                            ::testing::Values("auto", "ring", "tree", "rhd", "direct", "twoshot")),
                          pname);
 
 // One process, one thread per GPU, communicators from mycollCommInitAll.
