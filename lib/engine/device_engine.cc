@@ -74,6 +74,8 @@ class DeviceCommImpl : public DeviceComm {
       if (r != c.rank && !use[r]) any_host = true;
     }
     staged_ = any_host;
+    // One-shot all-reduce region: only where the one-shot kernel can run.
+    geom_.os_bytes = !staged_ && c.nranks >= 2 ? static_cast<int32_t>(cfg.gpu_oneshot_bytes) : 0;
     mesh_ = CudaIpcMesh::create(*c.bootstrap, c.peers, use, dev_, geom_.total_bytes());
 
     void* p = nullptr;
@@ -104,6 +106,11 @@ class DeviceCommImpl : public DeviceComm {
              "per channel in the low-latency ring, FIFO memory {} MiB{}",
              c.rank, dev_, geom_.max_channels, geom_.nslots, geom_.slot_bytes, cfg.gpu_ll_bytes,
              geom_.total_bytes() >> 20, staged_ ? ", host-staged peers present" : "");
+    if (geom_.os_bytes > 0)
+      log_info(Subsys::Gpu,
+               "rank {} GPU {}: one-shot all-reduce enabled for messages <= {} bytes with the "
+               "direct algorithm (MYCOLL_GPU_ONESHOT_BYTES), {} KiB of inbox",
+               c.rank, dev_, geom_.os_bytes, geom_.os_region_bytes() >> 10);
   }
 
   // Peers may still write counters into this inbox after our last kernel
@@ -263,7 +270,22 @@ class DeviceCommImpl : public DeviceComm {
     scratch_bytes_ = bytes;
   }
 
+  // All-reduce small enough for the one-shot kernel (every peer on cuda_ipc:
+  // launch() only runs when nothing is staged). The decision depends only on
+  // values every rank shares, so all ranks make the same one-shot calls.
+  bool oneshot(const Task& t) const {
+    const uint64_t bytes = uint64_t(t.count) * dtype_size(t.dtype);
+    return t.coll == Coll::AllReduce && t.algo == Algo::Direct && !staged_ && c_.nranks >= 2 &&
+           bytes > 0 && bytes <= uint64_t(std::max(geom_.os_bytes, 0));
+  }
+
   void launch(const Task& t, cudaStream_t s) {
+    if (oneshot(t)) {
+      cuda_check(launch_oneshot(t.input, t.output, uint64_t(t.count) * dtype_size(t.dtype),
+                                t.dtype, t.op, d_comm_, c_.nranks, s),
+                 "one-shot kernel launch");
+      return;
+    }
     DevPlan& p = t.coll == Coll::SendRecv ? p2p_plan(t, s) : collective_plan(t, s);
     ensure_scratch(p.scratch_bytes, s);
     KernelArgs a{};
