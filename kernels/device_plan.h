@@ -49,6 +49,12 @@ static_assert(sizeof(DevOp) == 32, "DevOp layout");
 //          same for the ll ring)
 //   state: for peer s, channel c: r's own counters: data slots sent to s,
 //          received from s; ll slots sent to s, received from s
+//   os:    one-shot all-reduce (kernels/oneshot_kernel.cu), only when
+//          os_bytes > 0: for sender s, parity b in {0, 1}: os_line_bytes()
+//          of LL lines (s's whole input, 8 data bytes per 16-byte line,
+//          written by s); then one 128-byte control line of r's own:
+//          [0] epoch (u64, one-shot launches completed), [8] blocks done
+//          (u32, the launch in flight)
 struct FifoGeom {
   int32_t nranks;
   int32_t max_channels;
@@ -56,6 +62,8 @@ struct FifoGeom {
   int32_t ll_slots;
   uint64_t slot_bytes;
   uint64_t ll_slot_bytes;
+  int32_t os_bytes;  // one-shot all-reduce: most data bytes per rank (0 = off)
+  int32_t os_pad;
 
   MYCOLL_HD uint64_t ring_bytes() const { return uint64_t(nslots) * slot_bytes; }
   MYCOLL_HD uint64_t ll_ring_bytes() const { return uint64_t(ll_slots) * ll_slot_bytes; }
@@ -72,7 +80,17 @@ struct FifoGeom {
   MYCOLL_HD uint64_t state_base() const { return flags_base() + pairs() * 384; }
   // [0] data sent, [1] data received, [2] ll sent, [3] ll received
   MYCOLL_HD uint64_t state_off(int peer, int ch) const { return state_base() + pair(peer, ch) * 32; }
-  MYCOLL_HD uint64_t total_bytes() const { return state_base() + pairs() * 32; }
+  MYCOLL_HD uint64_t os_base() const { return (state_base() + pairs() * 32 + 255) / 256 * 256; }
+  // One sender's buffer of one parity: a 16-byte LL line per 8 data bytes.
+  MYCOLL_HD uint64_t os_line_bytes() const { return (uint64_t(os_bytes) + 7) / 8 * 16; }
+  MYCOLL_HD uint64_t os_off(int sender, int parity) const {
+    return os_base() + (uint64_t(sender) * 2 + parity) * os_line_bytes();
+  }
+  MYCOLL_HD uint64_t os_ctl_off() const { return os_base() + uint64_t(nranks) * 2 * os_line_bytes(); }
+  MYCOLL_HD uint64_t os_region_bytes() const {
+    return os_bytes > 0 ? uint64_t(nranks) * 2 * os_line_bytes() + 128 : 0;
+  }
+  MYCOLL_HD uint64_t total_bytes() const { return os_base() + os_region_bytes(); }
 };
 
 // Written by a kernel that gives up (host-mapped memory).

@@ -1,4 +1,5 @@
-// Host entry to the collective kernels (kernels/plan_kernel.cu).
+// Host entry to the collective kernels (kernels/plan_kernel.cu,
+// kernels/oneshot_kernel.cu).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -14,5 +15,15 @@ cudaError_t launch_plan(const KernelArgs& a, bool reduce, mycollDataType_t t, my
                         int nchannels, cudaStream_t stream);
 int plan_kernel_threads();
 int plan_kernel_max_step_ops();
+
+// One-shot all-reduce (kernels/oneshot_kernel.cu): out = in_0 <op> ... <op>
+// in_{n-1} in rank order, in one kernel through the inboxes' os regions.
+// Requires 0 < bytes <= comm's geom.os_bytes, every peer mapped over CUDA IPC,
+// and every rank making the same sequence of one-shot calls. out may be in.
+cudaError_t launch_oneshot(const void* in, void* out, uint64_t bytes, mycollDataType_t t,
+                           mycollRedOp_t op, const DevComm* comm, int nranks,
+                           cudaStream_t stream);
+// Thread blocks the one-shot kernel uses for a message of `bytes`.
+int oneshot_blocks(uint64_t bytes);
 
 }  // namespace mycoll

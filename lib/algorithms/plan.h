@@ -153,7 +153,11 @@ class AlgoPolicy {
   // GPU communicators whose peers are all reached over NVLink/PCIe (the
   // device engine): the rule measured on H200s (docs/algorithms.md).
   void set_device(bool v) { device_ = v; }
-  static Algo auto_choice_gpu(Coll c, int nranks, size_t bytes);
+  // The device engine runs all-reduce of at most this many bytes as one
+  // kernel (MYCOLL_GPU_ONESHOT_BYTES; 0 = off) when the algorithm is direct:
+  // the GPU rule gives those sizes to direct (n <= 8).
+  void set_oneshot_bytes(size_t b) { oneshot_bytes_ = b; }
+  static Algo auto_choice_gpu(Coll c, int nranks, size_t bytes, size_t oneshot_bytes = 0);
 
  private:
   Algo auto_rule(Coll c, int nranks, size_t bytes) const;
@@ -162,6 +166,7 @@ class AlgoPolicy {
   bool oversubscribed_ = false;
   int hosts_ = 1;
   bool device_ = false;
+  size_t oneshot_bytes_ = 0;
 };
 
 }  // namespace mycoll

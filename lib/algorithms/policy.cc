@@ -107,7 +107,7 @@ Algo AlgoPolicy::choose(Coll c, int nranks, size_t bytes) const {
 }
 
 Algo AlgoPolicy::auto_rule(Coll c, int nranks, size_t bytes) const {
-  if (device_ && hosts_ == 1) return auto_choice_gpu(c, nranks, bytes);
+  if (device_ && hosts_ == 1) return auto_choice_gpu(c, nranks, bytes, oneshot_bytes_);
   Algo a = auto_choice_hosts(c, nranks, hosts_, bytes);
   if (oversubscribed_ && c == Coll::AllReduce && a == Algo::Ring && nranks > 2 &&
       bytes <= 8 * MiB)
@@ -121,9 +121,12 @@ Algo AlgoPolicy::auto_rule(Coll c, int nranks, size_t bytes) const {
 // MiB. All-reduce: one shot while the n-1 copies of the message stay within
 // 1 MiB, then rhd (2 log n steps) up to 32 MiB, then the ring. All-gather and
 // reduce-scatter: rhd up to 4 MiB, then the ring. The rest as on hosts.
-Algo AlgoPolicy::auto_choice_gpu(Coll c, int nranks, size_t bytes) {
+// All-reduce that fits the one-shot kernel (oneshot_bytes) is direct too,
+// whatever the 1 MiB bound says (n <= 8).
+Algo AlgoPolicy::auto_choice_gpu(Coll c, int nranks, size_t bytes, size_t oneshot_bytes) {
   switch (c) {
     case Coll::AllReduce:
+      if (nranks >= 2 && nranks <= 8 && bytes <= oneshot_bytes) return Algo::Direct;
       if (nranks <= 8 && bytes * static_cast<size_t>(nranks - 1) <= MiB) return Algo::Direct;
       if (nranks > 2 && bytes <= 32 * MiB) return Algo::Rhd;
       return Algo::Ring;

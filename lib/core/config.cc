@@ -59,6 +59,12 @@ const std::vector<EnvVar>& env_registry() {
        "GPU: a message whose share on one channel is at most this size travels with the "
        "low-latency protocol (data and flag in one 16-byte store, no fence; half the link "
        "bandwidth); larger ones with the bandwidth protocol (slots, fence, flag). 0 disables it."},
+      {"MYCOLL_GPU_ONESHOT_BYTES", "bytes", "64K",
+       "GPU: all-reduce of at most this many bytes per rank, on a communicator whose peers are all "
+       "on cuda_ipc, with the direct algorithm (the automatic rule's choice for small messages), "
+       "runs as one kernel: every rank writes its input into every peer's inbox, then reduces "
+       "all inputs in rank order. Costs 4 x this x ranks bytes of GPU memory per rank; at most "
+       "4M. 0 disables it."},
       {"MYCOLL_UCX_CHUNK_BYTES", "bytes", "256K",
        "UCX transport: largest message one UCX send carries (and size of each receive slot); "
        "larger transfers are split."},
@@ -199,6 +205,10 @@ Config Config::from_env() {
       parse_bytes(env_get("MYCOLL_GPU_CHANNEL_BYTES"), "MYCOLL_GPU_CHANNEL_BYTES");
   if (c.gpu_channel_bytes == 0) c.gpu_channel_bytes = 1;
   c.gpu_ll_bytes = parse_bytes(env_get("MYCOLL_GPU_LL_BYTES"), "MYCOLL_GPU_LL_BYTES");
+  c.gpu_oneshot_bytes =
+      parse_bytes(env_get("MYCOLL_GPU_ONESHOT_BYTES"), "MYCOLL_GPU_ONESHOT_BYTES");
+  if (c.gpu_oneshot_bytes > (size_t(4) << 20))
+    throw_error(mycollInvalidArgument, "MYCOLL_GPU_ONESHOT_BYTES must be at most 4M");
   return c;
 }
 

@@ -43,6 +43,7 @@ struct Config {
   int gpu_slots = 16;           // MYCOLL_GPU_SLOTS
   size_t gpu_channel_bytes = 8192;   // MYCOLL_GPU_CHANNEL_BYTES
   size_t gpu_ll_bytes = 16384;       // MYCOLL_GPU_LL_BYTES
+  size_t gpu_oneshot_bytes = 65536;  // MYCOLL_GPU_ONESHOT_BYTES (0 = off)
 
   // Parses every variable; throws InvalidArgument naming the variable on a
   // malformed value.

@@ -79,7 +79,14 @@ class DeviceCommImpl : public DeviceComm {
     geom_.ll_slots = kLlSlots;
     geom_.ll_slot_bytes = kLlSlotBytes;
     std::vector<bool> use(c.nranks, false);
-    for (int r = 0; r < c.nranks; ++r) use[r] = c.transport_of[r] == "cuda_ipc";
+    bool all_ipc = true;
+    for (int r = 0; r < c.nranks; ++r) {
+      use[r] = c.transport_of[r] == "cuda_ipc";
+      if (r != c.rank && !use[r]) all_ipc = false;
+    }
+    // One-shot all-reduce region: only where the one-shot kernel can run
+    // (every peer reachable over NVLink/PCIe).
+    geom_.os_bytes = all_ipc && c.nranks >= 2 ? static_cast<int32_t>(cfg.gpu_oneshot_bytes) : 0;
     mesh_ = CudaIpcMesh::create(*c.bootstrap, c.peers, use, dev_, geom_.total_bytes());
 
     void* p = nullptr;
@@ -116,6 +123,11 @@ class DeviceCommImpl : public DeviceComm {
              c.rank, dev_, geom_.max_channels, geom_.nslots, geom_.slot_bytes, cfg.gpu_ll_bytes,
              geom_.total_bytes() >> 20,
              proxy_ ? ", GPU proxy thread for " + std::to_string(proxy_peers_) + " peer(s)" : "");
+    if (geom_.os_bytes > 0)
+      log_info(Subsys::Gpu,
+               "rank {} GPU {}: one-shot all-reduce enabled for messages <= {} bytes with the "
+               "direct algorithm (MYCOLL_GPU_ONESHOT_BYTES), {} KiB of inbox",
+               c.rank, dev_, geom_.os_bytes, geom_.os_region_bytes() >> 10);
   }
 
   // Peers may still write counters into this inbox after our last kernel
@@ -349,7 +361,22 @@ class DeviceCommImpl : public DeviceComm {
     scratch_bytes_ = bytes;
   }
 
+  // All-reduce small enough for the one-shot kernel (os_bytes is 0 unless
+  // every peer is on cuda_ipc). The decision depends only on values every
+  // rank shares, so all ranks make the same one-shot calls.
+  bool oneshot(const Task& t) const {
+    const uint64_t bytes = uint64_t(t.count) * dtype_size(t.dtype);
+    return t.coll == Coll::AllReduce && t.algo == Algo::Direct && c_.nranks >= 2 &&
+           bytes > 0 && bytes <= uint64_t(std::max(geom_.os_bytes, 0));
+  }
+
   void launch(const Task& t, cudaStream_t s) {
+    if (oneshot(t)) {
+      cuda_check(launch_oneshot(t.input, t.output, uint64_t(t.count) * dtype_size(t.dtype),
+                                t.dtype, t.op, d_comm_, c_.nranks, s),
+                 "one-shot kernel launch");
+      return;
+    }
     DevPlan& p = t.coll == Coll::SendRecv ? p2p_plan(t, s) : collective_plan(t, s);
     ensure_scratch(p.scratch_bytes, s);
     KernelArgs a{};

@@ -12,6 +12,7 @@
 
 #include "common/coll_check.h"
 #include "common/multiproc.h"
+#include "common/reference.h"
 #include "gpu/gpu_util.h"
 
 using namespace mycoll_test;
@@ -232,6 +233,70 @@ INSTANTIATE_TEST_SUITE_P(Gpu, GpuProxied,
                          [](const ::testing::TestParamInfo<StagedParam>& i) {
                            return std::to_string(std::get<0>(i.param)) + "gpus_" +
                                   std::get<1>(i.param);
+                         });
+
+}  // namespace
+
+namespace {
+
+// The one-shot all-reduce kernel (messages <= MYCOLL_GPU_ONESHOT_BYTES with
+// the direct algorithm): every dtype x op, sizes around the limit (the one
+// just above runs the plan kernel), in and out of place; then one size 1000
+// times, inputs changing every call, so the epoch runs through both buffer
+// parities hundreds of times and a stale line of an earlier call would show.
+constexpr size_t kOneShotBytes = 65536;
+
+int oneshot_matrix(mycollComm_t comm, const MemOps& mem) {
+  int seed = 0;
+  for (mycollDataType_t t : kAllTypes) {
+    const size_t most = kOneShotBytes / elem_size(t);
+    for (mycollRedOp_t op : kAllOps)
+      for (size_t count : {size_t(1), size_t(7), size_t(1001), size_t(4099), most, most + 1})
+        for (bool inplace : {false, true}) {
+          CheckCase c{CollKind::AllReduce, t, op, count, 0, inplace, ++seed % 13};
+          std::string err;
+          if (!check(run_and_check(comm, c, mem, &err), err)) return 1;
+        }
+  }
+  // Uint32 sums change with the seed (Prod too), so every call's result
+  // differs from the ones two calls back (same buffer parity).
+  for (int it = 0; it < 1000; ++it) {
+    const size_t count = it % 2 ? 1001 : kOneShotBytes / 4;
+    const bool prod = it % 5 == 4;
+    CheckCase c{CollKind::AllReduce, prod ? mycollInt32 : mycollUint32,
+                prod ? mycollProd : mycollSum, count, 0, it % 3 == 0, it};
+    std::string err;
+    if (!check(run_and_check(comm, c, mem, &err), "loop " + std::to_string(it) + ": " + err))
+      return 1;
+  }
+  return 0;
+}
+
+class GpuOneShot : public ::testing::TestWithParam<int> {};
+
+TEST_P(GpuOneShot, EveryElementMatchesReference) {
+  const int ngpus = GetParam();
+  SKIP_WITHOUT_GPUS(ngpus);
+  LaunchOptions opt;
+  opt.nranks = ngpus;
+  opt.env = {{"MYCOLL_ALGO", "direct"},
+             {"MYCOLL_TIMEOUT", "60"},
+             {"MYCOLL_GPU_ONESHOT_BYTES", std::to_string(kOneShotBytes)}};
+  opt.pre_init = [](int rank) { cudaSetDevice(rank); };
+  opt.timeout_s = 900;
+  auto res = run_ranks(opt, [&](mycollComm_t comm, int, int, const mycollUniqueId&) {
+    cudaStream_t s;
+    cudaStreamCreate(&s);
+    int rc = oneshot_matrix(comm, device_mem(s));
+    cudaStreamDestroy(s);
+    return rc;
+  });
+  EXPECT_EQ(describe_failures(res), "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpu, GpuOneShot, ::testing::Values(2, 3, 4, 8),
+                         [](const ::testing::TestParamInfo<int>& i) {
+                           return std::to_string(i.param) + "gpus";
                          });
 
 }  // namespace

@@ -2,6 +2,7 @@
 // inputs of each replay; no host synchronisation inside the collective.
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "common/multiproc.h"
@@ -67,6 +68,68 @@ TEST(GpuGraph, CaptureAndReplayAllReduceAndAllGather) {
     cudaFree(in);
     cudaFree(out);
     cudaFree(gout);
+    cudaStreamDestroy(s);
+    return 0;
+  });
+  EXPECT_EQ(describe_failures(res), "");
+}
+
+// The one-shot all-reduce kernel (MYCOLL_ALGO=direct, 1000 floats, under
+// MYCOLL_GPU_ONESHOT_BYTES) captured once and replayed 50 times with new
+// inputs; every 7th replay is followed by an eager call of the same
+// all-reduce, so graph replays and eager calls share the device-side epoch.
+TEST(GpuGraph, OneShotAllReduceReplays) {
+  SKIP_WITHOUT_GPUS(2);
+  LaunchOptions opt;
+  opt.nranks = gpu_count() >= 4 ? 4 : 2;
+  opt.env = {{"MYCOLL_ALGO", "direct"}, {"MYCOLL_TIMEOUT", "60"}};
+  opt.pre_init = [](int rank) { cudaSetDevice(rank); };
+  opt.timeout_s = 300;
+  auto res = run_ranks(opt, [](mycollComm_t comm, int rank, int n, const mycollUniqueId&) {
+    const size_t count = 1000;
+    float *in, *out;
+    cudaMalloc(&in, count * sizeof(float));
+    cudaMalloc(&out, count * sizeof(float));
+    cudaStream_t s;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    auto st = reinterpret_cast<mycollStream_t>(s);
+    std::vector<float> h(count);
+    auto expect = [&](int it, const std::string& what) {
+      cudaStreamSynchronize(s);
+      cudaMemcpy(h.data(), out, count * sizeof(float), cudaMemcpyDeviceToHost);
+      for (size_t i = 0; i < count; ++i) {
+        float want = 0;
+        for (int r = 0; r < n; ++r) want += float(r * 100 + it) + float(i % 13);
+        if (!check(h[i] == want, what + " " + std::to_string(it) + " element " +
+                                     std::to_string(i) + ": got " + std::to_string(h[i]) +
+                                     " expected " + std::to_string(want)))
+          return false;
+      }
+      return true;
+    };
+    cudaGraph_t g;
+    check(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess, "begin capture");
+    check(mycollAllReduce(in, out, count, mycollFloat32, mycollSum, comm, st) == mycollSuccess,
+          std::string("allreduce under capture: ") + mycollGetLastError(comm));
+    check(cudaStreamEndCapture(s, &g) == cudaSuccess, "end capture");
+    cudaGraphExec_t ge;
+    check(cudaGraphInstantiate(&ge, g, 0) == cudaSuccess, "instantiate");
+    for (int it = 0; it < 50; ++it) {
+      fill<<<8, 128, 0, s>>>(in, count, float(rank * 100 + it));
+      cudaMemsetAsync(out, 0xff, count * sizeof(float), s);
+      check(cudaGraphLaunch(ge, s) == cudaSuccess, "graph launch");
+      if (!expect(it, "replay")) break;
+      if (it % 7 == 3) {
+        cudaMemsetAsync(out, 0xff, count * sizeof(float), s);
+        check(mycollAllReduce(in, out, count, mycollFloat32, mycollSum, comm, st) == mycollSuccess,
+              "eager allreduce");
+        if (!expect(it, "eager call after replay")) break;
+      }
+    }
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+    cudaFree(in);
+    cudaFree(out);
     cudaStreamDestroy(s);
     return 0;
   });

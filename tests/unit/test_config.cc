@@ -100,3 +100,37 @@ TEST(AlgoPolicyOversubscribed, PrefersFewerStepsForMidSizeAllReduce) {
   f.set_oversubscribed(true);
   EXPECT_EQ(f.choose(Coll::AllReduce, 8, size_t(4) << 20), Algo::Ring);
 }
+
+TEST(Config, GpuOneShotBytes) {
+  EXPECT_EQ(Config::from_env().gpu_oneshot_bytes, 64u << 10);
+  setenv("MYCOLL_GPU_ONESHOT_BYTES", "0", 1);
+  EXPECT_EQ(Config::from_env().gpu_oneshot_bytes, 0u);
+  setenv("MYCOLL_GPU_ONESHOT_BYTES", "256K", 1);
+  EXPECT_EQ(Config::from_env().gpu_oneshot_bytes, 256u << 10);
+  setenv("MYCOLL_GPU_ONESHOT_BYTES", "5M", 1);
+  EXPECT_THROW(Config::from_env(), Error);
+  unsetenv("MYCOLL_GPU_ONESHOT_BYTES");
+}
+
+// GPU communicators: all-reduce that fits the one-shot kernel is direct (the
+// kernel runs only for direct), even past the rule's 1 MiB of copies.
+TEST(AlgoPolicyGpu, OneShotSizesAreDirect) {
+  AlgoPolicy p = AlgoPolicy::parse("");
+  p.set_device(true);
+  p.set_oneshot_bytes(size_t(1) << 20);
+  for (int n : {2, 3, 4, 8})
+    for (size_t bytes : {size_t(8), size_t(64) << 10, size_t(1) << 20})
+      EXPECT_EQ(p.choose(Coll::AllReduce, n, bytes), Algo::Direct) << n << " " << bytes;
+  EXPECT_NE(p.choose(Coll::AllReduce, 8, (size_t(1) << 20) + 8), Algo::Direct);
+  EXPECT_NE(p.choose(Coll::AllReduce, 16, 8192), Algo::Direct);  // n > 8: not the GPU one-shot
+  // Default 64 KiB: the 1 MiB-of-copies rule already gives those sizes direct.
+  for (int n : {2, 4, 8})
+    EXPECT_EQ(AlgoPolicy::auto_choice_gpu(Coll::AllReduce, n, size_t(64) << 10, size_t(64) << 10),
+              Algo::Direct);
+  EXPECT_EQ(AlgoPolicy::auto_choice_gpu(Coll::AllReduce, 4, size_t(64) << 10, 0), Algo::Direct);
+  // Forced algorithms win.
+  AlgoPolicy f = AlgoPolicy::parse("ring");
+  f.set_device(true);
+  f.set_oneshot_bytes(size_t(64) << 10);
+  EXPECT_EQ(f.choose(Coll::AllReduce, 4, 1024), Algo::Ring);
+}

@@ -1,0 +1,257 @@
+// One-shot all-reduce for small messages on GPU communicators whose peers are
+// all mapped over CUDA IPC: the whole collective is one kernel and about one
+// NVLink round trip, instead of the plan kernel's FIFO steps.
+//
+// Protocol of launch number e (the epoch, kept in my inbox's os control line;
+// every rank runs the same sequence of one-shot launches, so epochs agree):
+//   flag = e mod (2^32 - 1) + 1 (never 0: the inbox starts zeroed), parity
+//   b = e & 1. Every rank r writes its whole input as LL lines into every
+//   peer p's inbox at os(sender r, parity b), then polls its own inbox's
+//   os(s, b) for every peer s and reduces in rank order 0..n-1 (its own input
+//   at position r), so every rank computes bit-identical results. Output may
+//   alias input: a thread reads its own lines of input before writing them.
+//
+// Why two buffers (parities) suffice: rank r writes epoch e+2 into p's parity
+// b buffer only after its epoch-(e+1) kernel finished (stream order); that
+// kernel needed p's epoch-(e+1) lines, which p writes only in its epoch-(e+1)
+// kernel, stream-ordered after p's epoch-e kernel, the one reading the buffer
+// r is about to overwrite. Lines left in a buffer from epoch e-2 carry
+// another flag, so they are never taken for epoch e's. (Two one-shot
+// all-reduces of one communicator must not run concurrently, e.g. on two
+// streams or in parallel graph branches: like every collective of a
+// communicator they have to be ordered.)
+//
+// Epoch update: each block reads the epoch when it starts; the last block of
+// the launch to finish (a done counter in the control line) resets the
+// counter and increments the epoch. Blocks that have not counted themselves
+// have read the epoch already (fence before the count), and the next launch
+// is stream-ordered after this one, so no block reads a moved epoch. No host
+// state is involved: CUDA graph replays advance the epoch like eager calls.
+//
+// Every wait gives up like the plan kernel: the host-mapped abort flag (read
+// every 64K spins) and MYCOLL_TIMEOUT, recorded in DevError (kind kDevRecv).
+// A kernel that gave up leaves the epochs of the ranks inconsistent; the host
+// then fails the communicator.
+#include <cuda_runtime.h>
+
+#include "kernels/device_plan.h"
+#include "kernels/launch.h"
+#include "kernels/ll.cuh"
+#include "kernels/reduce_ops.cuh"
+
+namespace mycoll {
+namespace {
+
+constexpr int kThreads = 512;
+constexpr int kMaxBlocks = 16;
+constexpr uint64_t kBlockLines = 256;  // another block per this many lines
+constexpr int kU = 2;                  // lines per thread and round of polls
+constexpr int kSrc = 8;                // sources polled at once
+
+struct OneShotArgs {
+  const char* in;
+  char* out;
+  uint64_t bytes;
+  const DevComm* comm;  // device memory
+  int32_t avg_n;        // Avg: divide the sum by this; 0 = no division
+};
+
+__device__ void oneshot_give_up(const DevComm& cm, int code, int peer) {
+  if (atomicCAS(&cm.error->code, 0, code) == 0) {
+    cm.error->peer = peer;
+    cm.error->rank = cm.rank;
+    cm.error->kind = kDevRecv;
+    __threadfence_system();
+  }
+}
+
+template <typename T, int OP>
+__global__ void __launch_bounds__(kThreads) oneshot_kernel(OneShotArgs a) {
+  __shared__ uint64_t s_epoch;
+  __shared__ volatile int s_stop;
+  const DevComm& cm = *a.comm;
+  // In registers: the LL asm's memory clobbers would reload them from cm.
+  const int n = cm.nranks, me = cm.rank;
+  const uint64_t os_base = cm.geom.os_base(), line_bytes = cm.geom.os_line_bytes();
+  const uint64_t timeout_ns = cm.timeout_ns;
+  const char* const local = cm.local;
+  char* const ctl = cm.local + cm.geom.os_ctl_off();
+  const uint64_t t0 = ll::globaltimer();
+  if (threadIdx.x == 0) {
+    s_epoch = *reinterpret_cast<volatile uint64_t*>(ctl);
+    s_stop = 0;
+  }
+  __syncthreads();
+  const uint64_t e = s_epoch;
+  const uint32_t flag = uint32_t(e % 0xffffffffull) + 1;
+  const int parity = int(e & 1);
+  const uint64_t lines = (a.bytes + 7) / 8;
+  const uint64_t per = (lines + gridDim.x - 1) / gridDim.x;
+  const uint64_t lbeg = uint64_t(blockIdx.x) * per;
+  const uint64_t lend = lbeg + per < lines ? lbeg + per : lines;
+  const uint64_t nt = blockDim.x;
+  auto valid_of = [&](uint64_t l) { return a.bytes - l * 8 < 8 ? int(a.bytes - l * 8) : 8; };
+
+  // 1. My lines of input to every peer (all input loads of a round first).
+  const uint64_t send_off = os_base + (uint64_t(me) * 2 + parity) * line_bytes;
+  auto inbox_line = [&](int s, uint64_t l) {
+    return local + os_base + (uint64_t(s) * 2 + parity) * line_bytes + l * 16;
+  };
+  for (uint64_t l0 = lbeg + threadIdx.x; l0 < lend; l0 += nt * 4) {
+    uint64_t v[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const uint64_t l = l0 + u * nt;
+      if (l < lend) v[u] = ll::load8(a.in + l * 8, valid_of(l));
+    }
+    for (int k = 1; k < n; ++k) {
+      const int p = me + k < n ? me + k : me + k - n;
+      char* dst = cm.remote[p] + send_off;
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const uint64_t l = l0 + u * nt;
+        if (l < lend) ll::store_line(dst + l * 16, v[u], flag);
+      }
+    }
+  }
+
+  // 2. Everyone's lines, reduced in rank order, into my output.
+  for (uint64_t l0 = lbeg + threadIdx.x; l0 < lend && !s_stop; l0 += nt * kU) {
+    uint64_t acc[kU], mine[kU];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const uint64_t l = l0 + u * nt;
+      acc[u] = 0;
+      mine[u] = l < lend ? ll::load8(a.in + l * 8, valid_of(l)) : 0;
+    }
+    bool quit = false;
+    for (int s0 = 0; s0 < n && !quit; s0 += kSrc) {
+      uint64_t v[kU][kSrc];
+      bool ok[kU][kSrc];
+      // Issue every load of the round before waiting on any.
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const uint64_t l = l0 + u * nt;
+#pragma unroll
+        for (int j = 0; j < kSrc; ++j) {
+          const int s = s0 + j;
+          ok[u][j] = true;
+          v[u][j] = mine[u];
+          if (l < lend && s < n && s != me)
+            ok[u][j] = ll::load_line(inbox_line(s, l), flag, &v[u][j]);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const uint64_t l = l0 + u * nt;
+#pragma unroll
+        for (int j = 0; j < kSrc; ++j) {
+          const int s = s0 + j;
+          uint32_t spins = 0;
+          while (!ok[u][j] && !quit) {
+            ok[u][j] = ll::load_line(inbox_line(s, l), flag, &v[u][j]);
+            if (!ok[u][j] && (++spins & 1023) == 0) {
+              int code = 0;
+              // Host-mapped memory is a PCIe read: only now and then. Another
+              // block (or kernel) of this rank that gave up stops us too.
+              if ((spins & 0xffff) == 0 &&
+                  (*cm.abort || *reinterpret_cast<volatile int32_t*>(&cm.error->code)))
+                code = *cm.abort ? mycollRemoteError : -1;
+              else if (ll::globaltimer() - t0 > timeout_ns)
+                code = mycollTimeout;
+              if (code > 0) oneshot_give_up(cm, code, s);
+              if (code || s_stop) {
+                s_stop = 1;
+                quit = true;
+              }
+            }
+          }
+        }
+      }
+      if (quit) break;
+      // Fold in rank order: source 0 starts the accumulator.
+#pragma unroll
+      for (int u = 0; u < kU; ++u)
+#pragma unroll
+        for (int j = 0; j < kSrc; ++j) {
+          const int s = s0 + j;
+          if (s == 0) acc[u] = v[u][j];
+          else if (s < n) acc[u] = ll::reduce8<T, OP>(acc[u], v[u][j]);
+        }
+    }
+    if (quit) break;
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const uint64_t l = l0 + u * nt;
+      if (l >= lend) continue;
+      uint64_t r = acc[u];
+      if (a.avg_n) r = ll::div_avg8<T>(r, a.avg_n);
+      ll::store8(a.out + l * 8, r, valid_of(l));
+    }
+  }
+
+  // 3. The last block done moves the epoch on (see the top of the file).
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned int* done = reinterpret_cast<unsigned int*>(ctl + 8);
+    __threadfence();  // this block's read of the epoch before its count
+    if (atomicAdd(done, 1u) == gridDim.x - 1) {
+      __threadfence();
+      *reinterpret_cast<volatile unsigned int*>(done) = 0;
+      *reinterpret_cast<volatile uint64_t*>(ctl) = e + 1;
+    }
+  }
+}
+
+template <typename T, int OP>
+cudaError_t launch_t(const OneShotArgs& a, int nblocks, cudaStream_t s) {
+  oneshot_kernel<T, OP><<<nblocks, kThreads, 0, s>>>(a);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch_op(const OneShotArgs& a, mycollRedOp_t op, int nb, cudaStream_t s) {
+  switch (op) {
+    case mycollSum:
+    case mycollAvg: return launch_t<T, mycollSum>(a, nb, s);
+    case mycollProd: return launch_t<T, mycollProd>(a, nb, s);
+    case mycollMax: return launch_t<T, mycollMax>(a, nb, s);
+    case mycollMin: return launch_t<T, mycollMin>(a, nb, s);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace
+
+int oneshot_blocks(uint64_t bytes) {
+  const uint64_t lines = (bytes + 7) / 8;
+  const uint64_t b = (lines + kBlockLines - 1) / kBlockLines;
+  return b < 1 ? 1 : b > uint64_t(kMaxBlocks) ? kMaxBlocks : int(b);
+}
+
+cudaError_t launch_oneshot(const void* in, void* out, uint64_t bytes, mycollDataType_t t,
+                           mycollRedOp_t op, const DevComm* comm, int nranks,
+                           cudaStream_t stream) {
+  OneShotArgs a;
+  a.in = static_cast<const char*>(in);
+  a.out = static_cast<char*>(out);
+  a.bytes = bytes;
+  a.comm = comm;
+  a.avg_n = op == mycollAvg ? nranks : 0;
+  const int nb = oneshot_blocks(bytes);
+  switch (t) {
+    case mycollInt8: return launch_op<int8_t>(a, op, nb, stream);
+    case mycollUint8: return launch_op<uint8_t>(a, op, nb, stream);
+    case mycollInt32: return launch_op<int32_t>(a, op, nb, stream);
+    case mycollUint32: return launch_op<uint32_t>(a, op, nb, stream);
+    case mycollInt64: return launch_op<int64_t>(a, op, nb, stream);
+    case mycollUint64: return launch_op<uint64_t>(a, op, nb, stream);
+    case mycollFloat16: return launch_op<__half>(a, op, nb, stream);
+    case mycollFloat32: return launch_op<float>(a, op, nb, stream);
+    case mycollFloat64: return launch_op<double>(a, op, nb, stream);
+    case mycollBfloat16: return launch_op<__nv_bfloat16>(a, op, nb, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace mycoll
