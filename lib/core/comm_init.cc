@@ -167,9 +167,7 @@ std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int 
   connect_host_transports(*c);
   if (cuda_device >= 0) {
     c->device = DeviceComm::create(*c);
-    bool all_ipc = true;
-    for (int r = 0; r < nranks; ++r)
-      if (r != rank && c->transport_of[r] != "cuda_ipc") all_ipc = false;
+    const bool all_ipc = c->device->all_ranks_ipc();
     c->algo.set_device(all_ipc);
     c->algo.set_oneshot_bytes(all_ipc && nranks >= 2 ? c->cfg.gpu_oneshot_bytes : 0);
   }

@@ -33,10 +33,13 @@ namespace {
 constexpr int kLlSlots = 8;
 constexpr uint64_t kLlSlotBytes = 16384;
 // FIFOs with a peer behind a host transport, per channel and direction: 8
-// slots of 32 KiB of pinned host memory (16 MiB per such peer at 32
-// channels); up to 256 KiB per channel in flight over the network.
+// slots of 64 KiB of pinned host memory, 512 KiB per channel in flight over
+// the network. Communicators with such peers split collectives over at most
+// kProxyChannels channels (the network, not the SMs, is the limit there, and
+// fewer, larger transfers suit it): 8 MiB of pinned memory per such peer.
 constexpr int kProxySlots = 8;
-constexpr uint64_t kProxySlotBytes = 32768;
+constexpr uint64_t kProxySlotBytes = 65536;
+constexpr int kProxyChannels = 8;
 
 void cuda_check(cudaError_t e, const std::string& what) {
   if (e != cudaSuccess)
@@ -84,9 +87,15 @@ class DeviceCommImpl : public DeviceComm {
       use[r] = c.transport_of[r] == "cuda_ipc";
       if (r != c.rank && !use[r]) all_ipc = false;
     }
-    // One-shot all-reduce region: only where the one-shot kernel can run
-    // (every peer reachable over NVLink/PCIe).
-    geom_.os_bytes = all_ipc && c.nranks >= 2 ? static_cast<int32_t>(cfg.gpu_oneshot_bytes) : 0;
+    // Decisions every rank must take alike, from whether ANY rank has a peer
+    // behind a host transport: the channels a collective is split over (the
+    // proxy count then) and whether the one-shot kernel runs (only where
+    // every peer is reachable over NVLink/PCIe).
+    std::vector<int32_t> proxied(c.nranks, all_ipc ? 0 : 1);
+    c.bootstrap->allgather(proxied.data(), sizeof(int32_t));
+    any_proxy_ = std::find(proxied.begin(), proxied.end(), 1) != proxied.end();
+    plan_channels_ = any_proxy_ ? std::min(geom_.max_channels, kProxyChannels) : geom_.max_channels;
+    geom_.os_bytes = !any_proxy_ && c.nranks >= 2 ? static_cast<int32_t>(cfg.gpu_oneshot_bytes) : 0;
     mesh_ = CudaIpcMesh::create(*c.bootstrap, c.peers, use, dev_, geom_.total_bytes());
 
     void* p = nullptr;
@@ -188,6 +197,7 @@ class DeviceCommImpl : public DeviceComm {
   }
 
   void abort() override { *const_cast<volatile int32_t*>(h_abort_) = 1; }
+  bool all_ranks_ipc() const override { return !any_proxy_; }
 
   void enqueue(std::vector<Task>& tasks, mycollStream_t stream) override {
     cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
@@ -218,7 +228,7 @@ class DeviceCommImpl : public DeviceComm {
     const int n = c_.nranks;
     std::vector<DevPeer> peers(n);
     ProxyLayout pl;
-    pl.nch = geom_.max_channels;
+    pl.nch = plan_channels_;
     pl.nslots = kProxySlots;
     pl.slot_bytes = kProxySlotBytes;
     std::vector<GpuProxy::Peer> proxied;
@@ -275,7 +285,7 @@ class DeviceCommImpl : public DeviceComm {
   }
 
   int channels_for(size_t bytes) const {
-    return device_channels(bytes, c_.cfg.gpu_channel_bytes, geom_.max_channels);
+    return device_channels(bytes, c_.cfg.gpu_channel_bytes, plan_channels_);
   }
 
   static void free_plan(DevPlan& p) {
@@ -330,7 +340,7 @@ class DeviceCommImpl : public DeviceComm {
   // Point-to-point batch: every message split over channels by its own size
   // (so both sides agree), cached by content (addresses repeat in training).
   DevPlan& p2p_plan(const Task& t, cudaStream_t s) {
-    DevicePlan built = build_device_p2p(t.plan, c_.cfg.gpu_channel_bytes, geom_.max_channels,
+    DevicePlan built = build_device_p2p(t.plan, c_.cfg.gpu_channel_bytes, plan_channels_,
                                         plan_kernel_max_step_ops());
     std::string key(reinterpret_cast<const char*>(built.ops.data()),
                     built.ops.size() * sizeof(DevOp));
@@ -400,6 +410,8 @@ class DeviceCommImpl : public DeviceComm {
   DevPeer* d_peers_ = nullptr;
   std::vector<char*> proxy_regions_;  // pinned host memory, one per proxy peer
   int proxy_peers_ = 0;
+  int plan_channels_ = 1;  // most channels a collective is split over
+  bool any_proxy_ = false;  // some rank of the communicator has proxy peers
   std::unique_ptr<GpuProxy> proxy_;
   DevComm* d_comm_ = nullptr;
   std::map<std::tuple<int, int, int, bool, size_t, int, bool>, DevPlan> plans_;

@@ -40,6 +40,9 @@ class DeviceComm {
   virtual mycollResult_t poll_error(std::string* reason) = 0;
   // Makes running and future kernels of this communicator give up promptly.
   virtual void abort() = 0;
+  // Whether every rank of the communicator reaches all its peers over CUDA
+  // IPC (agreed at init, so every rank takes the same GPU decisions).
+  virtual bool all_ranks_ipc() const = 0;
 };
 
 }  // namespace mycoll
