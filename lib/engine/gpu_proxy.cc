@@ -178,10 +178,14 @@ void GpuProxy::loop() {
     while (!stop_.load(std::memory_order_relaxed)) {
       bool moved = false;
       for (PeerState& s : peers_) {
-        s.p.conn->progress();
         moved |= rx(s);
         moved |= tx(s);
       }
+      // Transports get their own progress call only when nothing moved (as
+      // in the host engine): a socket would otherwise buffer what recv_some
+      // can read straight into the FIFO.
+      if (!moved)
+        for (PeerState& s : peers_) moved |= s.p.conn->progress();
       if (moved) {
         last = Clock::now();
         continue;
