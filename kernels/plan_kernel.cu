@@ -10,6 +10,7 @@
 
 #include "kernels/device_plan.h"
 #include "kernels/launch.h"
+#include "kernels/ll.cuh"
 #include "kernels/reduce_ops.cuh"
 
 namespace mycoll {
@@ -19,11 +20,7 @@ constexpr int kThreads = 512;
 constexpr int kUnroll = 8;
 constexpr int kMaxStepOps = 256;  // <= threads per group (the ll pass gives each op a thread)
 
-__device__ __forceinline__ uint64_t globaltimer() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
+using ll::globaltimer;
 __device__ __forceinline__ uint64_t ld_vol(const char* p) {
   return *reinterpret_cast<const volatile uint64_t*>(p);
 }
@@ -152,50 +149,10 @@ __device__ __forceinline__ int wait_verdict(const DevComm& cm, uint64_t since, b
   return 0;
 }
 
-// ---- low-latency protocol: 16-byte lines {lo, flag, hi, flag} ----
-__device__ __forceinline__ void ll_store(char* p, uint64_t v, uint32_t flag) {
-  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p),
-               "r"(uint32_t(v)), "r"(flag), "r"(uint32_t(v >> 32)), "r"(flag)
-               : "memory");
-}
-// True (and the 8 data bytes in *v) once both halves carry `flag`.
-__device__ __forceinline__ bool ll_load(const char* p, uint32_t flag, uint64_t* v) {
-  uint32_t d0, f0, d1, f1;
-  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(d0), "=r"(f0), "=r"(d1), "=r"(f1)
-               : "l"(p)
-               : "memory");
-  *v = uint64_t(d0) | (uint64_t(d1) << 32);
-  return f0 == flag && f1 == flag;
-}
-// Up to 8 bytes of a user buffer (any alignment), little-endian packed.
-__device__ __forceinline__ uint64_t load8(const char* p, int valid) {
-  if (valid == 8 && (reinterpret_cast<uintptr_t>(p) & 7) == 0)
-    return *reinterpret_cast<const uint64_t*>(p);
-  uint64_t v = 0;
-  for (int i = 0; i < valid; ++i) v |= uint64_t(static_cast<uint8_t>(p[i])) << (8 * i);
-  return v;
-}
-__device__ __forceinline__ void store8(char* p, uint64_t v, int valid) {
-  if (valid == 8 && (reinterpret_cast<uintptr_t>(p) & 7) == 0) {
-    *reinterpret_cast<uint64_t*>(p) = v;
-    return;
-  }
-  for (int i = 0; i < valid; ++i) p[i] = static_cast<char>(v >> (8 * i));
-}
-// a <op> b lane by lane over 8 packed bytes (T is at most 8 bytes).
-template <typename T, int OP>
-__device__ __forceinline__ uint64_t reduce8(uint64_t a, uint64_t b) {
-  constexpr int N = 8 / sizeof(T);
-  T x[N], y[N];
-  memcpy(x, &a, 8);
-  memcpy(y, &b, 8);
-#pragma unroll
-  for (int i = 0; i < N; ++i) x[i] = Red<T, OP>::apply(x[i], y[i]);
-  uint64_t r;
-  memcpy(&r, x, 8);
-  return r;
-}
+// ---- low-latency protocol: 16-byte lines {lo, flag, hi, flag} (kernels/ll.cuh) ----
+using ll::load8;
+using ll::reduce8;
+using ll::store8;
 
 // Developer timeline (build with -DMYCOLL_KERNEL_TRACE=K): the K-th launch in
 // this process prints, for channel 0, when each group's leader passed each
@@ -422,7 +379,7 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
                 // writes all the op's slots without waiting for anything.
                 base = st[3];
                 uint64_t v;
-                ok = ll_load(cm.local + g.ll_off(op.peer, ch) + (base % g.ll_slots) * LSB,
+                ok = ll::load_line(cm.local + g.ll_off(op.peer, ch) + (base % g.ll_slots) * LSB,
                              uint32_t(base + 1), &v);
               }
               sh.llbase[k] = base;
@@ -481,18 +438,18 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
             if (group == 0) {
 #pragma unroll
               for (int u = 0; u < kL; ++u)
-                if (valid[u]) ll_store(out[u], mine[u], flag[u]);
+                if (valid[u]) ll::store_line(out[u], mine[u], flag[u]);
               continue;
             }
 #pragma unroll
             for (int u = 0; u < kL; ++u)
-              if (valid[u]) ok[u] = ll_load(ring[u], flag[u], &v[u]);
+              if (valid[u]) ok[u] = ll::load_line(ring[u], flag[u], &v[u]);
             bool quit = false;
 #pragma unroll
             for (int u = 0; u < kL; ++u) {
               uint32_t spins = 0;
               while (!ok[u] && !quit) {
-                ok[u] = ll_load(ring[u], flag[u], &v[u]);
+                ok[u] = ll::load_line(ring[u], flag[u], &v[u]);
                 if (!ok[u] && (++spins & 1023) == 0) {
                   const int code = wait_verdict(cm, t0, (spins & 0xffff) == 0);
                   if (code) give_up(cm, code, peer[u], kind[u]);
