@@ -87,6 +87,8 @@ class DeviceCommImpl : public DeviceComm {
     // One-shot all-reduce region: only where the one-shot kernel can run
     // (every peer reachable over NVLink/PCIe).
     geom_.os_bytes = all_ipc && c.nranks >= 2 ? static_cast<int32_t>(cfg.gpu_oneshot_bytes) : 0;
+    // Two-shot all-reduce region: likewise.
+    geom_.ts_bytes = all_ipc && c.nranks >= 2 ? static_cast<int32_t>(cfg.gpu_twoshot_bytes) : 0;
     mesh_ = CudaIpcMesh::create(*c.bootstrap, c.peers, use, dev_, geom_.total_bytes());
 
     void* p = nullptr;
@@ -128,6 +130,11 @@ class DeviceCommImpl : public DeviceComm {
                "rank {} GPU {}: one-shot all-reduce enabled for messages <= {} bytes with the "
                "direct algorithm (MYCOLL_GPU_ONESHOT_BYTES), {} KiB of inbox",
                c.rank, dev_, geom_.os_bytes, geom_.os_region_bytes() >> 10);
+    if (geom_.ts_bytes > 0)
+      log_info(Subsys::Gpu,
+               "rank {} GPU {}: two-shot all-reduce enabled for messages <= {} bytes with the "
+               "twoshot algorithm (MYCOLL_GPU_TWOSHOT_BYTES), {} KiB of inbox",
+               c.rank, dev_, geom_.ts_bytes, geom_.ts_region_bytes() >> 10);
   }
 
   // Peers may still write counters into this inbox after our last kernel
@@ -370,11 +377,25 @@ class DeviceCommImpl : public DeviceComm {
            bytes > 0 && bytes <= uint64_t(std::max(geom_.os_bytes, 0));
   }
 
+  // All-reduce for the two-shot kernel: the same conditions with the
+  // twoshot algorithm and ts_bytes.
+  bool twoshot(const Task& t) const {
+    const uint64_t bytes = uint64_t(t.count) * dtype_size(t.dtype);
+    return t.coll == Coll::AllReduce && t.algo == Algo::TwoShot && c_.nranks >= 2 &&
+           bytes > 0 && bytes <= uint64_t(std::max(geom_.ts_bytes, 0));
+  }
+
   void launch(const Task& t, cudaStream_t s) {
     if (oneshot(t)) {
       cuda_check(launch_oneshot(t.input, t.output, uint64_t(t.count) * dtype_size(t.dtype),
                                 t.dtype, t.op, d_comm_, c_.nranks, s),
                  "one-shot kernel launch");
+      return;
+    }
+    if (twoshot(t)) {
+      cuda_check(launch_twoshot(t.input, t.output, uint64_t(t.count) * dtype_size(t.dtype),
+                                t.dtype, t.op, d_comm_, c_.nranks, s),
+                 "two-shot kernel launch");
       return;
     }
     DevPlan& p = t.coll == Coll::SendRecv ? p2p_plan(t, s) : collective_plan(t, s);
