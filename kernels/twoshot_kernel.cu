@@ -25,7 +25,11 @@
 // count, which all ranks share). Every wait is on a line a peer's block g
 // writes before it waits on anything of its own in that phase, never on
 // another block of this launch: a block that is not resident yet only delays
-// its own lines. The grid needs no co-residency.
+// its own lines. The grid needs no co-residency: with blocks dispatched in
+// index order (what the hardware does), the lowest unfinished block index is
+// resident on every rank, so it completes. (Blocks of one index waiting on
+// each other across ranks while other indices hold every SM would need
+// dispatch out of order on some rank.)
 //
 // In place (out == in): a line of the user buffer is touched by one block
 // only (its offset). In phase A the block reads its input lines of every
