@@ -52,9 +52,15 @@ static_assert(sizeof(DevOp) == 32, "DevOp layout");
 //   os:    one-shot all-reduce (kernels/oneshot_kernel.cu), only when
 //          os_bytes > 0: for sender s, parity b in {0, 1}: os_line_bytes()
 //          of LL lines (s's whole input, 8 data bytes per 16-byte line,
-//          written by s); then one 128-byte control line of r's own:
-//          [0] epoch (u64, one-shot launches completed), [8] blocks done
-//          (u32, the launch in flight)
+//          written by s)
+//   ctl:   when os_bytes > 0 or ts_bytes > 0: one 128-byte control line of
+//          r's own, shared by the one-shot and two-shot kernels: [0] epoch
+//          (u64, launches of either kernel completed), [8] blocks done (u32,
+//          the launch in flight)
+//   ts:    two-shot all-reduce (kernels/twoshot_kernel.cu), only when
+//          ts_bytes > 0, 256-byte aligned: for sender s, parity b: an A
+//          buffer (s's input lines of r's part) then a B buffer (s's reduced
+//          lines of part s), ts_part_bytes() of LL lines each
 struct FifoGeom {
   int32_t nranks;
   int32_t max_channels;
@@ -63,7 +69,7 @@ struct FifoGeom {
   uint64_t slot_bytes;
   uint64_t ll_slot_bytes;
   int32_t os_bytes;  // one-shot all-reduce: most data bytes per rank (0 = off)
-  int32_t os_pad;
+  int32_t ts_bytes;  // two-shot all-reduce: most data bytes per rank (0 = off)
 
   MYCOLL_HD uint64_t ring_bytes() const { return uint64_t(nslots) * slot_bytes; }
   MYCOLL_HD uint64_t ll_ring_bytes() const { return uint64_t(ll_slots) * ll_slot_bytes; }
@@ -82,15 +88,32 @@ struct FifoGeom {
   MYCOLL_HD uint64_t state_off(int peer, int ch) const { return state_base() + pair(peer, ch) * 32; }
   MYCOLL_HD uint64_t os_base() const { return (state_base() + pairs() * 32 + 255) / 256 * 256; }
   // One sender's buffer of one parity: a 16-byte LL line per 8 data bytes.
-  MYCOLL_HD uint64_t os_line_bytes() const { return (uint64_t(os_bytes) + 7) / 8 * 16; }
+  MYCOLL_HD uint64_t os_line_bytes() const {
+    return os_bytes > 0 ? (uint64_t(os_bytes) + 7) / 8 * 16 : 0;
+  }
   MYCOLL_HD uint64_t os_off(int sender, int parity) const {
     return os_base() + (uint64_t(sender) * 2 + parity) * os_line_bytes();
   }
-  MYCOLL_HD uint64_t os_ctl_off() const { return os_base() + uint64_t(nranks) * 2 * os_line_bytes(); }
-  MYCOLL_HD uint64_t os_region_bytes() const {
-    return os_bytes > 0 ? uint64_t(nranks) * 2 * os_line_bytes() + 128 : 0;
+  MYCOLL_HD uint64_t os_region_bytes() const { return uint64_t(nranks) * 2 * os_line_bytes(); }
+  // The epoch control line of the one-shot and two-shot kernels.
+  MYCOLL_HD uint64_t ctl_off() const { return os_base() + os_region_bytes(); }
+  MYCOLL_HD uint64_t ctl_bytes() const { return os_bytes > 0 || ts_bytes > 0 ? 128 : 0; }
+  // Two-shot: the largest part of the largest message, in LL lines (a
+  // message of L lines is cut into nranks parts of whole lines).
+  MYCOLL_HD uint64_t ts_part_lines() const {
+    return ts_bytes > 0 ? ((uint64_t(ts_bytes) + 7) / 8 + nranks - 1) / nranks : 0;
   }
-  MYCOLL_HD uint64_t total_bytes() const { return os_base() + os_region_bytes(); }
+  MYCOLL_HD uint64_t ts_part_bytes() const { return ts_part_lines() * 16; }
+  MYCOLL_HD uint64_t ts_base() const { return (ctl_off() + ctl_bytes() + 255) / 256 * 256; }
+  // A: sender's input lines of my part; B: sender's reduced lines of its part.
+  MYCOLL_HD uint64_t ts_a_off(int sender, int parity) const {
+    return ts_base() + (uint64_t(sender) * 2 + parity) * 2 * ts_part_bytes();
+  }
+  MYCOLL_HD uint64_t ts_b_off(int sender, int parity) const {
+    return ts_a_off(sender, parity) + ts_part_bytes();
+  }
+  MYCOLL_HD uint64_t ts_region_bytes() const { return uint64_t(nranks) * 4 * ts_part_bytes(); }
+  MYCOLL_HD uint64_t total_bytes() const { return ts_base() + ts_region_bytes(); }
 };
 
 // Written by a kernel that gives up (host-mapped memory).

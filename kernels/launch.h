@@ -1,5 +1,5 @@
 // Host entry to the collective kernels (kernels/plan_kernel.cu,
-// kernels/oneshot_kernel.cu).
+// kernels/oneshot_kernel.cu, kernels/twoshot_kernel.cu).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -25,5 +25,17 @@ cudaError_t launch_oneshot(const void* in, void* out, uint64_t bytes, mycollData
                            cudaStream_t stream);
 // Thread blocks the one-shot kernel uses for a message of `bytes`.
 int oneshot_blocks(uint64_t bytes);
+
+// Two-shot all-reduce (kernels/twoshot_kernel.cu): the same result as
+// launch_oneshot, as a reduce-scatter and an all-gather of LL lines in one
+// kernel through the inboxes' ts regions. Requires 0 < bytes <= comm's
+// geom.ts_bytes, every peer mapped over CUDA IPC, and every rank making the
+// same sequence of one-shot and two-shot calls (they share one epoch). out
+// may be in.
+cudaError_t launch_twoshot(const void* in, void* out, uint64_t bytes, mycollDataType_t t,
+                           mycollRedOp_t op, const DevComm* comm, int nranks,
+                           cudaStream_t stream);
+// Thread blocks the two-shot kernel uses for a message of `bytes`.
+int twoshot_blocks(uint64_t bytes, int nranks);
 
 }  // namespace mycoll

@@ -3,12 +3,16 @@
 // store: a reader that sees `flag` in both halves has both data halves (each
 // 8-byte half {data, flag} arrives whole), so no fence and no separate flag
 // store is needed. 8 data bytes per line.
+// Also the waiting, giving-up and epoch helpers of the one-kernel
+// all-reduces (kernels/oneshot_kernel.cu, kernels/twoshot_kernel.cu).
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/device_plan.h"
 #include "kernels/reduce_ops.cuh"
+#include "mycoll.h"
 
 namespace mycoll {
 namespace ll {
@@ -79,6 +83,70 @@ __device__ __forceinline__ uint64_t div_avg8(uint64_t a, int n) {
   uint64_t r;
   memcpy(&r, x, 8);
   return r;
+}
+
+// ---- One-kernel all-reduces: waiting, giving up, epochs ----
+
+// Records why this rank's kernel gave up (the first reason wins).
+__device__ inline void give_up(const DevComm& cm, int code, int peer) {
+  if (atomicCAS(&cm.error->code, 0, code) == 0) {
+    cm.error->peer = peer;
+    cm.error->rank = cm.rank;
+    cm.error->kind = kDevRecv;
+    __threadfence_system();
+  }
+}
+
+// Polls lines of peers until they carry the launch's flag, giving up like the
+// plan kernel: the host-mapped abort flag (a PCIe read: every 64K spins),
+// another block or kernel of this rank that gave up (DevError set), and
+// MYCOLL_TIMEOUT counted from the kernel's start (t0). `stop` is the block's
+// shared flag: once one thread gives up, the block's other waits end too.
+struct Spin {
+  const DevComm* cm;
+  uint64_t t0;
+  uint64_t timeout_ns;
+  volatile int* stop;
+
+  // True with the line's data in *v; false when this wait gave up.
+  __device__ bool wait(const char* p, uint32_t flag, uint64_t* v, int peer) const {
+    uint32_t spins = 0;
+    while (!load_line(p, flag, v)) {
+      if ((++spins & 1023) != 0) continue;
+      int code = 0;
+      if ((spins & 0xffff) == 0 &&
+          (*cm->abort || *reinterpret_cast<volatile int32_t*>(&cm->error->code)))
+        code = *cm->abort ? mycollRemoteError : -1;
+      else if (globaltimer() - t0 > timeout_ns)
+        code = mycollTimeout;
+      if (code > 0) give_up(*cm, code, peer);
+      if (code || *stop) {
+        *stop = 1;
+        return false;
+      }
+    }
+    return true;
+  }
+};
+
+// The launch's flag for epoch e: never 0 (inboxes start zeroed).
+__device__ __forceinline__ uint32_t epoch_flag(uint64_t e) {
+  return uint32_t(e % 0xffffffffull) + 1;
+}
+
+// End of a launch, after the block's __syncthreads(), by one thread of each
+// block: the last block of the launch to count itself resets the counter and
+// moves the epoch on. Every block read the epoch before counting itself
+// (fence), and the next launch is stream-ordered after this one, so no block
+// ever reads a moved epoch.
+__device__ inline void epoch_block_done(char* ctl, uint64_t e) {
+  unsigned int* done = reinterpret_cast<unsigned int*>(ctl + 8);
+  __threadfence();  // this block's read of the epoch before its count
+  if (atomicAdd(done, 1u) == gridDim.x - 1) {
+    __threadfence();
+    *reinterpret_cast<volatile unsigned int*>(done) = 0;
+    *reinterpret_cast<volatile uint64_t*>(ctl) = e + 1;
+  }
 }
 
 }  // namespace ll

@@ -3,7 +3,8 @@
 // NVLink round trip, instead of the plan kernel's FIFO steps.
 //
 // Protocol of launch number e (the epoch, kept in my inbox's os control line;
-// every rank runs the same sequence of one-shot launches, so epochs agree):
+// every rank runs the same sequence of one-shot and two-shot launches, so
+// epochs agree):
 //   flag = e mod (2^32 - 1) + 1 (never 0: the inbox starts zeroed), parity
 //   b = e & 1. Every rank r writes its whole input as LL lines into every
 //   peer p's inbox at os(sender r, parity b), then polls its own inbox's
@@ -27,6 +28,9 @@
 // have read the epoch already (fence before the count), and the next launch
 // is stream-ordered after this one, so no block reads a moved epoch. No host
 // state is involved: CUDA graph replays advance the epoch like eager calls.
+// The epoch and control line are shared with the two-shot kernel
+// (kernels/twoshot_kernel.cu: why two parities still suffice when both
+// kernels interleave is argued there).
 //
 // Every wait gives up like the plan kernel: the host-mapped abort flag (read
 // every 64K spins) and MYCOLL_TIMEOUT, recorded in DevError (kind kDevRecv).
@@ -43,7 +47,7 @@ namespace mycoll {
 namespace {
 
 constexpr int kThreads = 512;
-constexpr int kMaxBlocks = 16;
+constexpr int kMaxBlocks = 32;
 constexpr uint64_t kBlockLines = 256;  // another block per this many lines
 constexpr int kU = 2;                  // lines per thread and round of polls
 constexpr int kSrc = 8;                // sources polled at once
@@ -56,15 +60,6 @@ struct OneShotArgs {
   int32_t avg_n;        // Avg: divide the sum by this; 0 = no division
 };
 
-__device__ void oneshot_give_up(const DevComm& cm, int code, int peer) {
-  if (atomicCAS(&cm.error->code, 0, code) == 0) {
-    cm.error->peer = peer;
-    cm.error->rank = cm.rank;
-    cm.error->kind = kDevRecv;
-    __threadfence_system();
-  }
-}
-
 template <typename T, int OP>
 __global__ void __launch_bounds__(kThreads) oneshot_kernel(OneShotArgs a) {
   __shared__ uint64_t s_epoch;
@@ -73,17 +68,16 @@ __global__ void __launch_bounds__(kThreads) oneshot_kernel(OneShotArgs a) {
   // In registers: the LL asm's memory clobbers would reload them from cm.
   const int n = cm.nranks, me = cm.rank;
   const uint64_t os_base = cm.geom.os_base(), line_bytes = cm.geom.os_line_bytes();
-  const uint64_t timeout_ns = cm.timeout_ns;
   const char* const local = cm.local;
-  char* const ctl = cm.local + cm.geom.os_ctl_off();
-  const uint64_t t0 = ll::globaltimer();
+  char* const ctl = cm.local + cm.geom.ctl_off();
+  const ll::Spin spin{a.comm, ll::globaltimer(), cm.timeout_ns, &s_stop};
   if (threadIdx.x == 0) {
     s_epoch = *reinterpret_cast<volatile uint64_t*>(ctl);
     s_stop = 0;
   }
   __syncthreads();
   const uint64_t e = s_epoch;
-  const uint32_t flag = uint32_t(e % 0xffffffffull) + 1;
+  const uint32_t flag = ll::epoch_flag(e);
   const int parity = int(e & 1);
   const uint64_t lines = (a.bytes + 7) / 8;
   const uint64_t per = (lines + gridDim.x - 1) / gridDim.x;
@@ -145,28 +139,9 @@ __global__ void __launch_bounds__(kThreads) oneshot_kernel(OneShotArgs a) {
       for (int u = 0; u < kU; ++u) {
         const uint64_t l = l0 + u * nt;
 #pragma unroll
-        for (int j = 0; j < kSrc; ++j) {
-          const int s = s0 + j;
-          uint32_t spins = 0;
-          while (!ok[u][j] && !quit) {
-            ok[u][j] = ll::load_line(inbox_line(s, l), flag, &v[u][j]);
-            if (!ok[u][j] && (++spins & 1023) == 0) {
-              int code = 0;
-              // Host-mapped memory is a PCIe read: only now and then. Another
-              // block (or kernel) of this rank that gave up stops us too.
-              if ((spins & 0xffff) == 0 &&
-                  (*cm.abort || *reinterpret_cast<volatile int32_t*>(&cm.error->code)))
-                code = *cm.abort ? mycollRemoteError : -1;
-              else if (ll::globaltimer() - t0 > timeout_ns)
-                code = mycollTimeout;
-              if (code > 0) oneshot_give_up(cm, code, s);
-              if (code || s_stop) {
-                s_stop = 1;
-                quit = true;
-              }
-            }
-          }
-        }
+        for (int j = 0; j < kSrc; ++j)
+          if (!ok[u][j] && !quit && !spin.wait(inbox_line(s0 + j, l), flag, &v[u][j], s0 + j))
+            quit = true;
       }
       if (quit) break;
       // Fold in rank order: source 0 starts the accumulator.
@@ -192,15 +167,7 @@ __global__ void __launch_bounds__(kThreads) oneshot_kernel(OneShotArgs a) {
 
   // 3. The last block done moves the epoch on (see the top of the file).
   __syncthreads();
-  if (threadIdx.x == 0) {
-    unsigned int* done = reinterpret_cast<unsigned int*>(ctl + 8);
-    __threadfence();  // this block's read of the epoch before its count
-    if (atomicAdd(done, 1u) == gridDim.x - 1) {
-      __threadfence();
-      *reinterpret_cast<volatile unsigned int*>(done) = 0;
-      *reinterpret_cast<volatile uint64_t*>(ctl) = e + 1;
-    }
-  }
+  if (threadIdx.x == 0) ll::epoch_block_done(ctl, e);
 }
 
 template <typename T, int OP>

@@ -157,7 +157,13 @@ class AlgoPolicy {
   // kernel (MYCOLL_GPU_ONESHOT_BYTES; 0 = off) when the algorithm is direct:
   // the GPU rule gives those sizes to direct (n <= 8).
   void set_oneshot_bytes(size_t b) { oneshot_bytes_ = b; }
-  static Algo auto_choice_gpu(Coll c, int nranks, size_t bytes, size_t oneshot_bytes = 0);
+  // The device engine runs all-reduce of at most this many bytes as one
+  // two-shot kernel (MYCOLL_GPU_TWOSHOT_BYTES; 0 = off) when the algorithm
+  // is twoshot: the GPU rule gives those sizes above the one-shot ones to
+  // twoshot.
+  void set_twoshot_bytes(size_t b) { twoshot_bytes_ = b; }
+  static Algo auto_choice_gpu(Coll c, int nranks, size_t bytes, size_t oneshot_bytes = 0,
+                              size_t twoshot_bytes = 0);
 
  private:
   Algo auto_rule(Coll c, int nranks, size_t bytes) const;
@@ -167,6 +173,7 @@ class AlgoPolicy {
   int hosts_ = 1;
   bool device_ = false;
   size_t oneshot_bytes_ = 0;
+  size_t twoshot_bytes_ = 0;
 };
 
 }  // namespace mycoll

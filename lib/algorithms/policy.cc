@@ -107,7 +107,8 @@ Algo AlgoPolicy::choose(Coll c, int nranks, size_t bytes) const {
 }
 
 Algo AlgoPolicy::auto_rule(Coll c, int nranks, size_t bytes) const {
-  if (device_ && hosts_ == 1) return auto_choice_gpu(c, nranks, bytes, oneshot_bytes_);
+  if (device_ && hosts_ == 1)
+    return auto_choice_gpu(c, nranks, bytes, oneshot_bytes_, twoshot_bytes_);
   Algo a = auto_choice_hosts(c, nranks, hosts_, bytes);
   if (oversubscribed_ && c == Coll::AllReduce && a == Algo::Ring && nranks > 2 &&
       bytes <= 8 * MiB)
@@ -122,11 +123,15 @@ Algo AlgoPolicy::auto_rule(Coll c, int nranks, size_t bytes) const {
 // 1 MiB, then rhd (2 log n steps) up to 32 MiB, then the ring. All-gather and
 // reduce-scatter: rhd up to 4 MiB, then the ring. The rest as on hosts.
 // All-reduce that fits the one-shot kernel (oneshot_bytes) is direct too,
-// whatever the 1 MiB bound says (n <= 8).
-Algo AlgoPolicy::auto_choice_gpu(Coll c, int nranks, size_t bytes, size_t oneshot_bytes) {
+// whatever the 1 MiB bound says (n <= 8); above that, all-reduce that fits
+// the two-shot kernel (twoshot_bytes) is twoshot: one kernel, 2(n-1)/n of
+// the message out, where the plans of direct and rhd cost FIFO steps.
+Algo AlgoPolicy::auto_choice_gpu(Coll c, int nranks, size_t bytes, size_t oneshot_bytes,
+                                 size_t twoshot_bytes) {
   switch (c) {
     case Coll::AllReduce:
       if (nranks >= 2 && nranks <= 8 && bytes <= oneshot_bytes) return Algo::Direct;
+      if (nranks >= 2 && bytes <= twoshot_bytes) return Algo::TwoShot;
       if (nranks <= 8 && bytes * static_cast<size_t>(nranks - 1) <= MiB) return Algo::Direct;
       if (nranks > 2 && bytes <= 32 * MiB) return Algo::Rhd;
       return Algo::Ring;

@@ -65,6 +65,12 @@ const std::vector<EnvVar>& env_registry() {
        "runs as one kernel: every rank writes its input into every peer's inbox, then reduces "
        "all inputs in rank order. Costs 4 x this x ranks bytes of GPU memory per rank; at most "
        "4M. 0 disables it."},
+      {"MYCOLL_GPU_TWOSHOT_BYTES", "bytes", "4M",
+       "GPU: all-reduce of at most this many bytes per rank, on a communicator whose peers are all "
+       "on cuda_ipc, with the twoshot algorithm (the automatic rule's choice above the one-shot "
+       "size), runs as one kernel: every rank sends part j of its input to rank j, which reduces "
+       "it in rank order and sends the result to every rank. Costs about 8 x this bytes of GPU "
+       "memory per rank; at most 64M. 0 disables it (the twoshot plan then runs)."},
       {"MYCOLL_UCX_CHUNK_BYTES", "bytes", "256K",
        "UCX transport: largest message one UCX send carries (and size of each receive slot); "
        "larger transfers are split."},
@@ -209,6 +215,10 @@ Config Config::from_env() {
       parse_bytes(env_get("MYCOLL_GPU_ONESHOT_BYTES"), "MYCOLL_GPU_ONESHOT_BYTES");
   if (c.gpu_oneshot_bytes > (size_t(4) << 20))
     throw_error(mycollInvalidArgument, "MYCOLL_GPU_ONESHOT_BYTES must be at most 4M");
+  c.gpu_twoshot_bytes =
+      parse_bytes(env_get("MYCOLL_GPU_TWOSHOT_BYTES"), "MYCOLL_GPU_TWOSHOT_BYTES");
+  if (c.gpu_twoshot_bytes > (size_t(64) << 20))
+    throw_error(mycollInvalidArgument, "MYCOLL_GPU_TWOSHOT_BYTES must be at most 64M");
   return c;
 }
 

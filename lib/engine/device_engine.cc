@@ -89,13 +89,15 @@ class DeviceCommImpl : public DeviceComm {
     }
     // Decisions every rank must take alike, from whether ANY rank has a peer
     // behind a host transport: the channels a collective is split over (the
-    // proxy count then) and whether the one-shot kernel runs (only where
-    // every peer is reachable over NVLink/PCIe).
+    // proxy count then) and whether the one-shot and two-shot kernels run
+    // (only where every peer is reachable over NVLink/PCIe).
     std::vector<int32_t> proxied(c.nranks, all_ipc ? 0 : 1);
     c.bootstrap->allgather(proxied.data(), sizeof(int32_t));
     any_proxy_ = std::find(proxied.begin(), proxied.end(), 1) != proxied.end();
     plan_channels_ = any_proxy_ ? std::min(geom_.max_channels, kProxyChannels) : geom_.max_channels;
-    geom_.os_bytes = !any_proxy_ && c.nranks >= 2 ? static_cast<int32_t>(cfg.gpu_oneshot_bytes) : 0;
+    const bool kernels_ok = !any_proxy_ && c.nranks >= 2;
+    geom_.os_bytes = kernels_ok ? static_cast<int32_t>(cfg.gpu_oneshot_bytes) : 0;
+    geom_.ts_bytes = kernels_ok ? static_cast<int32_t>(cfg.gpu_twoshot_bytes) : 0;
     mesh_ = CudaIpcMesh::create(*c.bootstrap, c.peers, use, dev_, geom_.total_bytes());
 
     void* p = nullptr;
@@ -137,6 +139,11 @@ class DeviceCommImpl : public DeviceComm {
                "rank {} GPU {}: one-shot all-reduce enabled for messages <= {} bytes with the "
                "direct algorithm (MYCOLL_GPU_ONESHOT_BYTES), {} KiB of inbox",
                c.rank, dev_, geom_.os_bytes, geom_.os_region_bytes() >> 10);
+    if (geom_.ts_bytes > 0)
+      log_info(Subsys::Gpu,
+               "rank {} GPU {}: two-shot all-reduce enabled for messages <= {} bytes with the "
+               "twoshot algorithm (MYCOLL_GPU_TWOSHOT_BYTES), {} KiB of inbox",
+               c.rank, dev_, geom_.ts_bytes, geom_.ts_region_bytes() >> 10);
   }
 
   // Peers may still write counters into this inbox after our last kernel
@@ -380,11 +387,25 @@ class DeviceCommImpl : public DeviceComm {
            bytes > 0 && bytes <= uint64_t(std::max(geom_.os_bytes, 0));
   }
 
+  // All-reduce for the two-shot kernel: the same conditions with the
+  // twoshot algorithm and ts_bytes.
+  bool twoshot(const Task& t) const {
+    const uint64_t bytes = uint64_t(t.count) * dtype_size(t.dtype);
+    return t.coll == Coll::AllReduce && t.algo == Algo::TwoShot && c_.nranks >= 2 &&
+           bytes > 0 && bytes <= uint64_t(std::max(geom_.ts_bytes, 0));
+  }
+
   void launch(const Task& t, cudaStream_t s) {
     if (oneshot(t)) {
       cuda_check(launch_oneshot(t.input, t.output, uint64_t(t.count) * dtype_size(t.dtype),
                                 t.dtype, t.op, d_comm_, c_.nranks, s),
                  "one-shot kernel launch");
+      return;
+    }
+    if (twoshot(t)) {
+      cuda_check(launch_twoshot(t.input, t.output, uint64_t(t.count) * dtype_size(t.dtype),
+                                t.dtype, t.op, d_comm_, c_.nranks, s),
+                 "two-shot kernel launch");
       return;
     }
     DevPlan& p = t.coll == Coll::SendRecv ? p2p_plan(t, s) : collective_plan(t, s);

@@ -300,3 +300,125 @@ INSTANTIATE_TEST_SUITE_P(Gpu, GpuOneShot, ::testing::Values(2, 3, 4, 8),
                          });
 
 }  // namespace
+
+namespace {
+
+// The two-shot all-reduce kernel (messages <= MYCOLL_GPU_TWOSHOT_BYTES with
+// the twoshot algorithm). A limit of 3 MiB + 24 bytes: parts of unequal
+// length, and at 2 GPUs more than one round of phase B per thread, at 8 more
+// than one round of phases A and C. Every dtype x op over small counts and
+// line counts around n (parts of one line, parts without a message line);
+// the largest count that fits and one more (the twoshot plan) every op out
+// of place, Sum in place; then 500 calls alternating two sizes with inputs
+// changing every call (both buffer parities, stale lines would show).
+constexpr size_t kTwoShotBytes = (size_t(3) << 20) + 24;
+
+int twoshot_matrix(mycollComm_t comm, const MemOps& mem) {
+  int n = 0;
+  mycollCommCount(comm, &n);
+  int seed = 0;
+  for (mycollDataType_t t : kAllTypes) {
+    const size_t es = elem_size(t), per_line = 8 / es;
+    std::vector<size_t> counts = {1, 2, 3, 7, 1001, 65537};
+    for (size_t lines : {size_t(n - 1), size_t(n), size_t(n + 1), size_t(2 * n - 1),
+                         size_t(2 * n + 1)}) {
+      if (lines == 0) continue;
+      counts.push_back(lines * per_line);
+      if (lines * per_line > 1) counts.push_back(lines * per_line - 1);  // a partial last line
+    }
+    const size_t most = kTwoShotBytes / es;
+    for (mycollRedOp_t op : kAllOps) {
+      for (size_t count : counts)
+        for (bool inplace : {false, true}) {
+          CheckCase c{CollKind::AllReduce, t, op, count, 0, inplace, ++seed % 13};
+          std::string err;
+          if (!check(run_and_check(comm, c, mem, &err), err)) return 1;
+        }
+      for (size_t count : {most, most + 1})
+        for (bool inplace : {false, true}) {
+          if (inplace && op != mycollSum) continue;
+          CheckCase c{CollKind::AllReduce, t, op, count, 0, inplace, ++seed % 13};
+          std::string err;
+          if (!check(run_and_check(comm, c, mem, &err), err)) return 1;
+        }
+    }
+  }
+  for (int it = 0; it < 500; ++it) {
+    const size_t count = it % 2 ? 65537 : 300001;
+    const bool prod = it % 5 == 4;
+    CheckCase c{CollKind::AllReduce, prod ? mycollInt32 : mycollUint32,
+                prod ? mycollProd : mycollSum, count, 0, it % 3 == 0, it};
+    std::string err;
+    if (!check(run_and_check(comm, c, mem, &err), "loop " + std::to_string(it) + ": " + err))
+      return 1;
+  }
+  return 0;
+}
+
+// The automatic rule with the default limits: 1 KiB runs the one-shot
+// kernel, 1 MiB the two-shot kernel; 300 calls alternating, so launches of
+// both kernels interleave on one stream and share the epoch.
+int oneshot_twoshot_mix(mycollComm_t comm, const MemOps& mem) {
+  for (int it = 0; it < 300; ++it) {
+    const size_t count = it % 2 ? 256 : (size_t(1) << 20) / 4;
+    const bool prod = it % 7 == 5;
+    CheckCase c{CollKind::AllReduce, prod ? mycollInt32 : mycollUint32,
+                prod ? mycollProd : mycollSum, count, 0, it % 3 == 1, it};
+    std::string err;
+    if (!check(run_and_check(comm, c, mem, &err), "mix " + std::to_string(it) + ": " + err))
+      return 1;
+  }
+  return 0;
+}
+
+class GpuTwoShot : public ::testing::TestWithParam<int> {};
+
+TEST_P(GpuTwoShot, EveryElementMatchesReference) {
+  const int ngpus = GetParam();
+  SKIP_WITHOUT_GPUS(ngpus);
+  LaunchOptions opt;
+  opt.nranks = ngpus;
+  opt.env = {{"MYCOLL_ALGO", "twoshot"},
+             {"MYCOLL_TIMEOUT", "60"},
+             {"MYCOLL_GPU_TWOSHOT_BYTES", std::to_string(kTwoShotBytes)}};
+  opt.pre_init = [](int rank) { cudaSetDevice(rank); };
+  opt.timeout_s = 900;
+  auto res = run_ranks(opt, [&](mycollComm_t comm, int, int, const mycollUniqueId&) {
+    cudaStream_t s;
+    cudaStreamCreate(&s);
+    int rc = twoshot_matrix(comm, device_mem(s));
+    cudaStreamDestroy(s);
+    return rc;
+  });
+  EXPECT_EQ(describe_failures(res), "");
+}
+
+TEST_P(GpuTwoShot, AutoRuleMixesOneShotAndTwoShot) {
+  const int ngpus = GetParam();
+  SKIP_WITHOUT_GPUS(ngpus);
+  LaunchOptions opt;
+  opt.nranks = ngpus;
+  opt.env = {{"MYCOLL_TIMEOUT", "60"}};
+  opt.pre_init = [](int rank) {
+    cudaSetDevice(rank);
+    unsetenv("MYCOLL_ALGO");  // the automatic rule, default one-shot and two-shot limits
+    unsetenv("MYCOLL_GPU_ONESHOT_BYTES");
+    unsetenv("MYCOLL_GPU_TWOSHOT_BYTES");
+  };
+  opt.timeout_s = 900;
+  auto res = run_ranks(opt, [&](mycollComm_t comm, int, int, const mycollUniqueId&) {
+    cudaStream_t s;
+    cudaStreamCreate(&s);
+    int rc = oneshot_twoshot_mix(comm, device_mem(s));
+    cudaStreamDestroy(s);
+    return rc;
+  });
+  EXPECT_EQ(describe_failures(res), "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpu, GpuTwoShot, ::testing::Values(2, 3, 4, 8),
+                         [](const ::testing::TestParamInfo<int>& i) {
+                           return std::to_string(i.param) + "gpus";
+                         });
+
+}  // namespace

@@ -112,6 +112,19 @@ TEST(Config, GpuOneShotBytes) {
   unsetenv("MYCOLL_GPU_ONESHOT_BYTES");
 }
 
+TEST(Config, GpuTwoShotBytes) {
+  EXPECT_EQ(Config::from_env().gpu_twoshot_bytes, 4u << 20);
+  setenv("MYCOLL_GPU_TWOSHOT_BYTES", "0", 1);
+  EXPECT_EQ(Config::from_env().gpu_twoshot_bytes, 0u);
+  setenv("MYCOLL_GPU_TWOSHOT_BYTES", "64M", 1);
+  EXPECT_EQ(Config::from_env().gpu_twoshot_bytes, 64u << 20);
+  setenv("MYCOLL_GPU_TWOSHOT_BYTES", "65M", 1);
+  EXPECT_THROW(Config::from_env(), Error);
+  setenv("MYCOLL_GPU_TWOSHOT_BYTES", "lots", 1);
+  EXPECT_THROW(Config::from_env(), Error);
+  unsetenv("MYCOLL_GPU_TWOSHOT_BYTES");
+}
+
 // GPU communicators: all-reduce that fits the one-shot kernel is direct (the
 // kernel runs only for direct), even past the rule's 1 MiB of copies.
 TEST(AlgoPolicyGpu, OneShotSizesAreDirect) {
@@ -133,4 +146,39 @@ TEST(AlgoPolicyGpu, OneShotSizesAreDirect) {
   f.set_device(true);
   f.set_oneshot_bytes(size_t(64) << 10);
   EXPECT_EQ(f.choose(Coll::AllReduce, 4, 1024), Algo::Ring);
+}
+
+// GPU communicators: all-reduce above the one-shot kernel's size that fits
+// the two-shot kernel is twoshot (the kernel runs only for twoshot), for any
+// n >= 2; one-shot sizes stay direct; larger sizes keep rhd / the ring.
+TEST(AlgoPolicyGpu, TwoShotSizesAreTwoShot) {
+  const size_t KiB = 1024, MiB = 1024 * KiB;
+  AlgoPolicy p = AlgoPolicy::parse("");
+  p.set_device(true);
+  p.set_oneshot_bytes(64 * KiB);
+  p.set_twoshot_bytes(4 * MiB);
+  for (int n : {2, 3, 4, 8, 16}) {
+    for (size_t bytes : {64 * KiB + 8, 128 * KiB, 1 * MiB, 4 * MiB})
+      EXPECT_EQ(p.choose(Coll::AllReduce, n, bytes), Algo::TwoShot) << n << " " << bytes;
+    EXPECT_NE(p.choose(Coll::AllReduce, n, 4 * MiB + 8), Algo::TwoShot) << n;
+    EXPECT_EQ(p.choose(Coll::AllReduce, n, 64 * MiB), Algo::Ring) << n;
+  }
+  for (int n : {2, 4, 8}) EXPECT_EQ(p.choose(Coll::AllReduce, n, 1024), Algo::Direct) << n;
+  EXPECT_EQ(p.choose(Coll::AllReduce, 4, 8 * MiB), Algo::Rhd);
+  EXPECT_EQ(p.choose(Coll::AllReduce, 16, 1024), Algo::TwoShot);  // n > 8: no one-shot
+  EXPECT_EQ(p.choose(Coll::AllReduce, 1, 1024), Algo::Direct);   // n = 1: the old rule
+  // Other collectives are unchanged.
+  EXPECT_EQ(p.choose(Coll::AllGather, 4, 1 * MiB), Algo::Rhd);
+  EXPECT_EQ(p.choose(Coll::ReduceScatter, 4, 1 * MiB), Algo::Rhd);
+  // Two-shot off: the earlier rule (direct while (n-1) x bytes <= 1 MiB, then rhd).
+  EXPECT_EQ(AlgoPolicy::auto_choice_gpu(Coll::AllReduce, 4, 128 * KiB, 64 * KiB, 0),
+            Algo::Direct);
+  EXPECT_EQ(AlgoPolicy::auto_choice_gpu(Coll::AllReduce, 4, 1 * MiB, 64 * KiB, 0), Algo::Rhd);
+  // One-shot off: small all-reduce goes to the two-shot kernel.
+  EXPECT_EQ(AlgoPolicy::auto_choice_gpu(Coll::AllReduce, 4, 8, 0, 4 * MiB), Algo::TwoShot);
+  // Forced algorithms win.
+  AlgoPolicy f = AlgoPolicy::parse("allreduce:rhd");
+  f.set_device(true);
+  f.set_twoshot_bytes(4 * MiB);
+  EXPECT_EQ(f.choose(Coll::AllReduce, 4, 1 * MiB), Algo::Rhd);
 }

@@ -1,6 +1,7 @@
 // FifoGeom (kernels/device_plan.h): the regions of a GPU inbox do not
-// overlap, and the one-shot all-reduce region sits at the end, sized by
-// os_bytes (none when 0).
+// overlap; the one-shot region, the shared epoch control line and the
+// two-shot region sit at the end, sized by os_bytes and ts_bytes (none when
+// 0).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,7 +14,7 @@ using namespace mycoll;
 
 namespace {
 
-FifoGeom geom(int nranks, int32_t os_bytes) {
+FifoGeom geom(int nranks, int32_t os_bytes, int32_t ts_bytes = 0) {
   FifoGeom g{};
   g.nranks = nranks;
   g.max_channels = 3;
@@ -22,45 +23,87 @@ FifoGeom geom(int nranks, int32_t os_bytes) {
   g.slot_bytes = 1024;
   g.ll_slot_bytes = 16384;
   g.os_bytes = os_bytes;
+  g.ts_bytes = ts_bytes;
   return g;
 }
 
-TEST(FifoGeom, RegionsDoNotOverlapAndOneShotIsLast) {
+TEST(FifoGeom, RegionsDoNotOverlapAndOneShotTwoShotAreLast) {
   for (int n : {1, 2, 3, 8})
-    for (int32_t os : {8, 1001, 65536}) {
-      const FifoGeom g = geom(n, os);
-      std::vector<std::pair<uint64_t, uint64_t>> r;  // [begin, end)
-      for (int p = 0; p < n; ++p)
-        for (int c = 0; c < g.max_channels; ++c) {
-          r.push_back({g.data_off(p, c), g.data_off(p, c) + g.ring_bytes()});
-          r.push_back({g.ll_off(p, c), g.ll_off(p, c) + g.ll_ring_bytes()});
-          r.push_back({g.head_off(p, c), g.head_off(p, c) + 384});
-          r.push_back({g.state_off(p, c), g.state_off(p, c) + 32});
+    for (int32_t os : {0, 8, 1001, 65536})
+      for (int32_t ts : {0, 8, 1001, 4 << 20}) {
+        const FifoGeom g = geom(n, os, ts);
+        std::vector<std::pair<uint64_t, uint64_t>> r;  // [begin, end)
+        for (int p = 0; p < n; ++p)
+          for (int c = 0; c < g.max_channels; ++c) {
+            r.push_back({g.data_off(p, c), g.data_off(p, c) + g.ring_bytes()});
+            r.push_back({g.ll_off(p, c), g.ll_off(p, c) + g.ll_ring_bytes()});
+            r.push_back({g.head_off(p, c), g.head_off(p, c) + 384});
+            r.push_back({g.state_off(p, c), g.state_off(p, c) + 32});
+          }
+        const uint64_t state_end = g.state_base() + g.pairs() * 32;
+        for (int s = 0; s < n; ++s)
+          for (int b = 0; b < 2; ++b) {
+            if (os > 0) {
+              EXPECT_GE(g.os_off(s, b), state_end);
+              EXPECT_EQ(g.os_off(s, b) % 16, 0u);  // 16-byte LL lines
+              r.push_back({g.os_off(s, b), g.os_off(s, b) + g.os_line_bytes()});
+            }
+            if (ts > 0) {
+              EXPECT_GE(g.ts_a_off(s, b), state_end);
+              EXPECT_EQ(g.ts_a_off(s, b) % 16, 0u);
+              EXPECT_EQ(g.ts_b_off(s, b) % 16, 0u);
+              r.push_back({g.ts_a_off(s, b), g.ts_a_off(s, b) + g.ts_part_bytes()});
+              r.push_back({g.ts_b_off(s, b), g.ts_b_off(s, b) + g.ts_part_bytes()});
+            }
+          }
+        EXPECT_EQ(g.ctl_bytes(), os > 0 || ts > 0 ? 128u : 0u);
+        if (g.ctl_bytes() > 0) {
+          EXPECT_GE(g.ctl_off(), state_end);
+          EXPECT_EQ(g.ctl_off() % 8, 0u);
+          r.push_back({g.ctl_off(), g.ctl_off() + 128});
         }
-      const uint64_t state_end = g.state_base() + g.pairs() * 32;
-      for (int s = 0; s < n; ++s)
-        for (int b = 0; b < 2; ++b) {
-          EXPECT_GE(g.os_off(s, b), state_end);
-          EXPECT_EQ(g.os_off(s, b) % 16, 0u);  // 16-byte LL lines
-          r.push_back({g.os_off(s, b), g.os_off(s, b) + g.os_line_bytes()});
+        std::sort(r.begin(), r.end());
+        for (size_t i = 1; i < r.size(); ++i)
+          EXPECT_LE(r[i - 1].second, r[i].first)
+              << "n " << n << " os " << os << " ts " << ts << " region " << i;
+        EXPECT_LE(r.back().second, g.total_bytes());
+        EXPECT_LT(g.total_bytes(), r.back().second + 256);
+        // Two parities of 16-byte lines per sender, each holding os bytes of data.
+        if (os > 0) {
+          EXPECT_GE(g.os_line_bytes() / 16 * 8, uint64_t(os));
+          EXPECT_LT(g.os_line_bytes() / 16 * 8, uint64_t(os) + 8);
         }
-      EXPECT_EQ(g.os_ctl_off() % 8, 0u);
-      r.push_back({g.os_ctl_off(), g.os_ctl_off() + 128});
-      std::sort(r.begin(), r.end());
-      for (size_t i = 1; i < r.size(); ++i)
-        EXPECT_LE(r[i - 1].second, r[i].first) << "n " << n << " os " << os << " region " << i;
-      EXPECT_EQ(r.back().second, g.total_bytes());
-      // Two parities of 16-byte lines per sender, each holding os bytes of data.
-      EXPECT_GE(g.os_line_bytes() / 16 * 8, uint64_t(os));
-      EXPECT_LT(g.os_line_bytes() / 16 * 8, uint64_t(os) + 8);
-      EXPECT_EQ(g.os_region_bytes(), uint64_t(n) * 2 * g.os_line_bytes() + 128);
-      EXPECT_EQ(g.total_bytes(), geom(n, 0).total_bytes() + g.os_region_bytes());
-    }
+        EXPECT_EQ(g.os_region_bytes(), uint64_t(n) * 2 * g.os_line_bytes());
+        // Two-shot: n parts of whole lines of a ts-byte message, the largest
+        // ceil(lines / n) lines (at least one line per part).
+        const uint64_t lines = (uint64_t(ts) + 7) / 8;
+        EXPECT_EQ(g.ts_part_lines(), ts > 0 ? (lines + n - 1) / n : 0u);
+        EXPECT_GE(g.ts_part_lines() * n, lines);
+        EXPECT_EQ(g.ts_part_bytes(), g.ts_part_lines() * 16);
+        EXPECT_EQ(g.ts_region_bytes(), uint64_t(n) * 2 * 2 * g.ts_part_bytes());
+        EXPECT_EQ(g.ts_base() % 256, 0u);
+        EXPECT_GE(g.total_bytes(),
+                  geom(n, 0).total_bytes() + g.os_region_bytes() + g.ctl_bytes() +
+                      g.ts_region_bytes());
+        EXPECT_LT(g.total_bytes(), geom(n, 0).total_bytes() + g.os_region_bytes() +
+                                       g.ctl_bytes() + g.ts_region_bytes() + 256);
+      }
+}
+
+// The default two-shot size at 8 ranks: 4 MiB of data = 512K lines, 64K per
+// part, 1 MiB per A or B buffer, 32 MiB for 8 senders x 2 parities x 2.
+TEST(FifoGeom, TwoShotDefaultAtEightRanks) {
+  const FifoGeom g = geom(8, 65536, 4 << 20);
+  EXPECT_EQ(g.ts_part_lines(), 65536u);
+  EXPECT_EQ(g.ts_part_bytes(), 1u << 20);
+  EXPECT_EQ(g.ts_region_bytes(), 32u << 20);
 }
 
 TEST(FifoGeom, NoOneShotRegionWhenOff) {
   const FifoGeom g = geom(4, 0);
   EXPECT_EQ(g.os_region_bytes(), 0u);
+  EXPECT_EQ(g.ts_region_bytes(), 0u);
+  EXPECT_EQ(g.ctl_bytes(), 0u);
   EXPECT_GE(g.total_bytes(), g.state_base() + g.pairs() * 32);
   EXPECT_LT(g.total_bytes(), g.state_base() + g.pairs() * 32 + 256);
 }
