@@ -55,6 +55,14 @@ static_assert(sizeof(DevOp) == 32, "DevOp layout");
 //          written by s); then one 128-byte control line of r's own:
 //          [0] epoch (u64, one-shot launches completed), [8] blocks done
 //          (u32, the launch in flight)
+//   lc:    LL all-gather / reduce-scatter / broadcast
+//          (kernels/ll_coll_kernel.cu), only when lc_bytes > 0, right after
+//          os: for sender s, parity b in {0, 1}: lc_line_bytes() of LL lines
+//          (lc_bytes of data: the largest message, which a broadcast root
+//          sends whole; all-gather and reduce-scatter send lc_bytes / n per
+//          receiver), written by s; then one 128-byte control line of r's
+//          own, laid out like os's but with its own epoch (LL-collective
+//          launches completed)
 struct FifoGeom {
   int32_t nranks;
   int32_t max_channels;
@@ -90,7 +98,22 @@ struct FifoGeom {
   MYCOLL_HD uint64_t os_region_bytes() const {
     return os_bytes > 0 ? uint64_t(nranks) * 2 * os_line_bytes() + 128 : 0;
   }
-  MYCOLL_HD uint64_t total_bytes() const { return os_base() + os_region_bytes(); }
+  // LL collectives (all-gather, reduce-scatter, broadcast): kept apart from
+  // the fields above so that other regions can be added before them.
+  int32_t lc_bytes;  // largest message of the LL collectives (0 = off)
+  int32_t lc_pad;
+
+  // 16-byte aligned (os_base is 256-aligned, the os region a multiple of 16).
+  MYCOLL_HD uint64_t lc_base() const { return os_base() + os_region_bytes(); }
+  MYCOLL_HD uint64_t lc_line_bytes() const { return (uint64_t(lc_bytes) + 7) / 8 * 16; }
+  MYCOLL_HD uint64_t lc_off(int sender, int parity) const {
+    return lc_base() + (uint64_t(sender) * 2 + parity) * lc_line_bytes();
+  }
+  MYCOLL_HD uint64_t lc_ctl_off() const { return lc_base() + uint64_t(nranks) * 2 * lc_line_bytes(); }
+  MYCOLL_HD uint64_t lc_region_bytes() const {
+    return lc_bytes > 0 ? uint64_t(nranks) * 2 * lc_line_bytes() + 128 : 0;
+  }
+  MYCOLL_HD uint64_t total_bytes() const { return lc_base() + lc_region_bytes(); }
 };
 
 // Written by a kernel that gives up (host-mapped memory).

@@ -106,8 +106,18 @@ Algo AlgoPolicy::choose(Coll c, int nranks, size_t bytes) const {
   return auto_rule(c, nranks, bytes);
 }
 
+bool AlgoPolicy::forced(Coll c) const {
+  int ci = static_cast<int>(c);
+  if (ci >= 0 && ci < kNumColls) {
+    if (forced_[ci] >= 0) return true;
+    if (forced_[ci] == -2) return false;
+  }
+  return global_ >= 0 && algo_supports(static_cast<Algo>(global_), c);
+}
+
 Algo AlgoPolicy::auto_rule(Coll c, int nranks, size_t bytes) const {
-  if (device_ && hosts_ == 1) return auto_choice_gpu(c, nranks, bytes, oneshot_bytes_);
+  if (device_ && hosts_ == 1)
+    return auto_choice_gpu(c, nranks, bytes, oneshot_bytes_, ll_coll_bytes_);
   Algo a = auto_choice_hosts(c, nranks, hosts_, bytes);
   if (oversubscribed_ && c == Coll::AllReduce && a == Algo::Ring && nranks > 2 &&
       bytes <= 8 * MiB)
@@ -122,8 +132,11 @@ Algo AlgoPolicy::auto_rule(Coll c, int nranks, size_t bytes) const {
 // 1 MiB, then rhd (2 log n steps) up to 32 MiB, then the ring. All-gather and
 // reduce-scatter: rhd up to 4 MiB, then the ring. The rest as on hosts.
 // All-reduce that fits the one-shot kernel (oneshot_bytes) is direct too,
-// whatever the 1 MiB bound says (n <= 8).
-Algo AlgoPolicy::auto_choice_gpu(Coll c, int nranks, size_t bytes, size_t oneshot_bytes) {
+// whatever the 1 MiB bound says (n <= 8). All-gather and reduce-scatter that
+// fit the LL-collective kernel (ll_coll_bytes, the whole message) are direct:
+// the device engine runs direct of those sizes as that one kernel.
+Algo AlgoPolicy::auto_choice_gpu(Coll c, int nranks, size_t bytes, size_t oneshot_bytes,
+                                 size_t ll_coll_bytes) {
   switch (c) {
     case Coll::AllReduce:
       if (nranks >= 2 && nranks <= 8 && bytes <= oneshot_bytes) return Algo::Direct;
@@ -132,6 +145,7 @@ Algo AlgoPolicy::auto_choice_gpu(Coll c, int nranks, size_t bytes, size_t onesho
       return Algo::Ring;
     case Coll::AllGather:
     case Coll::ReduceScatter:
+      if (nranks >= 2 && bytes > 0 && bytes <= ll_coll_bytes) return Algo::Direct;
       if (nranks > 2 && bytes <= 4 * MiB) return Algo::Rhd;
       return Algo::Ring;
     default:

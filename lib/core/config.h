@@ -44,6 +44,7 @@ struct Config {
   size_t gpu_channel_bytes = 8192;   // MYCOLL_GPU_CHANNEL_BYTES
   size_t gpu_ll_bytes = 16384;       // MYCOLL_GPU_LL_BYTES
   size_t gpu_oneshot_bytes = 65536;  // MYCOLL_GPU_ONESHOT_BYTES (0 = off)
+  size_t gpu_ll_coll_bytes = 262144;  // MYCOLL_GPU_LL_COLL_BYTES (0 = off)
 
   // Parses every variable; throws InvalidArgument naming the variable on a
   // malformed value.
