@@ -61,6 +61,14 @@ static_assert(sizeof(DevOp) == 32, "DevOp layout");
 //          ts_bytes > 0, 256-byte aligned: for sender s, parity b: an A
 //          buffer (s's input lines of r's part) then a B buffer (s's reduced
 //          lines of part s), ts_part_bytes() of LL lines each
+//   lc:    LL all-gather / reduce-scatter / broadcast
+//          (kernels/ll_coll_kernel.cu), only when lc_bytes > 0, 256-byte
+//          aligned: for sender s, parity b in {0, 1}: lc_line_bytes() of LL
+//          lines (lc_bytes of data: the largest message, which a broadcast
+//          root sends whole; all-gather and reduce-scatter send lc_bytes / n
+//          per receiver), written by s; then one 128-byte control line of r's
+//          own, laid out like ctl but with its own epoch (LL-collective
+//          launches completed)
 struct FifoGeom {
   int32_t nranks;
   int32_t max_channels;
@@ -113,7 +121,21 @@ struct FifoGeom {
     return ts_a_off(sender, parity) + ts_part_bytes();
   }
   MYCOLL_HD uint64_t ts_region_bytes() const { return uint64_t(nranks) * 4 * ts_part_bytes(); }
-  MYCOLL_HD uint64_t total_bytes() const { return ts_base() + ts_region_bytes(); }
+
+  // LL collectives (all-gather, reduce-scatter, broadcast).
+  int32_t lc_bytes;  // largest message of the LL collectives (0 = off)
+  int32_t lc_pad;
+
+  MYCOLL_HD uint64_t lc_base() const { return (ts_base() + ts_region_bytes() + 255) / 256 * 256; }
+  MYCOLL_HD uint64_t lc_line_bytes() const { return (uint64_t(lc_bytes) + 7) / 8 * 16; }
+  MYCOLL_HD uint64_t lc_off(int sender, int parity) const {
+    return lc_base() + (uint64_t(sender) * 2 + parity) * lc_line_bytes();
+  }
+  MYCOLL_HD uint64_t lc_ctl_off() const { return lc_base() + uint64_t(nranks) * 2 * lc_line_bytes(); }
+  MYCOLL_HD uint64_t lc_region_bytes() const {
+    return lc_bytes > 0 ? uint64_t(nranks) * 2 * lc_line_bytes() + 128 : 0;
+  }
+  MYCOLL_HD uint64_t total_bytes() const { return lc_base() + lc_region_bytes(); }
 };
 
 // Written by a kernel that gives up (host-mapped memory).

@@ -162,8 +162,17 @@ class AlgoPolicy {
   // is twoshot: the GPU rule gives those sizes above the one-shot ones to
   // twoshot.
   void set_twoshot_bytes(size_t b) { twoshot_bytes_ = b; }
+  // The device engine runs all-gather and reduce-scatter whose whole message
+  // is at most this many bytes as one LL kernel (MYCOLL_GPU_LL_COLL_BYTES;
+  // 0 = off) when the algorithm is direct: the GPU rule gives those sizes to
+  // direct. (Broadcast of those sizes takes the kernel whenever it is not
+  // forced(); see DeviceCommImpl::ll_coll.)
+  void set_ll_coll_bytes(size_t b) { ll_coll_bytes_ = b; }
   static Algo auto_choice_gpu(Coll c, int nranks, size_t bytes, size_t oneshot_bytes = 0,
-                              size_t twoshot_bytes = 0);
+                              size_t twoshot_bytes = 0, size_t ll_coll_bytes = 0);
+  // Whether MYCOLL_ALGO names the algorithm of collective c (an entry for c,
+  // or a global family that serves c), i.e. choose() does not use the rule.
+  bool forced(Coll c) const;
 
  private:
   Algo auto_rule(Coll c, int nranks, size_t bytes) const;
@@ -174,6 +183,7 @@ class AlgoPolicy {
   bool device_ = false;
   size_t oneshot_bytes_ = 0;
   size_t twoshot_bytes_ = 0;
+  size_t ll_coll_bytes_ = 0;
 };
 
 }  // namespace mycoll

@@ -106,9 +106,18 @@ Algo AlgoPolicy::choose(Coll c, int nranks, size_t bytes) const {
   return auto_rule(c, nranks, bytes);
 }
 
+bool AlgoPolicy::forced(Coll c) const {
+  int ci = static_cast<int>(c);
+  if (ci >= 0 && ci < kNumColls) {
+    if (forced_[ci] >= 0) return true;
+    if (forced_[ci] == -2) return false;
+  }
+  return global_ >= 0 && algo_supports(static_cast<Algo>(global_), c);
+}
+
 Algo AlgoPolicy::auto_rule(Coll c, int nranks, size_t bytes) const {
   if (device_ && hosts_ == 1)
-    return auto_choice_gpu(c, nranks, bytes, oneshot_bytes_, twoshot_bytes_);
+    return auto_choice_gpu(c, nranks, bytes, oneshot_bytes_, twoshot_bytes_, ll_coll_bytes_);
   Algo a = auto_choice_hosts(c, nranks, hosts_, bytes);
   if (oversubscribed_ && c == Coll::AllReduce && a == Algo::Ring && nranks > 2 &&
       bytes <= 8 * MiB)
@@ -126,8 +135,11 @@ Algo AlgoPolicy::auto_rule(Coll c, int nranks, size_t bytes) const {
 // whatever the 1 MiB bound says (n <= 8); above that, all-reduce that fits
 // the two-shot kernel (twoshot_bytes) is twoshot: one kernel, 2(n-1)/n of
 // the message out, where the plans of direct and rhd cost FIFO steps.
+// All-gather and reduce-scatter that fit the LL-collective kernel
+// (ll_coll_bytes, the whole message) are direct: the device engine runs
+// direct of those sizes as that one kernel.
 Algo AlgoPolicy::auto_choice_gpu(Coll c, int nranks, size_t bytes, size_t oneshot_bytes,
-                                 size_t twoshot_bytes) {
+                                 size_t twoshot_bytes, size_t ll_coll_bytes) {
   switch (c) {
     case Coll::AllReduce:
       if (nranks >= 2 && nranks <= 8 && bytes <= oneshot_bytes) return Algo::Direct;
@@ -137,6 +149,7 @@ Algo AlgoPolicy::auto_choice_gpu(Coll c, int nranks, size_t bytes, size_t onesho
       return Algo::Ring;
     case Coll::AllGather:
     case Coll::ReduceScatter:
+      if (nranks >= 2 && bytes > 0 && bytes <= ll_coll_bytes) return Algo::Direct;
       if (nranks > 2 && bytes <= 4 * MiB) return Algo::Rhd;
       return Algo::Ring;
     default:

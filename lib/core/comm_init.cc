@@ -171,6 +171,7 @@ std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int 
     c->algo.set_device(all_ipc);
     c->algo.set_oneshot_bytes(all_ipc && nranks >= 2 ? c->cfg.gpu_oneshot_bytes : 0);
     c->algo.set_twoshot_bytes(all_ipc && nranks >= 2 ? c->cfg.gpu_twoshot_bytes : 0);
+    c->algo.set_ll_coll_bytes(all_ipc && nranks >= 2 ? c->cfg.gpu_ll_coll_bytes : 0);
   }
 
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

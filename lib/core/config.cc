@@ -71,6 +71,14 @@ const std::vector<EnvVar>& env_registry() {
        "size), runs as one kernel: every rank sends part j of its input to rank j, which reduces "
        "it in rank order and sends the result to every rank. Costs about 8 x this bytes of GPU "
        "memory per rank; at most 64M. 0 disables it (the twoshot plan then runs)."},
+      {"MYCOLL_GPU_LL_COLL_BYTES", "bytes", "256K",
+       "GPU: all-gather, reduce-scatter and broadcast whose whole message (all-gather's output, "
+       "reduce-scatter's input, broadcast's buffer) is at most this many bytes, on a "
+       "communicator whose peers are all on cuda_ipc, run as one kernel of low-latency lines "
+       "through every peer's inbox: all-gather and reduce-scatter with the direct algorithm (the "
+       "automatic rule's choice for these sizes), broadcast whenever MYCOLL_ALGO does not name "
+       "its algorithm. Costs 4 x this x ranks bytes of GPU memory per rank; at most 16M. 0 "
+       "disables it."},
       {"MYCOLL_UCX_CHUNK_BYTES", "bytes", "256K",
        "UCX transport: largest message one UCX send carries (and size of each receive slot); "
        "larger transfers are split."},
@@ -219,6 +227,10 @@ Config Config::from_env() {
       parse_bytes(env_get("MYCOLL_GPU_TWOSHOT_BYTES"), "MYCOLL_GPU_TWOSHOT_BYTES");
   if (c.gpu_twoshot_bytes > (size_t(64) << 20))
     throw_error(mycollInvalidArgument, "MYCOLL_GPU_TWOSHOT_BYTES must be at most 64M");
+  c.gpu_ll_coll_bytes =
+      parse_bytes(env_get("MYCOLL_GPU_LL_COLL_BYTES"), "MYCOLL_GPU_LL_COLL_BYTES");
+  if (c.gpu_ll_coll_bytes > (size_t(16) << 20))
+    throw_error(mycollInvalidArgument, "MYCOLL_GPU_LL_COLL_BYTES must be at most 16M");
   return c;
 }
 

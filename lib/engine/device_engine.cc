@@ -98,6 +98,7 @@ class DeviceCommImpl : public DeviceComm {
     const bool kernels_ok = !any_proxy_ && c.nranks >= 2;
     geom_.os_bytes = kernels_ok ? static_cast<int32_t>(cfg.gpu_oneshot_bytes) : 0;
     geom_.ts_bytes = kernels_ok ? static_cast<int32_t>(cfg.gpu_twoshot_bytes) : 0;
+    geom_.lc_bytes = kernels_ok ? static_cast<int32_t>(cfg.gpu_ll_coll_bytes) : 0;
     mesh_ = CudaIpcMesh::create(*c.bootstrap, c.peers, use, dev_, geom_.total_bytes());
 
     void* p = nullptr;
@@ -144,6 +145,12 @@ class DeviceCommImpl : public DeviceComm {
                "rank {} GPU {}: two-shot all-reduce enabled for messages <= {} bytes with the "
                "twoshot algorithm (MYCOLL_GPU_TWOSHOT_BYTES), {} KiB of inbox",
                c.rank, dev_, geom_.ts_bytes, geom_.ts_region_bytes() >> 10);
+    if (geom_.lc_bytes > 0)
+      log_info(Subsys::Gpu,
+               "rank {} GPU {}: LL all-gather / reduce-scatter (direct algorithm) and broadcast "
+               "(automatic algorithm) enabled for messages <= {} bytes "
+               "(MYCOLL_GPU_LL_COLL_BYTES), {} KiB of inbox",
+               c.rank, dev_, geom_.lc_bytes, geom_.lc_region_bytes() >> 10);
   }
 
   // Peers may still write counters into this inbox after our last kernel
@@ -395,7 +402,38 @@ class DeviceCommImpl : public DeviceComm {
            bytes > 0 && bytes <= uint64_t(std::max(geom_.ts_bytes, 0));
   }
 
+  // All-gather, reduce-scatter or broadcast for the LL-collective kernel
+  // (lc_bytes is 0 unless every peer of every rank is on cuda_ipc): the whole
+  // message (n blocks; broadcast: the buffer) is at most lc_bytes, and
+  //   all-gather, reduce-scatter: the algorithm is direct (the automatic
+  //     rule's choice for these sizes, or forced);
+  //   broadcast: MYCOLL_ALGO does not name its algorithm (direct does not
+  //     serve broadcast; a forced ring/tree/hier keeps its plan).
+  // Every input to the decision is shared by all ranks (MYCOLL_ALGO must be
+  // alike anyway), so all ranks make the same sequence of LL-collective calls.
+  bool ll_coll(const Task& t) const {
+    if (geom_.lc_bytes <= 0 || c_.nranks < 2) return false;
+    const uint64_t block = uint64_t(t.count) * dtype_size(t.dtype);
+    const uint64_t whole = t.coll == Coll::Broadcast ? block : block * uint64_t(c_.nranks);
+    if (block == 0 || whole > uint64_t(geom_.lc_bytes)) return false;
+    switch (t.coll) {
+      case Coll::AllGather:
+      case Coll::ReduceScatter: return t.algo == Algo::Direct;
+      case Coll::Broadcast: return !c_.algo.forced(Coll::Broadcast);
+      default: return false;
+    }
+  }
+
   void launch(const Task& t, cudaStream_t s) {
+    if (ll_coll(t)) {
+      const LlColl kind = t.coll == Coll::AllGather       ? kLlAllGather
+                          : t.coll == Coll::ReduceScatter ? kLlReduceScatter
+                                                          : kLlBroadcast;
+      cuda_check(launch_ll_coll(kind, t.input, t.output, uint64_t(t.count) * dtype_size(t.dtype),
+                                t.dtype, t.op, t.root, d_comm_, c_.nranks, s),
+                 "LL collective kernel launch");
+      return;
+    }
     if (oneshot(t)) {
       cuda_check(launch_oneshot(t.input, t.output, uint64_t(t.count) * dtype_size(t.dtype),
                                 t.dtype, t.op, d_comm_, c_.nranks, s),

@@ -125,6 +125,66 @@ TEST(Config, GpuTwoShotBytes) {
   unsetenv("MYCOLL_GPU_TWOSHOT_BYTES");
 }
 
+TEST(Config, GpuLlCollBytes) {
+  EXPECT_EQ(Config::from_env().gpu_ll_coll_bytes, 256u << 10);
+  setenv("MYCOLL_GPU_LL_COLL_BYTES", "0", 1);
+  EXPECT_EQ(Config::from_env().gpu_ll_coll_bytes, 0u);
+  setenv("MYCOLL_GPU_LL_COLL_BYTES", "16M", 1);
+  EXPECT_EQ(Config::from_env().gpu_ll_coll_bytes, 16u << 20);
+  setenv("MYCOLL_GPU_LL_COLL_BYTES", "17M", 1);
+  EXPECT_THROW(Config::from_env(), Error);
+  setenv("MYCOLL_GPU_LL_COLL_BYTES", "lots", 1);
+  EXPECT_THROW(Config::from_env(), Error);
+  unsetenv("MYCOLL_GPU_LL_COLL_BYTES");
+}
+
+// GPU communicators: all-gather and reduce-scatter that fit the LL-collective
+// kernel (whole message <= the limit) are direct (the kernel runs only for
+// direct); larger ones keep rhd / ring; without the kernel (limit 0) nothing
+// changes. Broadcast is untouched by the rule (the engine runs the kernel
+// when broadcast is not forced).
+TEST(AlgoPolicyGpu, LlCollSizesAreDirect) {
+  const size_t lim = size_t(256) << 10;
+  AlgoPolicy p = AlgoPolicy::parse("");
+  p.set_device(true);
+  p.set_ll_coll_bytes(lim);
+  for (Coll c : {Coll::AllGather, Coll::ReduceScatter})
+    for (int n : {2, 3, 4, 8}) {
+      for (size_t bytes : {size_t(8), size_t(4096), lim})
+        EXPECT_EQ(p.choose(c, n, bytes), Algo::Direct) << coll_name(c) << " " << n << " " << bytes;
+      EXPECT_EQ(p.choose(c, n, lim + 8), n > 2 ? Algo::Rhd : Algo::Ring) << n;
+      EXPECT_EQ(p.choose(c, n, 0), n > 2 ? Algo::Rhd : Algo::Ring) << n;
+      EXPECT_EQ(AlgoPolicy::auto_choice_gpu(c, n, 4096, 0, 0), n > 2 ? Algo::Rhd : Algo::Ring);
+    }
+  EXPECT_EQ(p.choose(Coll::Broadcast, 4, 4096), AlgoPolicy::auto_choice(Coll::Broadcast, 4, 4096));
+  // Host communicators (no device): the host rule.
+  AlgoPolicy h = AlgoPolicy::parse("");
+  h.set_ll_coll_bytes(lim);
+  EXPECT_EQ(h.choose(Coll::AllGather, 4, 4096), Algo::Rhd);
+  // Forced algorithms win.
+  AlgoPolicy f = AlgoPolicy::parse("ring");
+  f.set_device(true);
+  f.set_ll_coll_bytes(lim);
+  EXPECT_EQ(f.choose(Coll::AllGather, 4, 1024), Algo::Ring);
+  EXPECT_EQ(f.choose(Coll::ReduceScatter, 4, 1024), Algo::Ring);
+}
+
+// forced(): whether MYCOLL_ALGO names a collective's algorithm (the engine
+// runs a small broadcast as the LL kernel only when it does not).
+TEST(AlgoPolicy, Forced) {
+  EXPECT_FALSE(AlgoPolicy::parse("").forced(Coll::Broadcast));
+  EXPECT_FALSE(AlgoPolicy::parse("auto").forced(Coll::Broadcast));
+  EXPECT_TRUE(AlgoPolicy::parse("ring").forced(Coll::Broadcast));
+  EXPECT_TRUE(AlgoPolicy::parse("tree").forced(Coll::Broadcast));
+  // direct does not serve broadcast: the rule picks it.
+  EXPECT_FALSE(AlgoPolicy::parse("direct").forced(Coll::Broadcast));
+  EXPECT_TRUE(AlgoPolicy::parse("direct").forced(Coll::AllGather));
+  EXPECT_TRUE(AlgoPolicy::parse("broadcast:tree").forced(Coll::Broadcast));
+  EXPECT_FALSE(AlgoPolicy::parse("broadcast:tree").forced(Coll::AllGather));
+  EXPECT_FALSE(AlgoPolicy::parse("ring,broadcast:auto").forced(Coll::Broadcast));
+  EXPECT_TRUE(AlgoPolicy::parse("ring,broadcast:auto").forced(Coll::Reduce));
+}
+
 // GPU communicators: all-reduce that fits the one-shot kernel is direct (the
 // kernel runs only for direct), even past the rule's 1 MiB of copies.
 TEST(AlgoPolicyGpu, OneShotSizesAreDirect) {

@@ -1,0 +1,395 @@
+// LL all-gather, reduce-scatter and broadcast for small messages on GPU
+// communicators whose peers are all mapped over CUDA IPC: each collective is
+// one kernel and about one NVLink trip, instead of the plan kernel's FIFO
+// steps. The design is the one-shot all-reduce's (kernels/oneshot_kernel.cu):
+// LL lines (kernels/ll.cuh), a flag from a device-side epoch, two buffers
+// (parities) per sender in every inbox, here the "lc" region of FifoGeom.
+//
+// `bytes` below is one block: all-gather's input (block r of the output),
+// reduce-scatter's output (block j of the input goes to rank j), broadcast's
+// whole buffer. Lines are 8 data bytes; block b of a launch handles one
+// contiguous range of lines of every block.
+//
+// Protocol of launch number e (the epoch in my inbox's lc control line; every
+// rank runs the same sequence of LL-collective launches, whichever of the
+// three each is, so epochs agree): flag = e mod (2^32 - 1) + 1, parity
+// b = e & 1; rank r writes into peer p's inbox at lc(sender r, parity b):
+//   all-gather:     its input, to every peer; it copies its input to output
+//                   block r (unless in place) and takes block s of the output
+//                   from lc(s, b) of its own inbox for every peer s.
+//   reduce-scatter: input block p to rank p, for every peer p; it reduces
+//                   lc(s, b) of its own inbox for every peer s with its own
+//                   input block r in rank order 0..n-1 into the output, so
+//                   every rank's result is what the one-shot all-reduce gives
+//                   for that block. In place (output = input block r): a
+//                   thread reads its input lines before writing them.
+//   broadcast:      the root writes the buffer to every peer (and copies it
+//                   to its output unless in place); every other rank takes it
+//                   from lc(root, b) and writes one ack line (line 0 of its
+//                   own lc(r, b) in the root's inbox, unused by data in a
+//                   broadcast), which the root waits for.
+// So in every launch each rank waits for a line written by every other rank
+// in the same launch (data, or the broadcast root's acks).
+//
+// Why two buffers (parities) suffice: rank r writes epoch e+2 into p's
+// parity-b buffer only after its epoch-(e+1) kernel finished (stream order);
+// that kernel waited for a line p wrote in its epoch-(e+1) kernel (above:
+// there always is one; without the acks a broadcast root would run ahead),
+// which is stream-ordered after p's epoch-e kernel, the reader of the buffer
+// r is about to overwrite. Lines left from epoch e-2 carry another flag.
+//
+// Why the LL collectives may keep an epoch apart from the one-shot
+// all-reduce's (and any other kernel type's): the argument above holds per
+// kernel type X with X's own region and epoch. Rank r writes epoch e+2 of
+// type X into p's type-X buffer only after finishing its type-X epoch e+1,
+// which needed p's type-X epoch-(e+1) lines, written only after p's type-X
+// epoch-e kernel, the reader of that buffer, finished (stream order: every
+// collective of a communicator is ordered on its stream). Launches of other
+// types in between touch neither the region nor the epoch. All ranks make
+// the same sequence of type-X calls because the host decision depends only
+// on values every rank shares (collective, count, dtype, algorithm, n).
+//
+// Epoch update and giving up are as in the one-shot kernel: the last block of
+// a launch to finish moves the epoch on; every wait reads the host-mapped
+// abort flag every 64K spins and checks MYCOLL_TIMEOUT, records DevError
+// (kind kDevRecv) and stops the block.
+#include <cuda_runtime.h>
+
+#include "kernels/device_plan.h"
+#include "kernels/launch.h"
+#include "kernels/ll.cuh"
+#include "kernels/reduce_ops.cuh"
+
+namespace mycoll {
+namespace {
+
+constexpr int kThreads = 512;
+constexpr int kMaxBlocks = 32;
+constexpr uint64_t kBlockLines = 256;  // another block per this many lines
+constexpr int kU = 4;                  // copies: lines per thread and round of polls
+constexpr int kRU = 2;                 // reduce-scatter: lines per thread and round
+constexpr int kSrc = 8;                // reduce-scatter: sources polled at once
+
+struct LlCollArgs {
+  const char* in;
+  char* out;
+  uint64_t bytes;       // one block (see the top of the file)
+  const DevComm* comm;  // device memory
+  int32_t kind;         // LlColl
+  int32_t root;         // broadcast
+  int32_t avg_n;        // reduce-scatter Avg: divide the sum by this; 0 = no division
+};
+
+// One block's view of a launch, in registers (the LL asm's memory clobbers
+// would reload values read through cm).
+struct Ctx {
+  const DevComm* cm;
+  int n, me, parity;
+  uint32_t flag;
+  uint64_t base, line_bytes, timeout_ns, t0, bytes;
+  uint32_t lbeg, range;  // this block's lines [lbeg, lbeg + range)
+  char* local;
+  volatile int* stop;
+
+  // Sender s's buffer of this launch's parity in the inbox at `inbox`.
+  __device__ char* buf(char* inbox, int s) const {
+    return inbox + base + (uint64_t(s) * 2 + parity) * line_bytes;
+  }
+  __device__ int valid(uint64_t l) const { return bytes - l * 8 < 8 ? int(bytes - l * 8) : 8; }
+};
+
+__device__ void ll_give_up(const DevComm& cm, int code, int peer) {
+  if (atomicCAS(&cm.error->code, 0, code) == 0) {
+    cm.error->peer = peer;
+    cm.error->rank = cm.rank;
+    cm.error->kind = kDevRecv;
+    __threadfence_system();
+  }
+}
+
+// Spins until the line at p carries this launch's flag (data in *v); false
+// once this block gives up (abort, an error elsewhere, MYCOLL_TIMEOUT). Only
+// the slow path calls it (a line not there at the first look); callers pass
+// a scalar, so their arrays of lines stay in registers.
+__device__ bool spin_line(const Ctx& x, const char* p, int peer, uint64_t* v) {
+  uint32_t spins = 0;
+  while (!ll::load_line(p, x.flag, v)) {
+    if ((++spins & 1023) != 0) continue;
+    if (*x.stop) return false;
+    const DevComm& cm = *x.cm;
+    int code = 0;
+    // Host-mapped memory is a PCIe read: only now and then. Another block (or
+    // kernel) of this rank that gave up stops us too.
+    if ((spins & 0xffff) == 0 &&
+        (*cm.abort || *reinterpret_cast<volatile int32_t*>(&cm.error->code)))
+      code = *cm.abort ? mycollRemoteError : -1;
+    else if (ll::globaltimer() - x.t0 > x.timeout_ns)
+      code = mycollTimeout;
+    if (code > 0) ll_give_up(cm, code, peer);
+    if (code) {
+      *x.stop = 1;
+      return false;
+    }
+  }
+  return true;
+}
+
+// My lines to ndst peers p = first, first + 1, ... (mod n): line l of
+// in + p * in_stride into p's lc(me, b). Items (peer, line) spread over the
+// threads; every input load of a round before its stores.
+__device__ void send_lines(const Ctx& x, const char* in, uint64_t in_stride, int first, int ndst) {
+  char* const* remote = x.cm->remote;
+  const uint32_t items = x.range * uint32_t(ndst);
+  for (uint32_t i0 = threadIdx.x; i0 < items; i0 += blockDim.x * kU) {
+    uint64_t v[kU] = {};
+    int p[kU] = {};
+    uint32_t l[kU] = {};
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const uint32_t i = i0 + u * blockDim.x;
+      if (i >= items) continue;
+      const int k = int(i / x.range);
+      l[u] = x.lbeg + i % x.range;
+      p[u] = first + k < x.n ? first + k : first + k - x.n;
+      v[u] = ll::load8(in + uint64_t(p[u]) * in_stride + uint64_t(l[u]) * 8, x.valid(l[u]));
+    }
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const uint32_t i = i0 + u * blockDim.x;
+      if (i < items) ll::store_line(x.buf(remote[p[u]], x.me) + uint64_t(l[u]) * 16, v[u], x.flag);
+    }
+  }
+}
+
+// This block's lines of in into out (a local copy: own block, root's buffer).
+__device__ void copy_lines(const Ctx& x, const char* in, char* out) {
+  for (uint32_t i = threadIdx.x; i < x.range; i += blockDim.x) {
+    const uint64_t l = x.lbeg + i;
+    ll::store8(out + l * 8, ll::load8(in + l * 8, x.valid(l)), x.valid(l));
+  }
+}
+
+// From nsrc senders s = first, first + 1, ... (mod n) of my inbox: line l of
+// lc(s, b) into out + s * out_stride. All loads of a round issued before
+// waiting on any.
+__device__ void recv_lines(const Ctx& x, int first, int nsrc, char* out, uint64_t out_stride) {
+  const uint32_t items = x.range * uint32_t(nsrc);
+  for (uint32_t i0 = threadIdx.x; i0 < items && !*x.stop; i0 += blockDim.x * kU) {
+    uint64_t v[kU] = {};
+    bool ok[kU];
+    int s[kU] = {};
+    uint32_t l[kU] = {};
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const uint32_t i = i0 + u * blockDim.x;
+      ok[u] = true;
+      if (i >= items) continue;
+      const int k = int(i / x.range);
+      l[u] = x.lbeg + i % x.range;
+      s[u] = first + k < x.n ? first + k : first + k - x.n;
+      ok[u] = ll::load_line(x.buf(x.local, s[u]) + uint64_t(l[u]) * 16, x.flag, &v[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const uint32_t i = i0 + u * blockDim.x;
+      if (i >= items) continue;
+      if (!ok[u]) {
+        uint64_t w;
+        if (!spin_line(x, x.buf(x.local, s[u]) + uint64_t(l[u]) * 16, s[u], &w)) return;
+        v[u] = w;
+      }
+      ll::store8(out + uint64_t(s[u]) * out_stride + uint64_t(l[u]) * 8, v[u], x.valid(l[u]));
+    }
+  }
+}
+
+// Reduce-scatter's receive: this block's lines of lc(s, b) for every peer s
+// and of my own input block, reduced in rank order into out.
+template <typename T, int OP>
+__device__ void reduce_lines(const Ctx& x, const char* mine_in, char* out, int avg_n) {
+  for (uint32_t l0 = threadIdx.x; l0 < x.range && !*x.stop; l0 += blockDim.x * kRU) {
+    uint64_t acc[kRU], mine[kRU];
+#pragma unroll
+    for (int u = 0; u < kRU; ++u) {
+      const uint64_t l = x.lbeg + l0 + u * blockDim.x;
+      acc[u] = 0;
+      // In place, out aliases mine_in: read before the store below.
+      mine[u] = l0 + u * blockDim.x < x.range ? ll::load8(mine_in + l * 8, x.valid(l)) : 0;
+    }
+    for (int s0 = 0; s0 < x.n; s0 += kSrc) {
+      uint64_t v[kRU][kSrc];
+      bool ok[kRU][kSrc];
+#pragma unroll
+      for (int u = 0; u < kRU; ++u) {
+        const bool in_range = l0 + u * blockDim.x < x.range;
+        const uint64_t l = x.lbeg + l0 + u * blockDim.x;
+#pragma unroll
+        for (int j = 0; j < kSrc; ++j) {
+          const int s = s0 + j;
+          ok[u][j] = true;
+          v[u][j] = mine[u];
+          if (in_range && s < x.n && s != x.me)
+            ok[u][j] = ll::load_line(x.buf(x.local, s) + l * 16, x.flag, &v[u][j]);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kRU; ++u) {
+        const uint64_t l = x.lbeg + l0 + u * blockDim.x;
+#pragma unroll
+        for (int j = 0; j < kSrc; ++j) {
+          if (ok[u][j]) continue;
+          uint64_t w;
+          if (!spin_line(x, x.buf(x.local, s0 + j) + l * 16, s0 + j, &w)) return;
+          v[u][j] = w;
+        }
+      }
+      // Fold in rank order: source 0 starts the accumulator.
+#pragma unroll
+      for (int u = 0; u < kRU; ++u)
+#pragma unroll
+        for (int j = 0; j < kSrc; ++j) {
+          const int s = s0 + j;
+          if (s == 0) acc[u] = v[u][j];
+          else if (s < x.n) acc[u] = ll::reduce8<T, OP>(acc[u], v[u][j]);
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < kRU; ++u) {
+      if (l0 + u * blockDim.x >= x.range) continue;
+      const uint64_t l = x.lbeg + l0 + u * blockDim.x;
+      uint64_t r = acc[u];
+      if (avg_n) r = ll::div_avg8<T>(r, avg_n);
+      ll::store8(out + l * 8, r, x.valid(l));
+    }
+  }
+}
+
+template <typename T, int OP>
+__global__ void __launch_bounds__(kThreads) ll_coll_kernel(LlCollArgs a) {
+  __shared__ uint64_t s_epoch;
+  __shared__ volatile int s_stop;
+  const DevComm& cm = *a.comm;
+  Ctx x;
+  x.cm = a.comm;
+  x.n = cm.nranks;
+  x.me = cm.rank;
+  x.base = cm.geom.lc_base();
+  x.line_bytes = cm.geom.lc_line_bytes();
+  x.timeout_ns = cm.timeout_ns;
+  x.local = cm.local;
+  x.bytes = a.bytes;
+  x.stop = &s_stop;
+  char* const ctl = cm.local + cm.geom.lc_ctl_off();
+  x.t0 = ll::globaltimer();
+  if (threadIdx.x == 0) {
+    s_epoch = *reinterpret_cast<volatile uint64_t*>(ctl);
+    s_stop = 0;
+  }
+  __syncthreads();
+  const uint64_t e = s_epoch;
+  x.flag = uint32_t(e % 0xffffffffull) + 1;
+  x.parity = int(e & 1);
+  const uint32_t lines = uint32_t((a.bytes + 7) / 8);
+  const uint32_t per = (lines + gridDim.x - 1) / gridDim.x;
+  x.lbeg = blockIdx.x * per;
+  x.range = x.lbeg >= lines ? 0 : (lines - x.lbeg < per ? lines - x.lbeg : per);
+  const int n = x.n, me = x.me;
+  const int next = me + 1 < n ? me + 1 : 0;
+
+  switch (a.kind) {
+    case kLlAllGather:
+      send_lines(x, a.in, 0, next, n - 1);
+      if (a.in != a.out + uint64_t(me) * a.bytes) copy_lines(x, a.in, a.out + uint64_t(me) * a.bytes);
+      recv_lines(x, next, n - 1, a.out, a.bytes);
+      break;
+    case kLlReduceScatter:
+      send_lines(x, a.in, a.bytes, next, n - 1);
+      reduce_lines<T, OP>(x, a.in + uint64_t(me) * a.bytes, a.out, a.avg_n);
+      break;
+    case kLlBroadcast:
+      if (me == a.root) {
+        send_lines(x, a.in, 0, next, n - 1);
+        if (a.in != a.out) copy_lines(x, a.in, a.out);
+        // The acks (see the top of the file): block 0, one thread per peer.
+        if (blockIdx.x == 0 && int(threadIdx.x) < n && int(threadIdx.x) != me) {
+          uint64_t v;
+          const int s = threadIdx.x;
+          if (!ll::load_line(x.buf(x.local, s), x.flag, &v)) spin_line(x, x.buf(x.local, s), s, &v);
+        }
+      } else {
+        if (blockIdx.x == 0 && threadIdx.x == 0)
+          ll::store_line(x.buf(cm.remote[a.root], me), 0, x.flag);
+        recv_lines(x, a.root, 1, a.out, 0);  // stride 0: the root's lines land at out
+      }
+      break;
+  }
+
+  // The last block done moves the epoch on (see kernels/oneshot_kernel.cu).
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned int* done = reinterpret_cast<unsigned int*>(ctl + 8);
+    __threadfence();  // this block's read of the epoch before its count
+    if (atomicAdd(done, 1u) == gridDim.x - 1) {
+      __threadfence();
+      *reinterpret_cast<volatile unsigned int*>(done) = 0;
+      *reinterpret_cast<volatile uint64_t*>(ctl) = e + 1;
+    }
+  }
+}
+
+template <typename T, int OP>
+cudaError_t launch_t(const LlCollArgs& a, int nblocks, cudaStream_t s) {
+  ll_coll_kernel<T, OP><<<nblocks, kThreads, 0, s>>>(a);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch_op(const LlCollArgs& a, mycollRedOp_t op, int nb, cudaStream_t s) {
+  switch (op) {
+    case mycollSum:
+    case mycollAvg: return launch_t<T, mycollSum>(a, nb, s);
+    case mycollProd: return launch_t<T, mycollProd>(a, nb, s);
+    case mycollMax: return launch_t<T, mycollMax>(a, nb, s);
+    case mycollMin: return launch_t<T, mycollMin>(a, nb, s);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace
+
+int ll_coll_blocks(uint64_t bytes) {
+  const uint64_t lines = (bytes + 7) / 8;
+  const uint64_t b = (lines + kBlockLines - 1) / kBlockLines;
+  return b < 1 ? 1 : b > uint64_t(kMaxBlocks) ? kMaxBlocks : int(b);
+}
+
+cudaError_t launch_ll_coll(LlColl kind, const void* in, void* out, uint64_t bytes,
+                           mycollDataType_t t, mycollRedOp_t op, int root, const DevComm* comm,
+                           int nranks, cudaStream_t stream) {
+  LlCollArgs a;
+  a.in = static_cast<const char*>(in);
+  a.out = static_cast<char*>(out);
+  a.bytes = bytes;
+  a.comm = comm;
+  a.kind = kind;
+  a.root = root;
+  a.avg_n = kind == kLlReduceScatter && op == mycollAvg ? nranks : 0;
+  const int nb = ll_coll_blocks(bytes);
+  // Moving bytes needs no element type: one instantiation serves them all.
+  if (kind != kLlReduceScatter) return launch_t<uint8_t, mycollSum>(a, nb, stream);
+  switch (t) {
+    case mycollInt8: return launch_op<int8_t>(a, op, nb, stream);
+    case mycollUint8: return launch_op<uint8_t>(a, op, nb, stream);
+    case mycollInt32: return launch_op<int32_t>(a, op, nb, stream);
+    case mycollUint32: return launch_op<uint32_t>(a, op, nb, stream);
+    case mycollInt64: return launch_op<int64_t>(a, op, nb, stream);
+    case mycollUint64: return launch_op<uint64_t>(a, op, nb, stream);
+    case mycollFloat16: return launch_op<__half>(a, op, nb, stream);
+    case mycollFloat32: return launch_op<float>(a, op, nb, stream);
+    case mycollFloat64: return launch_op<double>(a, op, nb, stream);
+    case mycollBfloat16: return launch_op<__nv_bfloat16>(a, op, nb, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace mycoll
