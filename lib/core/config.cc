@@ -71,7 +71,7 @@ const std::vector<EnvVar>& env_registry() {
        "size), runs as one kernel: every rank sends part j of its input to rank j, which reduces "
        "it in rank order and sends the result to every rank. Costs about 8 x this bytes of GPU "
        "memory per rank; at most 64M. 0 disables it (the twoshot plan then runs)."},
-      {"MYCOLL_GPU_LL_COLL_BYTES", "bytes", "256K",
+      {"MYCOLL_GPU_LL_COLL_BYTES", "bytes", "2M",
        "GPU: all-gather, reduce-scatter and broadcast whose whole message (all-gather's output, "
        "reduce-scatter's input, broadcast's buffer) is at most this many bytes, on a "
        "communicator whose peers are all on cuda_ipc, run as one kernel of low-latency lines "

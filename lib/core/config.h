@@ -45,7 +45,7 @@ struct Config {
   size_t gpu_ll_bytes = 16384;       // MYCOLL_GPU_LL_BYTES
   size_t gpu_oneshot_bytes = 65536;  // MYCOLL_GPU_ONESHOT_BYTES (0 = off)
   size_t gpu_twoshot_bytes = size_t(4) << 20;  // MYCOLL_GPU_TWOSHOT_BYTES (0 = off)
-  size_t gpu_ll_coll_bytes = 262144;  // MYCOLL_GPU_LL_COLL_BYTES (0 = off)
+  size_t gpu_ll_coll_bytes = size_t(2) << 20;  // MYCOLL_GPU_LL_COLL_BYTES (0 = off)
 
   // Parses every variable; throws InvalidArgument naming the variable on a
   // malformed value.

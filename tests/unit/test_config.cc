@@ -126,7 +126,7 @@ TEST(Config, GpuTwoShotBytes) {
 }
 
 TEST(Config, GpuLlCollBytes) {
-  EXPECT_EQ(Config::from_env().gpu_ll_coll_bytes, 256u << 10);
+  EXPECT_EQ(Config::from_env().gpu_ll_coll_bytes, 2u << 20);
   setenv("MYCOLL_GPU_LL_COLL_BYTES", "0", 1);
   EXPECT_EQ(Config::from_env().gpu_ll_coll_bytes, 0u);
   setenv("MYCOLL_GPU_LL_COLL_BYTES", "16M", 1);
