@@ -40,6 +40,8 @@ constexpr uint64_t kLlSlotBytes = 16384;
 constexpr int kProxySlots = 8;
 constexpr uint64_t kProxySlotBytes = 65536;
 constexpr int kProxyChannels = 8;
+// Largest broadcast the LL-collective kernel runs (see ll_coll()).
+constexpr uint64_t kLlBroadcastBytes = 256 * 1024;
 
 void cuda_check(cudaError_t e, const std::string& what) {
   if (e != cudaSuccess)
@@ -416,6 +418,10 @@ class DeviceCommImpl : public DeviceComm {
     const uint64_t block = uint64_t(t.count) * dtype_size(t.dtype);
     const uint64_t whole = t.coll == Coll::Broadcast ? block : block * uint64_t(c_.nranks);
     if (block == 0 || whole > uint64_t(geom_.lc_bytes)) return false;
+    // A broadcast root writes the whole buffer to every peer as LL lines (2x
+    // the bytes): measured on 4 H200s the plan is as fast from 512 KiB up, so
+    // broadcast takes the kernel only up to kLlBroadcastBytes.
+    if (t.coll == Coll::Broadcast && whole > kLlBroadcastBytes) return false;
     switch (t.coll) {
       case Coll::AllGather:
       case Coll::ReduceScatter: return t.algo == Algo::Direct;
