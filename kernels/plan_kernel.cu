@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "kernels/device_plan.h"
+#include "kernels/dispatch.cuh"
 #include "kernels/launch.h"
 #include "kernels/ll.cuh"
 #include "kernels/reduce_ops.cuh"
@@ -620,17 +621,12 @@ cudaError_t launch_t(const KernelArgs& a, int nch, cudaStream_t s) {
   return cudaGetLastError();
 }
 
-template <typename T>
-cudaError_t launch_op(const KernelArgs& a, mycollRedOp_t op, int nch, cudaStream_t s) {
-  switch (op) {
-    case mycollSum:
-    case mycollAvg: return launch_t<T, mycollSum, true>(a, nch, s);
-    case mycollProd: return launch_t<T, mycollProd, true>(a, nch, s);
-    case mycollMax: return launch_t<T, mycollMax, true>(a, nch, s);
-    case mycollMin: return launch_t<T, mycollMin, true>(a, nch, s);
-    default: return cudaErrorInvalidValue;
+template <typename T, int OP>
+struct LaunchReduce {
+  static cudaError_t run(const KernelArgs& a, int nch, cudaStream_t s) {
+    return launch_t<T, OP, true>(a, nch, s);
   }
-}
+};
 
 }  // namespace dev
 
@@ -638,19 +634,7 @@ cudaError_t launch_plan(const KernelArgs& a, bool reduce, mycollDataType_t t, my
                         int nchannels, cudaStream_t stream) {
   using namespace dev;
   if (!reduce) return launch_t<uint8_t, mycollSum, false>(a, nchannels, stream);
-  switch (t) {
-    case mycollInt8: return launch_op<int8_t>(a, op, nchannels, stream);
-    case mycollUint8: return launch_op<uint8_t>(a, op, nchannels, stream);
-    case mycollInt32: return launch_op<int32_t>(a, op, nchannels, stream);
-    case mycollUint32: return launch_op<uint32_t>(a, op, nchannels, stream);
-    case mycollInt64: return launch_op<int64_t>(a, op, nchannels, stream);
-    case mycollUint64: return launch_op<uint64_t>(a, op, nchannels, stream);
-    case mycollFloat16: return launch_op<__half>(a, op, nchannels, stream);
-    case mycollFloat32: return launch_op<float>(a, op, nchannels, stream);
-    case mycollFloat64: return launch_op<double>(a, op, nchannels, stream);
-    case mycollBfloat16: return launch_op<__nv_bfloat16>(a, op, nchannels, stream);
-    default: return cudaErrorInvalidValue;
-  }
+  return dispatch_dtype_op<LaunchReduce>(t, op, a, nchannels, stream);
 }
 
 int plan_kernel_threads() { return dev::kThreads; }
