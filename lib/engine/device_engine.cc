@@ -285,8 +285,9 @@ class DeviceCommImpl : public DeviceComm {
       p.ll = 0;
       proxied.push_back(GpuProxy::Peer{r, c_.conns[r].get(), static_cast<char*>(h)});
       log_info(Subsys::Gpu,
-               "rank {} GPU {}: rank {} through {} via the GPU proxy thread (host-mapped FIFOs, "
-               "{} x {} KiB per channel and direction)",
+               "rank {} GPU {}: rank {} through {} via the GPU proxy thread: no GPUDirect RDMA, "
+               "GPU data staged through pinned host memory (host-mapped FIFOs, {} x {} KiB per "
+               "channel and direction)",
                c_.rank, dev_, r, c_.conns[r]->describe(), pl.nslots, pl.slot_bytes >> 10);
     }
     proxy_peers_ = int(proxied.size());
