@@ -61,14 +61,16 @@ static_assert(sizeof(DevOp) == 32, "DevOp layout");
 //          ts_bytes > 0, 256-byte aligned: for sender s, parity b: an A
 //          buffer (s's input lines of r's part) then a B buffer (s's reduced
 //          lines of part s), ts_part_bytes() of LL lines each
-//   lc:    LL all-gather / reduce-scatter / broadcast
-//          (kernels/ll_coll_kernel.cu), only when lc_bytes > 0, 256-byte
-//          aligned: for sender s, parity b in {0, 1}: lc_line_bytes() of LL
-//          lines (lc_bytes of data: the largest message, which a broadcast
-//          root sends whole; all-gather and reduce-scatter send lc_bytes / n
-//          per receiver), written by s; then one 128-byte control line of r's
-//          own, laid out like ctl but with its own epoch (LL-collective
-//          launches completed)
+//   lc:    LL all-gather / reduce-scatter / broadcast / reduce /
+//          all-to-all (kernels/ll_coll_kernel.cu), only when lc_bytes > 0,
+//          256-byte aligned: for sender s, parity b in {0, 1}:
+//          lc_line_bytes() of LL lines (lc_bytes of data: the largest
+//          message, which a broadcast root sends whole and a reduce sender
+//          sends whole to the root; all-gather, reduce-scatter and
+//          all-to-all send lc_bytes / n per receiver; line 0 also carries the
+//          acks of broadcast and reduce), written by s; then one 128-byte
+//          control line of r's own, laid out like ctl but with its own epoch
+//          (LL-collective launches completed)
 struct FifoGeom {
   int32_t nranks;
   int32_t max_channels;
@@ -122,7 +124,7 @@ struct FifoGeom {
   }
   MYCOLL_HD uint64_t ts_region_bytes() const { return uint64_t(nranks) * 4 * ts_part_bytes(); }
 
-  // LL collectives (all-gather, reduce-scatter, broadcast).
+  // LL collectives (all-gather, reduce-scatter, broadcast, reduce, all-to-all).
   int32_t lc_bytes;  // largest message of the LL collectives (0 = off)
   int32_t lc_pad;
 

@@ -37,14 +37,23 @@ cudaError_t launch_twoshot(const void* in, void* out, uint64_t bytes, mycollData
                            cudaStream_t stream);
 // Thread blocks the two-shot kernel uses for a message of `bytes`.
 int twoshot_blocks(uint64_t bytes, int nranks);
-// LL all-gather / reduce-scatter / broadcast (kernels/ll_coll_kernel.cu), in
-// one kernel through the inboxes' lc regions. `bytes` is one block: all-gather's
-// input, reduce-scatter's output, broadcast's buffer. Requires 0 < the
-// collective's whole message (n x bytes; broadcast: bytes) <= geom.lc_bytes,
-// every peer mapped over CUDA IPC and every rank making the same sequence of
-// LL-collective calls. In place as the API defines it (all-gather: in = out +
-// rank x bytes; reduce-scatter: out = in + rank x bytes; broadcast: in = out).
-enum LlColl : int32_t { kLlAllGather = 0, kLlReduceScatter = 1, kLlBroadcast = 2 };
+// LL all-gather / reduce-scatter / broadcast / reduce / all-to-all
+// (kernels/ll_coll_kernel.cu), in one kernel through the inboxes' lc regions.
+// `bytes` is one block: all-gather's input, reduce-scatter's output,
+// broadcast's and reduce's buffer, all-to-all's count elements. Requires 0 <
+// the collective's whole message (n x bytes; broadcast, reduce: bytes) <=
+// geom.lc_bytes, every peer mapped over CUDA IPC and every rank making the
+// same sequence of LL-collective calls. In place as the API defines it
+// (all-gather: in = out + rank x bytes; reduce-scatter: out = in + rank x
+// bytes; broadcast, reduce, all-to-all: in = out). Reduce writes out on the
+// root only (other ranks may pass null).
+enum LlColl : int32_t {
+  kLlAllGather = 0,
+  kLlReduceScatter = 1,
+  kLlBroadcast = 2,
+  kLlReduce = 3,
+  kLlAllToAll = 4,
+};
 cudaError_t launch_ll_coll(LlColl kind, const void* in, void* out, uint64_t bytes,
                            mycollDataType_t t, mycollRedOp_t op, int root, const DevComm* comm,
                            int nranks, cudaStream_t stream);

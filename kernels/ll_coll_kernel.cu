@@ -1,18 +1,21 @@
-// LL all-gather, reduce-scatter and broadcast for small messages on GPU
-// communicators whose peers are all mapped over CUDA IPC: each collective is
-// one kernel and about one NVLink trip, instead of the plan kernel's FIFO
-// steps. The design is the one-shot all-reduce's (kernels/oneshot_kernel.cu):
-// LL lines (kernels/ll.cuh), a flag from a device-side epoch, two buffers
-// (parities) per sender in every inbox, here the "lc" region of FifoGeom.
+// LL all-gather, reduce-scatter, broadcast, reduce and all-to-all for small
+// messages on GPU communicators whose peers are all mapped over CUDA IPC:
+// each collective is one kernel and about one NVLink trip, instead of the
+// plan kernel's FIFO steps. The design is the one-shot all-reduce's
+// (kernels/oneshot_kernel.cu): LL lines (kernels/ll.cuh), a flag from a
+// device-side epoch, two buffers (parities) per sender in every inbox, here
+// the "lc" region of FifoGeom.
 //
 // `bytes` below is one block: all-gather's input (block r of the output),
 // reduce-scatter's output (block j of the input goes to rank j), broadcast's
-// whole buffer. Lines are 8 data bytes; block b of a launch handles one
-// contiguous range of lines of every block.
+// and reduce's whole buffer, all-to-all's count elements (block j of the
+// input goes to rank j, block s of the output comes from rank s). Lines are
+// 8 data bytes; block b of a launch handles one contiguous range of lines of
+// every block.
 //
 // Protocol of launch number e (the epoch in my inbox's lc control line; every
 // rank runs the same sequence of LL-collective launches, whichever of the
-// three each is, so epochs agree): flag = e mod (2^32 - 1) + 1, parity
+// five each is, so epochs agree): flag = e mod (2^32 - 1) + 1, parity
 // b = e & 1; rank r writes into peer p's inbox at lc(sender r, parity b):
 //   all-gather:     its input, to every peer; it copies its input to output
 //                   block r (unless in place) and takes block s of the output
@@ -23,20 +26,44 @@
 //                   every rank's result is what the one-shot all-reduce gives
 //                   for that block. In place (output = input block r): a
 //                   thread reads its input lines before writing them.
+//   all-to-all:     input block p to rank p, for every peer p; it copies
+//                   input block r to output block r (unless in place) and
+//                   takes output block s from lc(s, b) for every peer s. In
+//                   place (input = output): a thread block reads input lines
+//                   [lbeg, lbeg + range) of every block j and writes output
+//                   lines of the same range of every block s, and these
+//                   byte ranges are its alone; a __syncthreads() between its
+//                   sends and its receives puts every read before any write.
 //   broadcast:      the root writes the buffer to every peer (and copies it
 //                   to its output unless in place); every other rank takes it
-//                   from lc(root, b) and writes one ack line (line 0 of its
-//                   own lc(r, b) in the root's inbox, unused by data in a
-//                   broadcast), which the root waits for.
-// So in every launch each rank waits for a line written by every other rank
-// in the same launch (data, or the broadcast root's acks).
+//                   from lc(root, b).
+//   reduce:         every other rank writes its input to the root; the root
+//                   reduces lc(s, b) for every peer s with its own input in
+//                   rank order 0..n-1 into its output (Avg: the sum divided
+//                   by n, like reduce-scatter). Other ranks write no output.
+// Acks: a rank that sends no data to peer p in a launch (broadcast: every
+// non-root to every peer; reduce: the root to every peer, a non-root to every
+// other non-root) writes one ack line instead, line 0 of its own lc(r, b) in
+// p's inbox; in those launches that buffer carries no data (broadcast: only
+// lc(root, b) does; reduce: only the root's inbox does). Acks are written at
+// the start of the kernel, and every rank that receives no data from a peer
+// waits for its ack (broadcast root: every peer; broadcast non-root: every
+// other non-root; reduce non-root: the root and every other non-root).
+// So in every launch each rank waits for a line that every other rank wrote
+// in the same launch (data or an ack).
 //
 // Why two buffers (parities) suffice: rank r writes epoch e+2 into p's
 // parity-b buffer only after its epoch-(e+1) kernel finished (stream order);
 // that kernel waited for a line p wrote in its epoch-(e+1) kernel (above:
-// there always is one; without the acks a broadcast root would run ahead),
-// which is stream-ordered after p's epoch-e kernel, the reader of the buffer
-// r is about to overwrite. Lines left from epoch e-2 carry another flag.
+// there always is one), which is stream-ordered after p's epoch-e kernel,
+// the reader of the buffer r is about to overwrite. Lines left from epoch e-2
+// carry another flag. It takes a line from EVERY peer: were a rank to wait
+// only for the rank it gets data from (a broadcast non-root only for the
+// root, a reduce non-root for a root ack), r could finish launch e+1 while a
+// third rank p still reads r's epoch-e lines, and r's epoch-(e+2) lines would
+// replace them (p would wait for its flag until MYCOLL_TIMEOUT). An ack need
+// not wait for the data to be consumed: it says its writer's launch e+1 has
+// started, so its launch e, the reader of the other parity, is over.
 //
 // Why the LL collectives may keep an epoch apart from the one-shot
 // all-reduce's (and any other kernel type's): the argument above holds per
@@ -76,8 +103,8 @@ struct LlCollArgs {
   uint64_t bytes;       // one block (see the top of the file)
   const DevComm* comm;  // device memory
   int32_t kind;         // LlColl
-  int32_t root;         // broadcast
-  int32_t avg_n;        // reduce-scatter Avg: divide the sum by this; 0 = no division
+  int32_t root;         // broadcast, reduce
+  int32_t avg_n;        // reduce-scatter, reduce Avg: divide the sum by this; 0 = no division
 };
 
 // One block's view of a launch, in registers (the LL asm's memory clobbers
@@ -203,8 +230,28 @@ __device__ void recv_lines(const Ctx& x, int first, int nsrc, char* out, uint64_
   }
 }
 
-// Reduce-scatter's receive: this block's lines of lc(s, b) for every peer s
-// and of my own input block, reduced in rank order into out.
+// Acks (see the top of the file), by block 0: line 0 of lc(me, b) into the
+// inbox of every peer but `skip` (-1: none).
+__device__ void send_acks(const Ctx& x, int skip) {
+  if (blockIdx.x != 0) return;
+  for (int p = int(threadIdx.x); p < x.n; p += int(blockDim.x))
+    if (p != x.me && p != skip) ll::store_line(x.buf(x.cm->remote[p], x.me), 0, x.flag);
+}
+
+// Block 0 waits for the ack of every peer but `skip` (-1: none): line 0 of
+// lc(s, b) in my inbox.
+__device__ void wait_acks(const Ctx& x, int skip) {
+  if (blockIdx.x != 0) return;
+  for (int s = int(threadIdx.x); s < x.n; s += int(blockDim.x)) {
+    if (s == x.me || s == skip) continue;
+    uint64_t v;
+    if (!ll::load_line(x.buf(x.local, s), x.flag, &v) && !spin_line(x, x.buf(x.local, s), s, &v))
+      return;
+  }
+}
+
+// Reduce-scatter's and reduce's receive: this block's lines of lc(s, b) for
+// every peer s and of my own input (block), reduced in rank order into out.
 template <typename T, int OP>
 __device__ void reduce_lines(const Ctx& x, const char* mine_in, char* out, int avg_n) {
   for (uint32_t l0 = threadIdx.x; l0 < x.range && !*x.stop; l0 += blockDim.x * kRU) {
@@ -310,17 +357,29 @@ __global__ void __launch_bounds__(kThreads) ll_coll_kernel(LlCollArgs a) {
       if (me == a.root) {
         send_lines(x, a.in, 0, next, n - 1);
         if (a.in != a.out) copy_lines(x, a.in, a.out);
-        // The acks (see the top of the file): block 0, one thread per peer.
-        if (blockIdx.x == 0 && int(threadIdx.x) < n && int(threadIdx.x) != me) {
-          uint64_t v;
-          const int s = threadIdx.x;
-          if (!ll::load_line(x.buf(x.local, s), x.flag, &v)) spin_line(x, x.buf(x.local, s), s, &v);
-        }
+        wait_acks(x, -1);
       } else {
-        if (blockIdx.x == 0 && threadIdx.x == 0)
-          ll::store_line(x.buf(cm.remote[a.root], me), 0, x.flag);
+        send_acks(x, -1);
         recv_lines(x, a.root, 1, a.out, 0);  // stride 0: the root's lines land at out
+        wait_acks(x, a.root);
       }
+      break;
+    case kLlReduce:
+      if (me == a.root) {
+        send_acks(x, -1);
+        reduce_lines<T, OP>(x, a.in, a.out, a.avg_n);
+      } else {
+        send_lines(x, a.in, 0, a.root, 1);
+        send_acks(x, a.root);
+        wait_acks(x, -1);
+      }
+      break;
+    case kLlAllToAll:
+      send_lines(x, a.in, a.bytes, next, n - 1);
+      // In place: this block's reads of its input lines before its writes.
+      if (a.in == a.out) __syncthreads();
+      else copy_lines(x, a.in + uint64_t(me) * a.bytes, a.out + uint64_t(me) * a.bytes);
+      recv_lines(x, next, n - 1, a.out, a.bytes);
       break;
   }
 
@@ -373,10 +432,11 @@ cudaError_t launch_ll_coll(LlColl kind, const void* in, void* out, uint64_t byte
   a.comm = comm;
   a.kind = kind;
   a.root = root;
-  a.avg_n = kind == kLlReduceScatter && op == mycollAvg ? nranks : 0;
+  const bool reduce = kind == kLlReduceScatter || kind == kLlReduce;
+  a.avg_n = reduce && op == mycollAvg ? nranks : 0;
   const int nb = ll_coll_blocks(bytes);
   // Moving bytes needs no element type: one instantiation serves them all.
-  if (kind != kLlReduceScatter) return launch_t<uint8_t, mycollSum>(a, nb, stream);
+  if (!reduce) return launch_t<uint8_t, mycollSum>(a, nb, stream);
   switch (t) {
     case mycollInt8: return launch_op<int8_t>(a, op, nb, stream);
     case mycollUint8: return launch_op<uint8_t>(a, op, nb, stream);

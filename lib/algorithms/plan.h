@@ -165,8 +165,9 @@ class AlgoPolicy {
   // The device engine runs all-gather and reduce-scatter whose whole message
   // is at most this many bytes as one LL kernel (MYCOLL_GPU_LL_COLL_BYTES;
   // 0 = off) when the algorithm is direct: the GPU rule gives those sizes to
-  // direct. (Broadcast of those sizes takes the kernel whenever it is not
-  // forced(); see DeviceCommImpl::ll_coll.)
+  // direct. (All-to-all of those sizes too, direct being its only
+  // algorithm; broadcast and reduce up to 256 KiB take the kernel whenever
+  // they are not forced(); see DeviceCommImpl::ll_coll.)
   void set_ll_coll_bytes(size_t b) { ll_coll_bytes_ = b; }
   static Algo auto_choice_gpu(Coll c, int nranks, size_t bytes, size_t oneshot_bytes = 0,
                               size_t twoshot_bytes = 0, size_t ll_coll_bytes = 0);

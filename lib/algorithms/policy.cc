@@ -137,7 +137,9 @@ Algo AlgoPolicy::auto_rule(Coll c, int nranks, size_t bytes) const {
 // the message out, where the plans of direct and rhd cost FIFO steps.
 // All-gather and reduce-scatter that fit the LL-collective kernel
 // (ll_coll_bytes, the whole message) are direct: the device engine runs
-// direct of those sizes as that one kernel.
+// direct of those sizes as that one kernel (all-to-all too, direct being its
+// only algorithm; broadcast and reduce take it whatever this rule picks
+// unless MYCOLL_ALGO names their algorithm: DeviceCommImpl::ll_coll).
 Algo AlgoPolicy::auto_choice_gpu(Coll c, int nranks, size_t bytes, size_t oneshot_bytes,
                                  size_t twoshot_bytes, size_t ll_coll_bytes) {
   switch (c) {

@@ -72,12 +72,13 @@ const std::vector<EnvVar>& env_registry() {
        "it in rank order and sends the result to every rank. Costs about 8 x this bytes of GPU "
        "memory per rank; at most 64M. 0 disables it (the twoshot plan then runs)."},
       {"MYCOLL_GPU_LL_COLL_BYTES", "bytes", "2M",
-       "GPU: all-gather, reduce-scatter and broadcast whose whole message (all-gather's output, "
-       "reduce-scatter's input, broadcast's buffer) is at most this many bytes, on a "
-       "communicator whose peers are all on cuda_ipc, run as one kernel of low-latency lines "
-       "through every peer's inbox: all-gather and reduce-scatter with the direct algorithm (the "
-       "automatic rule's choice for these sizes), broadcast whenever MYCOLL_ALGO does not name "
-       "its algorithm. Costs 4 x this x ranks bytes of GPU memory per rank; at most 16M. 0 "
+       "GPU: all-gather, reduce-scatter, all-to-all, broadcast and reduce whose whole message "
+       "(all-gather's output, reduce-scatter's and all-to-all's input, broadcast's and reduce's "
+       "buffer) is at most this many bytes, on a communicator whose peers are all on cuda_ipc, "
+       "run as one kernel of low-latency lines through every peer's inbox: all-gather, "
+       "reduce-scatter and all-to-all with the direct algorithm (the automatic rule's choice "
+       "for these sizes), broadcast and reduce up to 256K whenever MYCOLL_ALGO does not name "
+       "their algorithm. Costs 4 x this x ranks bytes of GPU memory per rank; at most 16M. 0 "
        "disables it."},
       {"MYCOLL_UCX_CHUNK_BYTES", "bytes", "256K",
        "UCX transport: largest message one UCX send carries (and size of each receive slot); "

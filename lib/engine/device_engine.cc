@@ -40,8 +40,9 @@ constexpr uint64_t kLlSlotBytes = 16384;
 constexpr int kProxySlots = 8;
 constexpr uint64_t kProxySlotBytes = 65536;
 constexpr int kProxyChannels = 8;
-// Largest broadcast the LL-collective kernel runs (see ll_coll()).
+// Largest broadcast and reduce the LL-collective kernel runs (see ll_coll()).
 constexpr uint64_t kLlBroadcastBytes = 256 * 1024;
+constexpr uint64_t kLlReduceBytes = 256 * 1024;
 
 void cuda_check(cudaError_t e, const std::string& what) {
   if (e != cudaSuccess)
@@ -149,8 +150,9 @@ class DeviceCommImpl : public DeviceComm {
                c.rank, dev_, geom_.ts_bytes, geom_.ts_region_bytes() >> 10);
     if (geom_.lc_bytes > 0)
       log_info(Subsys::Gpu,
-               "rank {} GPU {}: LL all-gather / reduce-scatter (direct algorithm) and broadcast "
-               "(automatic algorithm) enabled for messages <= {} bytes "
+               "rank {} GPU {}: LL all-gather / reduce-scatter / all-to-all (direct algorithm) "
+               "and broadcast / reduce (automatic algorithm, <= 256 KiB) enabled for messages "
+               "<= {} bytes "
                "(MYCOLL_GPU_LL_COLL_BYTES), {} KiB of inbox",
                c.rank, dev_, geom_.lc_bytes, geom_.lc_region_bytes() >> 10);
   }
@@ -405,28 +407,37 @@ class DeviceCommImpl : public DeviceComm {
            bytes > 0 && bytes <= uint64_t(std::max(geom_.ts_bytes, 0));
   }
 
-  // All-gather, reduce-scatter or broadcast for the LL-collective kernel
-  // (lc_bytes is 0 unless every peer of every rank is on cuda_ipc): the whole
-  // message (n blocks; broadcast: the buffer) is at most lc_bytes, and
-  //   all-gather, reduce-scatter: the algorithm is direct (the automatic
-  //     rule's choice for these sizes, or forced);
-  //   broadcast: MYCOLL_ALGO does not name its algorithm (direct does not
-  //     serve broadcast; a forced ring/tree/hier keeps its plan).
+  // All-gather, reduce-scatter, broadcast, reduce or all-to-all for the
+  // LL-collective kernel (lc_bytes is 0 unless every peer of every rank is on
+  // cuda_ipc): the whole message (n blocks; broadcast, reduce: the buffer) is
+  // at most lc_bytes, and
+  //   all-gather, reduce-scatter, all-to-all: the algorithm is direct (the
+  //     automatic rule's choice for these sizes, or forced; direct is the
+  //     only algorithm serving all-to-all);
+  //   broadcast, reduce: MYCOLL_ALGO does not name the collective's
+  //     algorithm (direct serves neither; a forced ring/tree/hier keeps its
+  //     plan), and the buffer is at most kLlBroadcastBytes / kLlReduceBytes.
   // Every input to the decision is shared by all ranks (MYCOLL_ALGO must be
   // alike anyway), so all ranks make the same sequence of LL-collective calls.
   bool ll_coll(const Task& t) const {
     if (geom_.lc_bytes <= 0 || c_.nranks < 2) return false;
+    const bool whole_buffer = t.coll == Coll::Broadcast || t.coll == Coll::Reduce;
     const uint64_t block = uint64_t(t.count) * dtype_size(t.dtype);
-    const uint64_t whole = t.coll == Coll::Broadcast ? block : block * uint64_t(c_.nranks);
+    const uint64_t whole = whole_buffer ? block : block * uint64_t(c_.nranks);
+    // A reduce sender writes the whole buffer to the root, which fits its
+    // lc buffer (lc_bytes of data) by this test too.
     if (block == 0 || whole > uint64_t(geom_.lc_bytes)) return false;
-    // A broadcast root writes the whole buffer to every peer as LL lines (2x
-    // the bytes): measured on 4 H200s the plan is as fast from 512 KiB up, so
-    // broadcast takes the kernel only up to kLlBroadcastBytes.
-    if (t.coll == Coll::Broadcast && whole > kLlBroadcastBytes) return false;
     switch (t.coll) {
       case Coll::AllGather:
-      case Coll::ReduceScatter: return t.algo == Algo::Direct;
-      case Coll::Broadcast: return !c_.algo.forced(Coll::Broadcast);
+      case Coll::ReduceScatter:
+      case Coll::AllToAll: return t.algo == Algo::Direct;
+      // A broadcast root writes the whole buffer to every peer as LL lines
+      // (2x the bytes): measured on 4 H200s the plan is as fast from 512 KiB
+      // up. A reduce root reads n - 1 whole buffers of LL lines, the mirror
+      // image: the same cap until measured otherwise.
+      case Coll::Broadcast:
+        return whole <= kLlBroadcastBytes && !c_.algo.forced(Coll::Broadcast);
+      case Coll::Reduce: return whole <= kLlReduceBytes && !c_.algo.forced(Coll::Reduce);
       default: return false;
     }
   }
@@ -435,7 +446,9 @@ class DeviceCommImpl : public DeviceComm {
     if (ll_coll(t)) {
       const LlColl kind = t.coll == Coll::AllGather       ? kLlAllGather
                           : t.coll == Coll::ReduceScatter ? kLlReduceScatter
-                                                          : kLlBroadcast;
+                          : t.coll == Coll::Broadcast     ? kLlBroadcast
+                          : t.coll == Coll::Reduce        ? kLlReduce
+                                                          : kLlAllToAll;
       cuda_check(launch_ll_coll(kind, t.input, t.output, uint64_t(t.count) * dtype_size(t.dtype),
                                 t.dtype, t.op, t.root, d_comm_, c_.nranks, s),
                  "LL collective kernel launch");

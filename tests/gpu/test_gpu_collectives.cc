@@ -425,33 +425,37 @@ INSTANTIATE_TEST_SUITE_P(Gpu, GpuTwoShot, ::testing::Values(2, 3, 4, 8),
 
 namespace {
 
-// The LL all-gather / reduce-scatter / broadcast kernel (whole messages <=
-// MYCOLL_GPU_LL_COLL_BYTES; all-gather and reduce-scatter through the
-// automatic rule's direct, broadcast because MYCOLL_ALGO leaves it to the
-// rule): every dtype (x every op for reduce-scatter, x every root for
-// broadcast), counts {1, 7, 1001, the most that fits, one more (the plan
-// kernel)}, in and out of place; then 300 calls cycling through the three
-// collectives and two sizes with inputs changing every call, so the shared
-// epoch runs through both buffer parities with every collective following
-// every other, and a stale line of an earlier call would show.
+// The LL all-gather / reduce-scatter / broadcast / reduce / all-to-all kernel
+// (whole messages <= MYCOLL_GPU_LL_COLL_BYTES; all-gather, reduce-scatter and
+// all-to-all through the automatic rule's direct, broadcast and reduce
+// because MYCOLL_ALGO leaves them to the rule): every dtype (x every op for
+// reduce-scatter and reduce, x every root for broadcast and reduce), counts
+// {1, 7, 1001, the most that fits, one more (the plan kernel)}, in and out of
+// place; then 300 calls cycling through the five collectives and two sizes
+// with inputs changing every call, so the shared epoch runs through both
+// buffer parities with every collective following every other, and a stale
+// line of an earlier call would show. kLlCollBytes is also the 256 KiB cap of
+// broadcast and reduce.
 constexpr size_t kLlCollBytes = 262144;
 
 size_t ll_coll_most(CollKind kind, mycollDataType_t t, int n) {
   const size_t es = elem_size(t);
-  return kind == CollKind::Broadcast ? kLlCollBytes / es : kLlCollBytes / es / size_t(n);
+  const bool whole = kind == CollKind::Broadcast || kind == CollKind::Reduce;
+  return whole ? kLlCollBytes / es : kLlCollBytes / es / size_t(n);
 }
 
 int ll_coll_matrix(mycollComm_t comm, const MemOps& mem) {
   int n = 0;
   mycollCommCount(comm, &n);
   int seed = 0;
-  for (CollKind kind : {CollKind::AllGather, CollKind::ReduceScatter, CollKind::Broadcast})
+  for (CollKind kind : {CollKind::AllGather, CollKind::ReduceScatter, CollKind::Broadcast,
+                        CollKind::Reduce, CollKind::AllToAll})
     for (mycollDataType_t t : kAllTypes) {
       const size_t most = ll_coll_most(kind, t, n);
       std::vector<mycollRedOp_t> ops = {mycollSum};
       if (kind_reduces(kind)) ops.assign(std::begin(kAllOps), std::end(kAllOps));
       std::vector<int> roots = {0};
-      if (kind == CollKind::Broadcast)
+      if (kind_rooted(kind))
         for (int r = 1; r < n; ++r) roots.push_back(r);
       for (mycollRedOp_t op : ops)
         for (size_t count : {size_t(1), size_t(7), size_t(1001), most, most + 1})
@@ -464,12 +468,13 @@ int ll_coll_matrix(mycollComm_t comm, const MemOps& mem) {
     }
   // Uint32 sums and Int32 products change with the seed, so every call's
   // result differs from the one two LL calls back (same buffer parity).
-  const CollKind cycle[3] = {CollKind::AllGather, CollKind::ReduceScatter, CollKind::Broadcast};
+  const CollKind cycle[5] = {CollKind::AllGather, CollKind::ReduceScatter, CollKind::Broadcast,
+                             CollKind::Reduce, CollKind::AllToAll};
   for (int it = 0; it < 300; ++it) {
-    const CollKind kind = cycle[it % 3];
-    const bool prod = kind == CollKind::ReduceScatter && it % 5 == 4;
+    const CollKind kind = cycle[it % 5];
+    const bool prod = kind_reduces(kind) && it % 7 == 1;
     const mycollDataType_t t = prod ? mycollInt32 : mycollUint32;
-    const size_t count = (it / 3) % 2 ? 1001 : ll_coll_most(kind, t, n);
+    const size_t count = (it / 5) % 2 ? 1001 : ll_coll_most(kind, t, n);
     CheckCase c{kind, t, prod ? mycollProd : mycollSum, count, it % n, it % 4 == 0, it};
     std::string err;
     if (!check(run_and_check(comm, c, mem, &err), "loop " + std::to_string(it) + ": " + err))

@@ -2,7 +2,9 @@
 // inputs of each replay; no host synchronisation inside the collective.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -204,11 +206,12 @@ TEST(GpuGraph, TwoShotAndOneShotAllReduceReplays) {
   EXPECT_EQ(describe_failures(res), "");
 }
 
-// The LL all-gather, reduce-scatter and broadcast kernels (1000 floats per
-// block, under MYCOLL_GPU_LL_COLL_BYTES, automatic algorithms) captured into
-// one graph without a warm-up and replayed 30 times with new inputs; every
-// 7th replay is followed by eager calls of the same three, so graph replays
-// and eager calls share the device-side epoch. Every output checked.
+// The LL all-gather, reduce-scatter, broadcast, reduce and all-to-all kernels
+// (1000 floats per block, under MYCOLL_GPU_LL_COLL_BYTES, automatic
+// algorithms) captured into one graph without a warm-up and replayed 30 times
+// with new inputs; every 7th replay is followed by eager calls of the same
+// five, so graph replays and eager calls share the device-side epoch. Every
+// output checked (a reduce's non-roots: their output left untouched).
 TEST(GpuGraph, LlCollectivesReplay) {
   SKIP_WITHOUT_GPUS(2);
   LaunchOptions opt;
@@ -218,14 +221,19 @@ TEST(GpuGraph, LlCollectivesReplay) {
   opt.timeout_s = 300;
   auto res = run_ranks(opt, [](mycollComm_t comm, int rank, int n, const mycollUniqueId&) {
     const size_t count = 1000;
-    const int root = n - 1;
-    float *ag_in, *ag_out, *rs_in, *rs_out, *bc_in, *bc_out;
+    const int root = n - 1;     // broadcast
+    const int rd_root = 0;      // reduce
+    float *ag_in, *ag_out, *rs_in, *rs_out, *bc_in, *bc_out, *rd_in, *rd_out, *aa_in, *aa_out;
     cudaMalloc(&ag_in, count * sizeof(float));
     cudaMalloc(&ag_out, count * n * sizeof(float));
     cudaMalloc(&rs_in, count * n * sizeof(float));
     cudaMalloc(&rs_out, count * sizeof(float));
     cudaMalloc(&bc_in, count * sizeof(float));
     cudaMalloc(&bc_out, count * sizeof(float));
+    cudaMalloc(&rd_in, count * sizeof(float));
+    cudaMalloc(&rd_out, count * sizeof(float));
+    cudaMalloc(&aa_in, count * n * sizeof(float));
+    cudaMalloc(&aa_out, count * n * sizeof(float));
     cudaStream_t s;
     cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
     auto st = reinterpret_cast<mycollStream_t>(s);
@@ -239,6 +247,12 @@ TEST(GpuGraph, LlCollectivesReplay) {
       ok = ok && check(mycollBroadcast(bc_in, bc_out, count, mycollFloat32, root, comm, st) ==
                            mycollSuccess,
                        "broadcast " + what + ": " + mycollGetLastError(comm));
+      ok = ok && check(mycollReduce(rd_in, rd_out, count, mycollFloat32, mycollSum, rd_root, comm,
+                                    st) == mycollSuccess,
+                       "reduce " + what + ": " + mycollGetLastError(comm));
+      ok = ok && check(mycollAllToAll(aa_in, aa_out, count, mycollFloat32, comm, st) ==
+                           mycollSuccess,
+                       "alltoall " + what + ": " + mycollGetLastError(comm));
       return ok;
     };
     auto prepare = [&](int it) {
@@ -246,16 +260,22 @@ TEST(GpuGraph, LlCollectivesReplay) {
       fill<<<8, 128, 0, s>>>(ag_in, count, base);
       fill<<<8, 128, 0, s>>>(rs_in, count * n, base);
       fill<<<8, 128, 0, s>>>(bc_in, count, base);
+      fill<<<8, 128, 0, s>>>(rd_in, count, base);
+      fill<<<8, 128, 0, s>>>(aa_in, count * n, base);
       cudaMemsetAsync(ag_out, 0xff, count * n * sizeof(float), s);
       cudaMemsetAsync(rs_out, 0xff, count * sizeof(float), s);
       cudaMemsetAsync(bc_out, 0xff, count * sizeof(float), s);
+      cudaMemsetAsync(rd_out, 0xff, count * sizeof(float), s);
+      cudaMemsetAsync(aa_out, 0xff, count * n * sizeof(float), s);
     };
-    std::vector<float> hag(count * n), hrs(count), hbc(count);
+    std::vector<float> hag(count * n), hrs(count), hbc(count), hrd(count), haa(count * n);
     auto expect = [&](int it, const std::string& what) {
       cudaStreamSynchronize(s);
       cudaMemcpy(hag.data(), ag_out, hag.size() * sizeof(float), cudaMemcpyDeviceToHost);
       cudaMemcpy(hrs.data(), rs_out, hrs.size() * sizeof(float), cudaMemcpyDeviceToHost);
       cudaMemcpy(hbc.data(), bc_out, hbc.size() * sizeof(float), cudaMemcpyDeviceToHost);
+      cudaMemcpy(hrd.data(), rd_out, hrd.size() * sizeof(float), cudaMemcpyDeviceToHost);
+      cudaMemcpy(haa.data(), aa_out, haa.size() * sizeof(float), cudaMemcpyDeviceToHost);
       auto bad = [&](const char* coll, size_t i, float got, float want) {
         return !check(got == want, what + " " + std::to_string(it) + " " + coll + " element " +
                                        std::to_string(i) + ": got " + std::to_string(got) +
@@ -271,6 +291,24 @@ TEST(GpuGraph, LlCollectivesReplay) {
       }
       for (size_t i = 0; i < count; ++i)
         if (bad("broadcast", i, hbc[i], float(root * 100 + it) + float(i % 13))) return false;
+      for (size_t i = 0; i < count; ++i) {
+        if (rank != rd_root) {
+          uint32_t bits;
+          std::memcpy(&bits, &hrd[i], sizeof(bits));
+          if (!check(bits == 0xffffffffu, what + " " + std::to_string(it) +
+                                              " reduce: non-root output element " +
+                                              std::to_string(i) + " was written"))
+            return false;
+          continue;
+        }
+        float want = 0;
+        for (int r = 0; r < n; ++r) want += float(r * 100 + it) + float(i % 13);
+        if (bad("reduce", i, hrd[i], want)) return false;
+      }
+      for (size_t i = 0; i < haa.size(); ++i)
+        if (bad("alltoall", i, haa[i],
+                float((i / count) * 100 + it) + float((rank * count + i % count) % 13)))
+          return false;
       return true;
     };
     cudaGraph_t g;
@@ -290,7 +328,8 @@ TEST(GpuGraph, LlCollectivesReplay) {
     }
     cudaGraphExecDestroy(ge);
     cudaGraphDestroy(g);
-    for (float* p : {ag_in, ag_out, rs_in, rs_out, bc_in, bc_out}) cudaFree(p);
+    for (float* p : {ag_in, ag_out, rs_in, rs_out, bc_in, bc_out, rd_in, rd_out, aa_in, aa_out})
+      cudaFree(p);
     cudaStreamDestroy(s);
     return 0;
   });

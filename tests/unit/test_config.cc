@@ -141,8 +141,10 @@ TEST(Config, GpuLlCollBytes) {
 // GPU communicators: all-gather and reduce-scatter that fit the LL-collective
 // kernel (whole message <= the limit) are direct (the kernel runs only for
 // direct); larger ones keep rhd / ring; without the kernel (limit 0) nothing
-// changes. Broadcast is untouched by the rule (the engine runs the kernel
-// when broadcast is not forced).
+// changes. All-to-all is direct whatever the size and whatever is forced
+// (its only algorithm: the engine runs the kernel for all that fit).
+// Broadcast and reduce are untouched by the rule (the engine runs the kernel
+// when they are not forced).
 TEST(AlgoPolicyGpu, LlCollSizesAreDirect) {
   const size_t lim = size_t(256) << 10;
   AlgoPolicy p = AlgoPolicy::parse("");
@@ -157,6 +159,13 @@ TEST(AlgoPolicyGpu, LlCollSizesAreDirect) {
       EXPECT_EQ(AlgoPolicy::auto_choice_gpu(c, n, 4096, 0, 0), n > 2 ? Algo::Rhd : Algo::Ring);
     }
   EXPECT_EQ(p.choose(Coll::Broadcast, 4, 4096), AlgoPolicy::auto_choice(Coll::Broadcast, 4, 4096));
+  EXPECT_EQ(p.choose(Coll::Reduce, 4, 4096), AlgoPolicy::auto_choice(Coll::Reduce, 4, 4096));
+  for (int n : {2, 3, 4, 8})
+    for (size_t bytes : {size_t(8), lim, lim + 8}) {
+      EXPECT_EQ(p.choose(Coll::AllToAll, n, bytes), Algo::Direct) << n << " " << bytes;
+      for (const char* spec : {"ring", "tree", "direct", "alltoall:direct"})
+        EXPECT_EQ(AlgoPolicy::parse(spec).choose(Coll::AllToAll, n, bytes), Algo::Direct) << spec;
+    }
   // Host communicators (no device): the host rule.
   AlgoPolicy h = AlgoPolicy::parse("");
   h.set_ll_coll_bytes(lim);
@@ -183,6 +192,12 @@ TEST(AlgoPolicy, Forced) {
   EXPECT_FALSE(AlgoPolicy::parse("broadcast:tree").forced(Coll::AllGather));
   EXPECT_FALSE(AlgoPolicy::parse("ring,broadcast:auto").forced(Coll::Broadcast));
   EXPECT_TRUE(AlgoPolicy::parse("ring,broadcast:auto").forced(Coll::Reduce));
+  // Reduce likewise (the engine runs a small reduce as the LL kernel only
+  // when it is not forced).
+  EXPECT_FALSE(AlgoPolicy::parse("").forced(Coll::Reduce));
+  EXPECT_FALSE(AlgoPolicy::parse("direct").forced(Coll::Reduce));
+  EXPECT_TRUE(AlgoPolicy::parse("reduce:tree").forced(Coll::Reduce));
+  EXPECT_FALSE(AlgoPolicy::parse("reduce:tree").forced(Coll::Broadcast));
 }
 
 // GPU communicators: all-reduce that fits the one-shot kernel is direct (the
