@@ -83,6 +83,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/device_plan.h"
+#include "kernels/dispatch.cuh"
 #include "kernels/launch.h"
 #include "kernels/ll.cuh"
 #include "kernels/reduce_ops.cuh"
@@ -397,22 +398,12 @@ __global__ void __launch_bounds__(kThreads) ll_coll_kernel(LlCollArgs a) {
 }
 
 template <typename T, int OP>
-cudaError_t launch_t(const LlCollArgs& a, int nblocks, cudaStream_t s) {
-  ll_coll_kernel<T, OP><<<nblocks, kThreads, 0, s>>>(a);
-  return cudaGetLastError();
-}
-
-template <typename T>
-cudaError_t launch_op(const LlCollArgs& a, mycollRedOp_t op, int nb, cudaStream_t s) {
-  switch (op) {
-    case mycollSum:
-    case mycollAvg: return launch_t<T, mycollSum>(a, nb, s);
-    case mycollProd: return launch_t<T, mycollProd>(a, nb, s);
-    case mycollMax: return launch_t<T, mycollMax>(a, nb, s);
-    case mycollMin: return launch_t<T, mycollMin>(a, nb, s);
-    default: return cudaErrorInvalidValue;
+struct Launch {
+  static cudaError_t run(const LlCollArgs& a, int nblocks, cudaStream_t s) {
+    ll_coll_kernel<T, OP><<<nblocks, kThreads, 0, s>>>(a);
+    return cudaGetLastError();
   }
-}
+};
 
 }  // namespace
 
@@ -436,20 +427,8 @@ cudaError_t launch_ll_coll(LlColl kind, const void* in, void* out, uint64_t byte
   a.avg_n = reduce && op == mycollAvg ? nranks : 0;
   const int nb = ll_coll_blocks(bytes);
   // Moving bytes needs no element type: one instantiation serves them all.
-  if (!reduce) return launch_t<uint8_t, mycollSum>(a, nb, stream);
-  switch (t) {
-    case mycollInt8: return launch_op<int8_t>(a, op, nb, stream);
-    case mycollUint8: return launch_op<uint8_t>(a, op, nb, stream);
-    case mycollInt32: return launch_op<int32_t>(a, op, nb, stream);
-    case mycollUint32: return launch_op<uint32_t>(a, op, nb, stream);
-    case mycollInt64: return launch_op<int64_t>(a, op, nb, stream);
-    case mycollUint64: return launch_op<uint64_t>(a, op, nb, stream);
-    case mycollFloat16: return launch_op<__half>(a, op, nb, stream);
-    case mycollFloat32: return launch_op<float>(a, op, nb, stream);
-    case mycollFloat64: return launch_op<double>(a, op, nb, stream);
-    case mycollBfloat16: return launch_op<__nv_bfloat16>(a, op, nb, stream);
-    default: return cudaErrorInvalidValue;
-  }
+  if (!reduce) return Launch<uint8_t, mycollSum>::run(a, nb, stream);
+  return dispatch_dtype_op<Launch>(t, op, a, nb, stream);
 }
 
 }  // namespace mycoll
