@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -56,6 +57,31 @@ int matrix_on_new_stream(mycollComm_t comm, const std::string& algo, bool quick)
   int rc = matrix(comm, algo, device_mem(s), quick);
   cudaStreamDestroy(s);
   return rc;
+}
+
+// One process per GPU (rank r on GPU r) with `env` set and `unset` removed,
+// each running body on a fresh stream of its GPU; returns the failures ("" when
+// every rank passed).
+using GpuBody = int (*)(mycollComm_t, const MemOps&);
+std::string on_gpus(int ngpus, std::map<std::string, std::string> env, GpuBody body,
+                    std::vector<std::string> unset = {}) {
+  LaunchOptions opt;
+  opt.nranks = ngpus;
+  opt.env = std::move(env);
+  opt.env.emplace("MYCOLL_TIMEOUT", "60");
+  opt.pre_init = [unset](int rank) {
+    cudaSetDevice(rank);
+    for (const std::string& v : unset) unsetenv(v.c_str());
+  };
+  opt.timeout_s = 900;
+  auto res = run_ranks(opt, [body](mycollComm_t comm, int, int, const mycollUniqueId&) {
+    cudaStream_t s;
+    cudaStreamCreate(&s);
+    int rc = body(comm, device_mem(s));
+    cudaStreamDestroy(s);
+    return rc;
+  });
+  return describe_failures(res);
 }
 
 using Param = std::tuple<int /*ngpus*/, std::string /*algo*/>;
@@ -277,21 +303,11 @@ class GpuOneShot : public ::testing::TestWithParam<int> {};
 TEST_P(GpuOneShot, EveryElementMatchesReference) {
   const int ngpus = GetParam();
   SKIP_WITHOUT_GPUS(ngpus);
-  LaunchOptions opt;
-  opt.nranks = ngpus;
-  opt.env = {{"MYCOLL_ALGO", "direct"},
-             {"MYCOLL_TIMEOUT", "60"},
-             {"MYCOLL_GPU_ONESHOT_BYTES", std::to_string(kOneShotBytes)}};
-  opt.pre_init = [](int rank) { cudaSetDevice(rank); };
-  opt.timeout_s = 900;
-  auto res = run_ranks(opt, [&](mycollComm_t comm, int, int, const mycollUniqueId&) {
-    cudaStream_t s;
-    cudaStreamCreate(&s);
-    int rc = oneshot_matrix(comm, device_mem(s));
-    cudaStreamDestroy(s);
-    return rc;
-  });
-  EXPECT_EQ(describe_failures(res), "");
+  EXPECT_EQ(on_gpus(ngpus,
+                    {{"MYCOLL_ALGO", "direct"},
+                     {"MYCOLL_GPU_ONESHOT_BYTES", std::to_string(kOneShotBytes)}},
+                    oneshot_matrix),
+            "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, GpuOneShot, ::testing::Values(2, 3, 4, 8),
@@ -376,44 +392,20 @@ class GpuTwoShot : public ::testing::TestWithParam<int> {};
 TEST_P(GpuTwoShot, EveryElementMatchesReference) {
   const int ngpus = GetParam();
   SKIP_WITHOUT_GPUS(ngpus);
-  LaunchOptions opt;
-  opt.nranks = ngpus;
-  opt.env = {{"MYCOLL_ALGO", "twoshot"},
-             {"MYCOLL_TIMEOUT", "60"},
-             {"MYCOLL_GPU_TWOSHOT_BYTES", std::to_string(kTwoShotBytes)}};
-  opt.pre_init = [](int rank) { cudaSetDevice(rank); };
-  opt.timeout_s = 900;
-  auto res = run_ranks(opt, [&](mycollComm_t comm, int, int, const mycollUniqueId&) {
-    cudaStream_t s;
-    cudaStreamCreate(&s);
-    int rc = twoshot_matrix(comm, device_mem(s));
-    cudaStreamDestroy(s);
-    return rc;
-  });
-  EXPECT_EQ(describe_failures(res), "");
+  EXPECT_EQ(on_gpus(ngpus,
+                    {{"MYCOLL_ALGO", "twoshot"},
+                     {"MYCOLL_GPU_TWOSHOT_BYTES", std::to_string(kTwoShotBytes)}},
+                    twoshot_matrix),
+            "");
 }
 
 TEST_P(GpuTwoShot, AutoRuleMixesOneShotAndTwoShot) {
   const int ngpus = GetParam();
   SKIP_WITHOUT_GPUS(ngpus);
-  LaunchOptions opt;
-  opt.nranks = ngpus;
-  opt.env = {{"MYCOLL_TIMEOUT", "60"}};
-  opt.pre_init = [](int rank) {
-    cudaSetDevice(rank);
-    unsetenv("MYCOLL_ALGO");  // the automatic rule, default one-shot and two-shot limits
-    unsetenv("MYCOLL_GPU_ONESHOT_BYTES");
-    unsetenv("MYCOLL_GPU_TWOSHOT_BYTES");
-  };
-  opt.timeout_s = 900;
-  auto res = run_ranks(opt, [&](mycollComm_t comm, int, int, const mycollUniqueId&) {
-    cudaStream_t s;
-    cudaStreamCreate(&s);
-    int rc = oneshot_twoshot_mix(comm, device_mem(s));
-    cudaStreamDestroy(s);
-    return rc;
-  });
-  EXPECT_EQ(describe_failures(res), "");
+  // The automatic rule with the default one-shot and two-shot limits.
+  EXPECT_EQ(on_gpus(ngpus, {}, oneshot_twoshot_mix,
+                    {"MYCOLL_ALGO", "MYCOLL_GPU_ONESHOT_BYTES", "MYCOLL_GPU_TWOSHOT_BYTES"}),
+            "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, GpuTwoShot, ::testing::Values(2, 3, 4, 8),
@@ -488,20 +480,9 @@ class GpuLlColl : public ::testing::TestWithParam<int> {};
 TEST_P(GpuLlColl, EveryElementMatchesReference) {
   const int ngpus = GetParam();
   SKIP_WITHOUT_GPUS(ngpus);
-  LaunchOptions opt;
-  opt.nranks = ngpus;
-  opt.env = {{"MYCOLL_TIMEOUT", "60"},
-             {"MYCOLL_GPU_LL_COLL_BYTES", std::to_string(kLlCollBytes)}};
-  opt.pre_init = [](int rank) { cudaSetDevice(rank); };
-  opt.timeout_s = 900;
-  auto res = run_ranks(opt, [&](mycollComm_t comm, int, int, const mycollUniqueId&) {
-    cudaStream_t s;
-    cudaStreamCreate(&s);
-    int rc = ll_coll_matrix(comm, device_mem(s));
-    cudaStreamDestroy(s);
-    return rc;
-  });
-  EXPECT_EQ(describe_failures(res), "");
+  EXPECT_EQ(on_gpus(ngpus, {{"MYCOLL_GPU_LL_COLL_BYTES", std::to_string(kLlCollBytes)}},
+                    ll_coll_matrix),
+            "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, GpuLlColl, ::testing::Values(2, 3, 4, 8),
