@@ -70,7 +70,6 @@ struct DevPlan {
   void* h_pinned = nullptr;  // source of the upload (kept: a captured copy re-reads it)
   int nch = 1;
   size_t scratch_bytes = 0;
-  bool uploaded = false;
 };
 
 class DeviceCommImpl : public DeviceComm {
@@ -151,10 +150,10 @@ class DeviceCommImpl : public DeviceComm {
     if (geom_.lc_bytes > 0)
       log_info(Subsys::Gpu,
                "rank {} GPU {}: LL all-gather / reduce-scatter / all-to-all (direct algorithm) "
-               "and broadcast / reduce (automatic algorithm, <= 256 KiB) enabled for messages "
-               "<= {} bytes "
-               "(MYCOLL_GPU_LL_COLL_BYTES), {} KiB of inbox",
-               c.rank, dev_, geom_.lc_bytes, geom_.lc_region_bytes() >> 10);
+               "and broadcast / reduce (automatic algorithm, <= {} / {} bytes) enabled for "
+               "messages <= {} bytes (MYCOLL_GPU_LL_COLL_BYTES), {} KiB of inbox",
+               c.rank, dev_, kLlBroadcastBytes, kLlReduceBytes, geom_.lc_bytes,
+               geom_.lc_region_bytes() >> 10);
   }
 
   // Peers may still write counters into this inbox after our last kernel
@@ -297,7 +296,7 @@ class DeviceCommImpl : public DeviceComm {
       proxy_ = std::make_unique<GpuProxy>(
           c_.rank, pl, std::move(proxied), [this](int code, const std::string& why) {
             log_warn(Subsys::Gpu, "rank {}: {}", c_.rank, why);
-            *const_cast<volatile int32_t*>(h_abort_) = 1;  // kernels give up promptly
+            abort();  // running kernels give up promptly
             c_.fail(static_cast<mycollResult_t>(code), why);
           });
     return peers;
