@@ -296,7 +296,7 @@ class DeviceCommImpl : public DeviceComm {
       proxy_ = std::make_unique<GpuProxy>(
           c_.rank, pl, std::move(proxied), [this](int code, const std::string& why) {
             log_warn(Subsys::Gpu, "rank {}: {}", c_.rank, why);
-            abort();  // running kernels give up promptly
+            this->abort();  // running kernels give up promptly
             c_.fail(static_cast<mycollResult_t>(code), why);
           });
     return peers;
