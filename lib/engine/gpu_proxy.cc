@@ -127,24 +127,25 @@ bool GpuProxy::rx(PeerState& s) {
       s.in_done += n;
       if (s.in_done < kHeader) continue;
       const Frame& f = s.in;
-      const std::string from = "GPU proxy on rank " + std::to_string(rank_) + ": rank " +
-                               std::to_string(s.p.rank);
+      auto from = [&] {  // only built for an error
+        return "GPU proxy on rank " + std::to_string(rank_) + ": rank " + std::to_string(s.p.rank);
+      };
       if ((f.type != kData && f.type != kCredit) || f.channel >= uint32_t(L_.nch))
-        throw_error(mycollRemoteError, from + " sent a malformed frame (type " +
+        throw_error(mycollRemoteError, from() + " sent a malformed frame (type " +
                                            std::to_string(f.type) + ", channel " +
                                            std::to_string(f.channel) + ")");
       const int c = int(f.channel);
       s.in_done = 0;
       if (f.type == kCredit) {
         if (f.value < s.freed[c] || f.value > s.sent[c])
-          throw_error(mycollRemoteError, from + " returned credits out of order on channel " +
+          throw_error(mycollRemoteError, from() + " returned credits out of order on channel " +
                                              std::to_string(c));
         s.freed[c] = f.value;
         continue;
       }
       const uint64_t consumed = proxy_load(flag(s, L_.rx_flags(), c, 1));
       if (f.value > L_.slot_bytes || s.delivered[c] - consumed >= uint64_t(L_.nslots))
-        throw_error(mycollRemoteError, from + " sent " + std::to_string(f.value) +
+        throw_error(mycollRemoteError, from() + " sent " + std::to_string(f.value) +
                                            " bytes on channel " + std::to_string(c) +
                                            " without a free slot (flow control broken)");
       s.in_header = false;
