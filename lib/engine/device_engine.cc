@@ -356,20 +356,28 @@ class DeviceCommImpl : public DeviceComm {
   }
 
   // Point-to-point batch: every message split over channels by its own size
-  // (so both sides agree), cached by content (addresses repeat in training).
+  // (so both sides agree), cached by the batch's messages (kind, peer,
+  // addresses, sizes: they repeat in training). A repeat of the previous
+  // batch costs one comparison, no allocation.
   DevPlan& p2p_plan(const Task& t, cudaStream_t s) {
-    DevicePlan built = build_device_p2p(t.plan, c_.cfg.gpu_channel_bytes, plan_channels_,
-                                        plan_kernel_max_step_ops());
-    std::string key(reinterpret_cast<const char*>(built.ops.data()),
-                    built.ops.size() * sizeof(DevOp));
-    key.append(reinterpret_cast<const char*>(built.chan.data()),
-               built.chan.size() * sizeof(uint32_t));
-    auto it = p2p_plans_.find(key);
-    if (it != p2p_plans_.end()) return it->second;
-    DevPlan p;
-    p.nch = built.nch;
-    upload(p, built.ops, built.chan, s);
-    return p2p_plans_.emplace(std::move(key), p).first->second;
+    p2p_key_.clear();
+    for (const Step& st : t.plan.steps)
+      for (const Op& op : st.ops)
+        p2p_key_.insert(p2p_key_.end(), {uint64_t(op.kind), uint64_t(op.peer), op.src.offset,
+                                         op.dst.offset, op.src.count, op.dst.count});
+    if (last_p2p_ && p2p_key_ == *last_p2p_key_) return *last_p2p_;
+    auto it = p2p_plans_.find(p2p_key_);
+    if (it == p2p_plans_.end()) {
+      DevicePlan built = build_device_p2p(t.plan, c_.cfg.gpu_channel_bytes, plan_channels_,
+                                          plan_kernel_max_step_ops());
+      DevPlan p;
+      p.nch = built.nch;
+      upload(p, built.ops, built.chan, s);
+      it = p2p_plans_.emplace(p2p_key_, p).first;
+    }
+    last_p2p_key_ = &it->first;
+    last_p2p_ = &it->second;
+    return it->second;
   }
 
   void ensure_scratch(size_t bytes, cudaStream_t s) {
@@ -493,7 +501,10 @@ class DeviceCommImpl : public DeviceComm {
   std::unique_ptr<GpuProxy> proxy_;
   DevComm* d_comm_ = nullptr;
   std::map<std::tuple<int, int, int, bool, size_t, int, bool>, DevPlan> plans_;
-  std::map<std::string, DevPlan> p2p_plans_;
+  std::map<std::vector<uint64_t>, DevPlan> p2p_plans_;
+  std::vector<uint64_t> p2p_key_;  // the current batch's key (reused)
+  const std::vector<uint64_t>* last_p2p_key_ = nullptr;
+  DevPlan* last_p2p_ = nullptr;
   void* d_scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
 };
