@@ -60,4 +60,20 @@ cudaError_t launch_ll_coll(LlColl kind, const void* in, void* out, uint64_t byte
 // Thread blocks the LL-collective kernel uses for a block of `bytes`.
 int ll_coll_blocks(uint64_t bytes);
 
+// Fused ring all-reduce / all-gather / reduce-scatter (kernels/ring_kernel.cu)
+// through the plan kernel's bandwidth FIFOs with ranks r - 1 and r + 1, one
+// block per channel: each slot is received, combined and forwarded in one
+// pass. `bytes` is all-reduce's message, all-gather's input block or
+// reduce-scatter's output block (> 0). Requires every peer mapped over CUDA
+// IPC and nchannels <= geom.max_channels; interleaves with plan-kernel
+// launches (same counters). In place as the API defines it.
+enum RingColl : int32_t {
+  kRingAllReduce = 0,
+  kRingAllGather = 1,
+  kRingReduceScatter = 2,
+};
+cudaError_t launch_ring(RingColl kind, const void* in, void* out, uint64_t bytes,
+                        mycollDataType_t t, mycollRedOp_t op, const DevComm* comm, int nranks,
+                        int nchannels, cudaStream_t stream);
+
 }  // namespace mycoll

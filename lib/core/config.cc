@@ -80,6 +80,13 @@ const std::vector<EnvVar>& env_registry() {
        "for these sizes), broadcast and reduce up to 256K whenever MYCOLL_ALGO does not name "
        "their algorithm. Costs 4 x this x ranks bytes of GPU memory per rank; at most 16M. 0 "
        "disables it."},
+      {"MYCOLL_GPU_RING_BYTES", "bytes", "1M",
+       "GPU: all-reduce, all-gather and reduce-scatter with the ring algorithm whose whole "
+       "message (all-gather's output, reduce-scatter's input) is at least this many bytes, on a "
+       "communicator whose peers are all on cuda_ipc, run in the fused ring kernel: every FIFO "
+       "slot is received, reduced and forwarded to the next rank in one pass, instead of the "
+       "plan kernel's step-by-step ring. Smaller ones run the plan kernel (low-latency "
+       "protocol). 0 disables it."},
       {"MYCOLL_UCX_CHUNK_BYTES", "bytes", "256K",
        "UCX transport: largest message one UCX send carries (and size of each receive slot); "
        "larger transfers are split."},
@@ -232,6 +239,7 @@ Config Config::from_env() {
       parse_bytes(env_get("MYCOLL_GPU_LL_COLL_BYTES"), "MYCOLL_GPU_LL_COLL_BYTES");
   if (c.gpu_ll_coll_bytes > (size_t(16) << 20))
     throw_error(mycollInvalidArgument, "MYCOLL_GPU_LL_COLL_BYTES must be at most 16M");
+  c.gpu_ring_bytes = parse_bytes(env_get("MYCOLL_GPU_RING_BYTES"), "MYCOLL_GPU_RING_BYTES");
   return c;
 }
 

@@ -147,6 +147,11 @@ class DeviceCommImpl : public DeviceComm {
                "rank {} GPU {}: two-shot all-reduce enabled for messages <= {} bytes with the "
                "twoshot algorithm (MYCOLL_GPU_TWOSHOT_BYTES), {} KiB of inbox",
                c.rank, dev_, geom_.ts_bytes, geom_.ts_region_bytes() >> 10);
+    if (!any_proxy_ && c.nranks >= 2 && cfg.gpu_ring_bytes > 0)
+      log_info(Subsys::Gpu,
+               "rank {} GPU {}: fused ring kernel for ring all-reduce / all-gather / "
+               "reduce-scatter of >= {} bytes (MYCOLL_GPU_RING_BYTES)",
+               c.rank, dev_, cfg.gpu_ring_bytes);
     if (geom_.lc_bytes > 0)
       log_info(Subsys::Gpu,
                "rank {} GPU {}: LL all-gather / reduce-scatter / all-to-all (direct algorithm) "
@@ -449,7 +454,32 @@ class DeviceCommImpl : public DeviceComm {
     }
   }
 
+  // All-reduce, all-gather or reduce-scatter for the fused ring kernel: the
+  // ring algorithm, every peer of every rank on cuda_ipc, and the whole
+  // message (all-gather's output, reduce-scatter's input) at least
+  // MYCOLL_GPU_RING_BYTES. Inputs shared by all ranks, like the channel count.
+  bool ring(const Task& t) const {
+    if (any_proxy_ || c_.nranks < 2 || t.algo != Algo::Ring || c_.cfg.gpu_ring_bytes == 0)
+      return false;
+    if (t.coll != Coll::AllReduce && t.coll != Coll::AllGather && t.coll != Coll::ReduceScatter)
+      return false;
+    const uint64_t block = uint64_t(t.count) * dtype_size(t.dtype);
+    const uint64_t whole = t.coll == Coll::AllReduce ? block : block * uint64_t(c_.nranks);
+    return block > 0 && whole >= c_.cfg.gpu_ring_bytes;
+  }
+
   void launch(const Task& t, cudaStream_t s) {
+    if (ring(t)) {
+      const RingColl kind = t.coll == Coll::AllReduce   ? kRingAllReduce
+                            : t.coll == Coll::AllGather ? kRingAllGather
+                                                        : kRingReduceScatter;
+      const uint64_t block = uint64_t(t.count) * dtype_size(t.dtype);
+      const uint64_t whole = t.coll == Coll::AllReduce ? block : block * uint64_t(c_.nranks);
+      cuda_check(launch_ring(kind, t.input, t.output, block, t.dtype, t.op, d_comm_, c_.nranks,
+                             channels_for(whole), s),
+                 "ring kernel launch");
+      return;
+    }
     if (ll_coll(t)) {
       const LlColl kind = t.coll == Coll::AllGather       ? kLlAllGather
                           : t.coll == Coll::ReduceScatter ? kLlReduceScatter

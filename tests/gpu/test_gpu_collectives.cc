@@ -491,3 +491,43 @@ INSTANTIATE_TEST_SUITE_P(Gpu, GpuLlColl, ::testing::Values(2, 3, 4, 8),
                          });
 
 }  // namespace
+
+namespace {
+
+// The fused ring kernel (all-reduce, all-gather, reduce-scatter with the
+// ring algorithm; MYCOLL_GPU_RING_BYTES=1 sends every non-empty message
+// through it): the whole matrix, whose other collectives (broadcast, reduce,
+// point-to-point) run the plan kernel over the same FIFOs in between, so the
+// shared counters are exercised too; then the quick matrix with 4 slots of
+// 4112 bytes per FIFO (slot lengths that are no power of two, FIFO wrap
+// every few slots, senders waiting for room all the time).
+int ring_full(mycollComm_t comm, const MemOps& mem) { return matrix(comm, "ring", mem, false); }
+int ring_quick(mycollComm_t comm, const MemOps& mem) { return matrix(comm, "ring", mem, true); }
+
+class GpuRingKernel : public ::testing::TestWithParam<int> {};
+
+TEST_P(GpuRingKernel, EveryElementMatchesReference) {
+  const int ngpus = GetParam();
+  SKIP_WITHOUT_GPUS(ngpus);
+  EXPECT_EQ(on_gpus(ngpus, {{"MYCOLL_ALGO", "ring"}, {"MYCOLL_GPU_RING_BYTES", "1"}}, ring_full),
+            "");
+}
+
+TEST_P(GpuRingKernel, SmallFifosWrap) {
+  const int ngpus = GetParam();
+  SKIP_WITHOUT_GPUS(ngpus);
+  EXPECT_EQ(on_gpus(ngpus,
+                    {{"MYCOLL_ALGO", "ring"},
+                     {"MYCOLL_GPU_RING_BYTES", "1"},
+                     {"MYCOLL_GPU_SLOT_BYTES", "4112"},
+                     {"MYCOLL_GPU_SLOTS", "4"}},
+                    ring_quick),
+            "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpu, GpuRingKernel, ::testing::Values(2, 3, 4, 8),
+                         [](const ::testing::TestParamInfo<int>& i) {
+                           return std::to_string(i.param) + "gpus";
+                         });
+
+}  // namespace

@@ -257,3 +257,16 @@ TEST(AlgoPolicyGpu, TwoShotSizesAreTwoShot) {
   f.set_twoshot_bytes(4 * MiB);
   EXPECT_EQ(f.choose(Coll::AllReduce, 4, 1 * MiB), Algo::Rhd);
 }
+
+TEST(Config, GpuRingBytes) {
+  EXPECT_EQ(Config::from_env().gpu_ring_bytes, 1u << 20);
+  setenv("MYCOLL_GPU_RING_BYTES", "0", 1);
+  EXPECT_EQ(Config::from_env().gpu_ring_bytes, 0u);
+  setenv("MYCOLL_GPU_RING_BYTES", "1", 1);
+  EXPECT_EQ(Config::from_env().gpu_ring_bytes, 1u);
+  setenv("MYCOLL_GPU_RING_BYTES", "-4K", 1);
+  EXPECT_THROW(Config::from_env(), Error);
+  setenv("MYCOLL_GPU_RING_BYTES", "lots", 1);
+  EXPECT_THROW(Config::from_env(), Error);
+  unsetenv("MYCOLL_GPU_RING_BYTES");
+}

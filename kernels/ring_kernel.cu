@@ -1,0 +1,451 @@
+// Fused ring kernel: all-reduce, all-gather and reduce-scatter with the ring
+// algorithm on GPU communicators whose peers are all mapped over CUDA IPC,
+// for messages large enough that bandwidth, not latency, decides.
+//
+// Why not the plan kernel: a ring plan is 2(n-1) steps (all-reduce) of
+// "send one chunk, receive-and-reduce another"; the plan kernel finishes a
+// step (every slot of it received and written to the output) before the next
+// step may send what it produced, and its send and receive halves are two
+// warp groups of one block. Here every thread of a channel's block runs each
+// primitive on whole FIFO slots: receive slot i from the previous rank,
+// combine it with the local input, write it straight into the next rank's
+// FIFO (and the output where the result is final). A slot travels the whole
+// ring without waiting for the rest of its chunk, and the output is written
+// once, never re-read.
+//
+// Wire protocol: the plan kernel's bandwidth FIFOs and counters, unchanged
+// (kernels/device_plan.h, DevPeer): channel c sends to rank r+1 through the
+// (me -> next, c) data ring and receives from r-1 through (prev -> me, c);
+// `head` (slots published) and `tail` (slots consumed) counters per ring;
+// this rank's running counts in its state lines ([0] sent to next, [1]
+// received from prev), read at the start and written back at the end. Both
+// kernels keep the same counts, so plan-kernel and ring-kernel launches
+// interleave freely on a communicator.
+//
+// Primitives (M = which of the four streams a slot touches):
+//   kR  a slot from prev's FIFO      kL  the local input
+//   kS  a slot into next's FIFO      kD  the output
+// value = kR ? (kL ? local <op> fifo : fifo) : local; written to every
+// destination present. Ring all-reduce on chunk k = (r - s) mod n at step s:
+//   s = 0: S|L; 0 < s < n-1: R|L|S; s = n-1: R|L|S|D (Avg divides here);
+//   n-1 < s < 2n-2: R|S|D; s = 2n-2: R|D.
+// All-gather (chunk = block (r - s) mod n): S|L (|D out of place); R|S|D;
+// R|D. Reduce-scatter (block (r - s - 1) mod n): S|L; R|L|S; R|L|D. Every
+// rank uses the same chunk geometry (it depends only on the message size,
+// the channel count and n), so a slot's length is known to both ends.
+//
+// Data layout: channel c owns a contiguous range of the message (all-reduce)
+// or of every block (all-gather, reduce-scatter), 16-byte aligned; all-reduce
+// cuts its range into loops of n chunks of at most kChunk bytes. Slots move
+// in batches of up to a quarter FIFO: thread 0 waits until the batch's slots
+// are both published by prev and free at next, the block moves them, then
+// thread 0 fences (system scope, after the block barrier orders everyone's
+// stores before it) and publishes head to next and tail to prev.
+//
+// In place: a thread that writes an output element has read the input
+// elements it needs at that position itself (the same primitive), and every
+// other input chunk is read by an earlier primitive of the same block.
+//
+// Every wait polls the abort flag and another block's failure now and then
+// and gives up after MYCOLL_TIMEOUT of no progress, recording DevError.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/device_plan.h"
+#include "kernels/dispatch.cuh"
+#include "kernels/launch.h"
+#include "kernels/ll.cuh"
+#include "kernels/reduce_ops.cuh"
+
+namespace mycoll {
+namespace {
+
+constexpr int kThreads = 512;
+constexpr int kUnroll = 8;                  // 16-byte vectors in flight per thread
+constexpr uint64_t kChunk = 512 * 1024;     // all-reduce: largest chunk of one loop
+constexpr uint64_t kPiece = 1024 * 1024;    // all-gather, reduce-scatter: block piece per loop
+
+enum : int { kR = 1, kL = 2, kS = 4, kD = 8 };
+
+struct RingArgs {
+  const char* in;
+  char* out;
+  uint64_t bytes;  // all-reduce: the message; all-gather: input block; reduce-scatter: output block
+  const DevComm* comm;
+  int32_t kind;    // RingColl
+  int32_t avg_n;   // Avg: divide by this at the final reduction; 0 = no division
+};
+
+template <int N>
+struct Bits;
+template <>
+struct Bits<1> { using type = unsigned char; };
+template <>
+struct Bits<2> { using type = unsigned short; };
+template <>
+struct Bits<4> { using type = unsigned int; };
+template <>
+struct Bits<8> { using type = unsigned long long; };
+
+__device__ __forceinline__ uint64_t ld_vol(const char* p) {
+  return *reinterpret_cast<const volatile uint64_t*>(p);
+}
+__device__ __forceinline__ void st_vol(char* p, uint64_t v) {
+  *reinterpret_cast<volatile uint64_t*>(p) = v;
+}
+__device__ __forceinline__ bool aligned16(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
+}
+
+template <typename T>
+__device__ __forceinline__ uint4 div16(uint4 v, int n) {
+  constexpr int N = 16 / sizeof(T);
+  T x[N];
+  memcpy(x, &v, 16);
+#pragma unroll
+  for (int i = 0; i < N; ++i) x[i] = dev::div_avg<T>(x[i], n);
+  memcpy(&v, x, 16);
+  return v;
+}
+
+// Copy primitives (no reduction): one instantiation per element size, shared
+// by every kernel. value = kR ? fifo : local, to fout (kS) and dst (kD).
+template <typename U, int M>
+__device__ __noinline__ void move_copy(const char* fin, const char* loc, char* fout, char* dst,
+                                       uint64_t len) {
+  const int tid = threadIdx.x, nt = blockDim.x;
+  const char* src = (M & kR) ? fin : loc;
+  uint64_t done = 0;
+  if (aligned16(src) && (!(M & kS) || aligned16(fout)) && (!(M & kD) || aligned16(dst))) {
+    const uint64_t nv = len / 16;
+    const uint4* s = reinterpret_cast<const uint4*>(src);
+    for (uint64_t i = tid; i < nv; i += uint64_t(nt) * kUnroll) {
+      uint4 v[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        if (i + u * nt < nv) v[u] = (M & kR) ? __ldcv(s + i + u * nt) : s[i + u * nt];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        if (i + u * nt < nv) {
+          if (M & kS) reinterpret_cast<uint4*>(fout)[i + u * nt] = v[u];
+          if (M & kD) reinterpret_cast<uint4*>(dst)[i + u * nt] = v[u];
+        }
+    }
+    done = nv * 16;
+  }
+  const U* s = reinterpret_cast<const U*>(src + done);
+  const uint64_t ne = (len - done) / sizeof(U);
+  for (uint64_t i = tid; i < ne; i += nt) {
+    const U v = (M & kR) ? __ldcv(s + i) : s[i];
+    if (M & kS) reinterpret_cast<U*>(fout + done)[i] = v;
+    if (M & kD) reinterpret_cast<U*>(dst + done)[i] = v;
+  }
+}
+
+// Reducing primitives: value = local <op> fifo (then / avg_n), to fout (kS)
+// and dst (kD).
+template <typename T, int OP, int M>
+__device__ __forceinline__ void move_reduce(const char* fin, const char* loc, char* fout, char* dst,
+                                            uint64_t len, int avg_n) {
+  using U = typename Bits<sizeof(T)>::type;
+  const int tid = threadIdx.x, nt = blockDim.x;
+  uint64_t done = 0;
+  if (aligned16(fin) && aligned16(loc) && (!(M & kS) || aligned16(fout)) &&
+      (!(M & kD) || aligned16(dst))) {
+    const uint64_t nv = len / 16;
+    const uint4* x = reinterpret_cast<const uint4*>(loc);
+    const uint4* y = reinterpret_cast<const uint4*>(fin);
+    for (uint64_t i = tid; i < nv; i += uint64_t(nt) * kUnroll) {
+      uint4 va[kUnroll], vb[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        if (i + u * nt < nv) {
+          va[u] = x[i + u * nt];
+          vb[u] = __ldcv(y + i + u * nt);
+        }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        if (i + u * nt < nv) {
+          uint4 v = dev::apply16<T, OP>(va[u], vb[u]);
+          if ((M & kD) && avg_n) v = div16<T>(v, avg_n);
+          if (M & kS) reinterpret_cast<uint4*>(fout)[i + u * nt] = v;
+          if (M & kD) reinterpret_cast<uint4*>(dst)[i + u * nt] = v;
+        }
+    }
+    done = nv * 16;
+  }
+  const T* x = reinterpret_cast<const T*>(loc + done);
+  const U* y = reinterpret_cast<const U*>(fin + done);
+  const uint64_t ne = (len - done) / sizeof(T);
+  for (uint64_t i = tid; i < ne; i += nt) {
+    const U b = __ldcv(y + i);
+    T bv;
+    memcpy(&bv, &b, sizeof(T));
+    T v = dev::Red<T, OP>::apply(x[i], bv);
+    if ((M & kD) && avg_n) v = dev::div_avg<T>(v, avg_n);
+    if (M & kS) reinterpret_cast<T*>(fout + done)[i] = v;
+    if (M & kD) reinterpret_cast<T*>(dst + done)[i] = v;
+  }
+}
+
+template <typename T, int OP, bool kReduce>
+__device__ __forceinline__ void move_slot(int mode, const char* fin, const char* loc, char* fout,
+                                          char* dst, uint64_t len, int avg_n) {
+  using U = typename Bits<sizeof(T)>::type;
+  switch (mode) {
+    case kS | kL: move_copy<U, kS | kL>(fin, loc, fout, dst, len); return;
+    case kS | kL | kD: move_copy<U, kS | kL | kD>(fin, loc, fout, dst, len); return;
+    case kR | kS | kD: move_copy<U, kR | kS | kD>(fin, loc, fout, dst, len); return;
+    case kR | kD: move_copy<U, kR | kD>(fin, loc, fout, dst, len); return;
+    default: break;
+  }
+  if constexpr (kReduce) {
+    switch (mode) {
+      case kR | kL | kS: move_reduce<T, OP, kR | kL | kS>(fin, loc, fout, dst, len, 0); return;
+      case kR | kL | kS | kD:
+        move_reduce<T, OP, kR | kL | kS | kD>(fin, loc, fout, dst, len, avg_n);
+        return;
+      case kR | kL | kD: move_reduce<T, OP, kR | kL | kD>(fin, loc, fout, dst, len, avg_n); return;
+      default: break;
+    }
+  }
+}
+
+struct Shared {
+  uint64_t sent;   // slots sent to next on this channel (all kernels, ever)
+  uint64_t recvd;  // slots received from prev
+  uint64_t n;      // the current batch
+  int stop;
+};
+
+// One channel's view of its two FIFOs.
+struct Chan {
+  const DevComm* cm;
+  char* send_data;
+  char* send_head;
+  const char* send_tail;
+  const char* recv_data;
+  const char* recv_head;
+  char* recv_tail;
+  uint64_t sb;  // slot bytes
+  uint64_t ns;  // slots per FIFO
+  int next, prev;
+};
+
+__device__ void ring_give_up(const DevComm& cm, int code, int peer, int kind) {
+  if (atomicCAS(&cm.error->code, 0, code) == 0) {
+    cm.error->peer = peer;
+    cm.error->rank = cm.rank;
+    cm.error->kind = kind;
+    __threadfence_system();
+  }
+}
+
+// Runs one primitive over `bytes` (a chunk): all threads of the block.
+// Returns false when the block gave up (timeout, abort, another block's
+// failure).
+template <typename T, int OP, bool kReduce>
+__device__ bool prim(const Chan& c, Shared& sh, int mode, const char* loc, char* dst,
+                     uint64_t bytes, int avg_n) {
+  const uint64_t total = (bytes + c.sb - 1) / c.sb;
+  const uint64_t cap = c.ns >= 8 ? c.ns / 4 : 1;
+  for (uint64_t done = 0; done < total;) {
+    if (threadIdx.x == 0) {
+      const uint64_t since = ll::globaltimer();
+      uint32_t spins = 0;
+      uint64_t n = 0;
+      for (;;) {
+        n = total - done < cap ? total - done : cap;
+        if (mode & kR) {
+          const uint64_t ready = ld_vol(c.recv_head) - sh.recvd;
+          if (ready < n) n = ready;
+        }
+        if (mode & kS) {
+          const uint64_t room = c.ns - (sh.sent - ld_vol(c.send_tail));
+          if (room < n) n = room;
+        }
+        if (n > 0) break;
+        if ((++spins & 255) != 0) continue;
+        int code = 0;
+        if ((spins & 0x3fff) == 0 &&
+            (*c.cm->abort || *reinterpret_cast<volatile int32_t*>(&c.cm->error->code)))
+          code = *c.cm->abort ? mycollRemoteError : -1;
+        else if (ll::globaltimer() - since > c.cm->timeout_ns)
+          code = mycollTimeout;
+        if (code) {
+          // Waiting on data from prev, else on room at next.
+          const bool on_recv = (mode & kR) && ld_vol(c.recv_head) == sh.recvd;
+          if (code > 0)
+            ring_give_up(*c.cm, code, on_recv ? c.prev : c.next, on_recv ? kDevRecv : kDevSend);
+          sh.stop = 1;
+          break;
+        }
+      }
+      sh.n = n;
+    }
+    __syncthreads();
+    if (sh.stop) return false;
+    const uint64_t n = sh.n;
+    if (mode & kR) __threadfence();  // the slots' data after their head
+    for (uint64_t j = 0; j < n; ++j) {
+      const uint64_t off = (done + j) * c.sb;
+      const uint64_t len = bytes - off < c.sb ? bytes - off : c.sb;
+      const char* fin = c.recv_data + ((sh.recvd + j) % c.ns) * c.sb;
+      char* fout = c.send_data + ((sh.sent + j) % c.ns) * c.sb;
+      move_slot<T, OP, kReduce>(mode, fin, loc ? loc + off : nullptr, fout,
+                                dst ? dst + off : nullptr, len, avg_n);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      // The barrier orders the block's stores before this fence, the fence
+      // before the counters. Other threads read sh.sent / sh.recvd again only
+      // after the next batch's barrier.
+      __threadfence_system();
+      if (mode & kS) {
+        sh.sent += n;
+        st_vol(c.send_head, sh.sent);
+      }
+      if (mode & kR) {
+        sh.recvd += n;
+        st_vol(c.recv_tail, sh.recvd);
+      }
+    }
+    done += n;
+  }
+  return true;
+}
+
+template <typename T, int OP, bool kReduce>
+__global__ void __launch_bounds__(kThreads, 1) ring_kernel(RingArgs a) {
+  __shared__ Shared sh;
+  const DevComm& cm = *a.comm;
+  const FifoGeom& g = cm.geom;
+  const int n = cm.nranks, r = cm.rank, ch = blockIdx.x, nch = gridDim.x;
+  Chan c;
+  c.cm = &cm;
+  c.next = (r + 1) % n;
+  c.prev = (r + n - 1) % n;
+  const DevPeer& pn = cm.peers[c.next];
+  const DevPeer& pp = cm.peers[c.prev];
+  c.sb = pn.slot_bytes;
+  c.ns = uint64_t(pn.nslots);
+  c.send_data = pn.send_data + uint64_t(ch) * c.ns * c.sb;
+  c.send_head = pn.send_head + uint64_t(ch) * 384;
+  c.send_tail = pn.send_tail + uint64_t(ch) * 384;
+  c.recv_data = pp.recv_data + uint64_t(ch) * c.ns * c.sb;
+  c.recv_head = pp.recv_head + uint64_t(ch) * 384;
+  c.recv_tail = pp.recv_tail + uint64_t(ch) * 384;
+  uint64_t* st_next = reinterpret_cast<uint64_t*>(cm.local + g.state_off(c.next, ch));
+  uint64_t* st_prev = reinterpret_cast<uint64_t*>(cm.local + g.state_off(c.prev, ch));
+  if (threadIdx.x == 0) {
+    sh.sent = st_next[0];
+    sh.recvd = st_prev[1];
+    sh.stop = 0;
+  }
+  __syncthreads();
+
+  // This channel's range [c0, c1) of the message (all-reduce) or of every
+  // block (all-gather, reduce-scatter), 16-byte aligned.
+  const uint64_t B = a.bytes;
+  const uint64_t per = ((B + nch - 1) / nch + 15) / 16 * 16;
+  const uint64_t c0 = uint64_t(ch) * per < B ? uint64_t(ch) * per : B;
+  const uint64_t c1 = c0 + per < B ? c0 + per : B;
+  bool ok = true;
+  if (a.kind == kRingAllReduce) {
+    const uint64_t share = ((c1 - c0 + n - 1) / n + 15) / 16 * 16;
+    const uint64_t cs = share < kChunk ? share : kChunk;
+    for (uint64_t lo = c0; ok && lo < c1; lo += uint64_t(n) * cs) {
+      const uint64_t L = lo + uint64_t(n) * cs < c1 ? lo + uint64_t(n) * cs : c1;
+      for (int s = 0; ok && s <= 2 * n - 2; ++s) {
+        const int k = ((r - s) % n + n) % n;
+        const uint64_t o = lo + uint64_t(k) * cs;
+        if (o >= L) continue;
+        const uint64_t sz = L - o < cs ? L - o : cs;
+        int mode;
+        if (s == 0) mode = kS | kL;
+        else if (s < n - 1) mode = kR | kL | kS;
+        else if (s == n - 1) mode = kR | kL | kS | kD;
+        else if (s < 2 * n - 2) mode = kR | kS | kD;
+        else mode = kR | kD;
+        ok = prim<T, OP, kReduce>(c, sh, mode, a.in + o, a.out + o, sz, a.avg_n);
+      }
+    }
+  } else {
+    const bool ag = a.kind == kRingAllGather;
+    for (uint64_t o = c0; ok && o < c1; o += kPiece) {
+      const uint64_t sz = c1 - o < kPiece ? c1 - o : kPiece;
+      for (int s = 0; ok && s < n; ++s) {
+        const int k = ag ? ((r - s) % n + n) % n : ((r - s - 1) % n + 2 * n) % n;
+        const uint64_t blk = uint64_t(k) * B + o;
+        const char* loc;
+        char* dst;
+        int mode;
+        if (ag) {
+          loc = a.in + o;
+          dst = a.out + blk;
+          if (s == 0) mode = a.out + uint64_t(r) * B == a.in ? (kS | kL) : (kS | kL | kD);
+          else if (s < n - 1) mode = kR | kS | kD;
+          else mode = kR | kD;
+        } else {
+          loc = a.in + blk;
+          dst = a.out + o;
+          mode = s == 0 ? (kS | kL) : s < n - 1 ? (kR | kL | kS) : (kR | kL | kD);
+        }
+        ok = prim<T, OP, kReduce>(c, sh, mode, loc, dst, sz, a.avg_n);
+      }
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    st_next[0] = sh.sent;
+    st_prev[1] = sh.recvd;
+  }
+}
+
+template <typename T, int OP>
+struct LaunchReduce {
+  static cudaError_t run(const RingArgs& a, int nch, cudaStream_t s) {
+    ring_kernel<T, OP, true><<<nch, kThreads, 0, s>>>(a);
+    return cudaGetLastError();
+  }
+};
+
+template <typename U>
+cudaError_t launch_copy(const RingArgs& a, int nch, cudaStream_t s) {
+  ring_kernel<U, mycollSum, false><<<nch, kThreads, 0, s>>>(a);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t launch_ring(RingColl kind, const void* in, void* out, uint64_t bytes,
+                        mycollDataType_t t, mycollRedOp_t op, const DevComm* comm, int nranks,
+                        int nchannels, cudaStream_t stream) {
+  RingArgs a;
+  a.in = static_cast<const char*>(in);
+  a.out = static_cast<char*>(out);
+  a.bytes = bytes;
+  a.comm = comm;
+  a.kind = kind;
+  a.avg_n = op == mycollAvg ? nranks : 0;
+  if (kind != kRingAllGather) return dispatch_dtype_op<LaunchReduce>(t, op, a, nchannels, stream);
+  int es = 0;
+  switch (t) {
+    case mycollInt8: case mycollUint8: es = 1; break;
+    case mycollFloat16: case mycollBfloat16: es = 2; break;
+    case mycollInt32: case mycollUint32: case mycollFloat32: es = 4; break;
+    case mycollInt64: case mycollUint64: case mycollFloat64: es = 8; break;
+    default: return cudaErrorInvalidValue;
+  }
+  switch (es) {
+    case 1: return launch_copy<unsigned char>(a, nchannels, stream);
+    case 2: return launch_copy<unsigned short>(a, nchannels, stream);
+    case 4: return launch_copy<unsigned int>(a, nchannels, stream);
+    case 8: return launch_copy<unsigned long long>(a, nchannels, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace mycoll
