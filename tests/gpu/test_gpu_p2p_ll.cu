@@ -87,10 +87,11 @@ class Exchange {
   Exchange(int rank, int n, cudaStream_t s,
            const std::function<std::vector<size_t>(int, int)>& sizes, size_t self_bytes = 0)
       : rank_(rank), n_(n), s_(s), self_bytes_(self_bytes) {
-    // Peers in a rank-dependent order, sends and receives interleaved: only
-    // the order per (peer, direction) has to agree between ranks.
+    // Peers in a rank-dependent order (odd ranks ascending from rank + 1,
+    // even ranks descending from rank - 1), sends and receives interleaved:
+    // only the order per (peer, direction) has to agree between ranks.
     for (int k = 1; k < n; ++k) {
-      const int peer = (rank + (k % 2 ? k : n - k)) % n;
+      const int peer = (rank + (rank % 2 ? k : n - k)) % n;
       const std::vector<size_t> out = sizes(rank, peer), in = sizes(peer, rank);
       for (size_t m = 0; m < std::max(out.size(), in.size()); ++m) {
         if (m < in.size()) add(false, peer, in[m], int(m));
