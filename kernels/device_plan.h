@@ -183,6 +183,42 @@ struct DevComm {
   DevError* error;             // host-mapped
 };
 
+// The low-latency point-to-point kernel (kernels/p2p_kernel.cu): one thread
+// block per key (peer, channel, direction) of a batch whose every slice
+// travels in the ll ring, moving the key's slices in batch order with the
+// plan kernel's ll line layout, flags and counters. Everything the kernel
+// needs is in its parameters (no device-memory plan, no DevComm read).
+struct P2pLlKey {
+  char* ring;       // send: my ll ring in the peer's inbox, remote[peer] + ll_off(rank, ch);
+                    // recv: the peer's ll ring in mine, local + ll_off(peer, ch)
+  char* credit;     // send: the ll_tail the peer returns, local + ll_tail_off(peer, ch);
+                    // recv: where I return it, remote[peer] + ll_tail_off(rank, ch)
+  uint64_t* count;  // my counter at local + state_off(peer, ch): [2] ll slots sent to
+                    // the peer (send), [3] received from it (recv)
+  int32_t peer;
+  uint16_t first;   // the key's slices: [first, first + n) of the launch
+  uint8_t n;
+  uint8_t kind;     // kDevSend or kDevRecv
+};
+static_assert(sizeof(P2pLlKey) == 32, "P2pLlKey layout");
+
+// Capacity of one launch: keys (thread blocks), slices; threads per block
+// at most; lines in flight per thread.
+constexpr int kP2pLlMaxKeys = 64;
+constexpr int kP2pLlMaxSlices = 128;
+constexpr int kP2pLlMaxThreads = 256;
+constexpr int kP2pLlUnroll = 8;
+
+struct P2pLlCommon {
+  volatile int32_t* abort;  // DevComm::abort
+  DevError* error;          // DevComm::error
+  uint64_t timeout_ns;
+  uint32_t ll_slots;        // FifoGeom::ll_slots
+  uint32_t ll_slot_bytes;   // FifoGeom::ll_slot_bytes (16-byte lines, 8 data bytes each)
+  int32_t rank;
+  int32_t nkeys;
+};
+
 struct KernelArgs {
   const DevOp* ops;          // all channels' ops
   const uint32_t* chan_ops;  // channel c's ops are [chan_ops[c], chan_ops[c+1])

@@ -1,5 +1,6 @@
 // Host entry to the collective kernels (kernels/plan_kernel.cu,
-// kernels/oneshot_kernel.cu, kernels/twoshot_kernel.cu, kernels/ll_coll_kernel.cu).
+// kernels/oneshot_kernel.cu, kernels/twoshot_kernel.cu, kernels/ll_coll_kernel.cu,
+// kernels/p2p_kernel.cu).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -75,5 +76,14 @@ enum RingColl : int32_t {
 cudaError_t launch_ring(RingColl kind, const void* in, void* out, uint64_t bytes,
                         mycollDataType_t t, mycollRedOp_t op, const DevComm* comm, int nranks,
                         int nchannels, cudaStream_t stream);
+
+// LL point-to-point kernel (kernels/p2p_kernel.cu): one block of `threads`
+// threads per key (c.nkeys of them, at most kP2pLlMaxKeys), key k moving its
+// slices keys[k].first .. + keys[k].n of ptr/bytes (nslices in all, at most
+// kP2pLlMaxSlices) in order through the ll rings, interoperating with the
+// plan kernel's ll pass. The batch comes from build_p2p_ll
+// (lib/engine/device_plan_build.h); everything is passed by value.
+cudaError_t launch_p2p_ll(const P2pLlCommon& c, const P2pLlKey* keys, const uint64_t* ptr,
+                          const uint32_t* bytes, int nslices, int threads, cudaStream_t stream);
 
 }  // namespace mycoll

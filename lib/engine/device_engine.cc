@@ -72,6 +72,14 @@ struct DevPlan {
   size_t scratch_bytes = 0;
 };
 
+// A point-to-point batch: the LL point-to-point kernel's parameters when it
+// serves the batch, else the plan kernel's plan.
+struct P2pEntry {
+  bool ll = false;
+  P2pLlBatch batch;
+  DevPlan plan;
+};
+
 class DeviceCommImpl : public DeviceComm {
  public:
   explicit DeviceCommImpl(mycollComm& c) : c_(c), dev_(c.cuda_device) {
@@ -129,6 +137,7 @@ class DeviceCommImpl : public DeviceComm {
     cuda_check(cudaHostGetDevicePointer(&dp, h_abort_, 0), "cudaHostGetDevicePointer");
     dc.abort = static_cast<volatile int32_t*>(dp);
     dc.error = reinterpret_cast<DevError*>(static_cast<char*>(dp) + 16);
+    init_p2p_ll(dc, use);
     cuda_check(cudaMalloc(&d_comm_, sizeof(DevComm)), "cudaMalloc");
     cuda_check(cudaMemcpy(d_comm_, &dc, sizeof(dc), cudaMemcpyHostToDevice), "cudaMemcpy");
     log_info(Subsys::Gpu,
@@ -192,7 +201,7 @@ class DeviceCommImpl : public DeviceComm {
     if (proxy_) proxy_->closing();
     proxy_.reset();
     for (auto& [k, p] : plans_) free_plan(p);
-    for (auto& p : p2p_plans_) free_plan(p.second);
+    for (auto& p : p2p_plans_) free_plan(p.second.plan);
     if (d_scratch_) cudaFree(d_scratch_);
     if (d_comm_) cudaFree(d_comm_);
     if (d_remote_) cudaFree(d_remote_);
@@ -307,6 +316,35 @@ class DeviceCommImpl : public DeviceComm {
     return peers;
   }
 
+  // What the LL point-to-point kernel needs to know, from the DevComm every
+  // kernel gets; logs whether it can serve any batch.
+  void init_p2p_ll(const DevComm& dc, const std::vector<bool>& ipc) {
+    p2p_common_ = P2pLlCommon{};
+    p2p_common_.abort = dc.abort;
+    p2p_common_.error = dc.error;
+    p2p_common_.timeout_ns = dc.timeout_ns;
+    p2p_common_.ll_slots = uint32_t(geom_.ll_slots);
+    p2p_common_.ll_slot_bytes = uint32_t(geom_.ll_slot_bytes);
+    p2p_common_.rank = c_.rank;
+    p2p_ctx_.geom = geom_;
+    p2p_ctx_.rank = c_.rank;
+    p2p_ctx_.local = mesh_->local();
+    p2p_ctx_.remote = mesh_->remote();
+    p2p_ctx_.ll = ipc;
+    p2p_ctx_.ll_max = dc.ll_max_bytes;
+    p2p_ctx_.channel_bytes = c_.cfg.gpu_channel_bytes;
+    p2p_ctx_.max_channels = plan_channels_;
+    int ll_peers = 0;
+    for (int r = 0; r < c_.nranks; ++r) ll_peers += r != c_.rank && ipc[r];
+    if (ll_peers > 0 && dc.ll_max_bytes > 0)
+      log_info(Subsys::Gpu,
+               "rank {} GPU {}: LL point-to-point kernel serves send/recv batches with the {} "
+               "peer(s) on cuda_ipc whose every per-channel slice is <= {} bytes "
+               "(MYCOLL_GPU_LL_BYTES, at most the ll ring), up to {} (peer, channel, direction) "
+               "pairs and {} slices per batch; other batches run the plan kernel",
+               c_.rank, dev_, ll_peers, dc.ll_max_bytes, kP2pLlMaxKeys, kP2pLlMaxSlices);
+  }
+
   int channels_for(size_t bytes) const {
     return device_channels(bytes, c_.cfg.gpu_channel_bytes, plan_channels_);
   }
@@ -363,8 +401,11 @@ class DeviceCommImpl : public DeviceComm {
   // Point-to-point batch: every message split over channels by its own size
   // (so both sides agree), cached by the batch's messages (kind, peer,
   // addresses, sizes: they repeat in training). A repeat of the previous
-  // batch costs one comparison, no allocation.
-  DevPlan& p2p_plan(const Task& t, cudaStream_t s) {
+  // batch costs one comparison, no allocation. Batches of small messages
+  // with peers on cuda_ipc go to the LL point-to-point kernel (no upload);
+  // the others get a plan for the plan kernel. Each rank decides for its own
+  // batch alone: both kernels move every slice alike (build_p2p_ll).
+  P2pEntry& p2p_entry(const Task& t, cudaStream_t s) {
     p2p_key_.clear();
     for (const Step& st : t.plan.steps)
       for (const Op& op : st.ops)
@@ -373,12 +414,15 @@ class DeviceCommImpl : public DeviceComm {
     if (last_p2p_ && p2p_key_ == *last_p2p_key_) return *last_p2p_;
     auto it = p2p_plans_.find(p2p_key_);
     if (it == p2p_plans_.end()) {
-      DevicePlan built = build_device_p2p(t.plan, c_.cfg.gpu_channel_bytes, plan_channels_,
-                                          plan_kernel_max_step_ops());
-      DevPlan p;
-      p.nch = built.nch;
-      upload(p, built.ops, built.chan, s);
-      it = p2p_plans_.emplace(p2p_key_, p).first;
+      P2pEntry e;
+      e.ll = build_p2p_ll(t.plan, p2p_ctx_, &e.batch);
+      if (!e.ll) {
+        DevicePlan built = build_device_p2p(t.plan, c_.cfg.gpu_channel_bytes, plan_channels_,
+                                            plan_kernel_max_step_ops());
+        e.plan.nch = built.nch;
+        upload(e.plan, built.ops, built.chan, s);
+      }
+      it = p2p_plans_.emplace(p2p_key_, std::move(e)).first;
     }
     last_p2p_key_ = &it->first;
     last_p2p_ = &it->second;
@@ -503,7 +547,22 @@ class DeviceCommImpl : public DeviceComm {
                  "two-shot kernel launch");
       return;
     }
-    DevPlan& p = t.coll == Coll::SendRecv ? p2p_plan(t, s) : collective_plan(t, s);
+    DevPlan* pp = nullptr;
+    if (t.coll == Coll::SendRecv) {
+      P2pEntry& e = p2p_entry(t, s);
+      if (e.ll) {
+        P2pLlCommon c = p2p_common_;
+        c.nkeys = int32_t(e.batch.keys.size());
+        cuda_check(launch_p2p_ll(c, e.batch.keys.data(), e.batch.ptr.data(), e.batch.bytes.data(),
+                                 int(e.batch.ptr.size()), e.batch.threads, s),
+                   "LL point-to-point kernel launch");
+        return;
+      }
+      pp = &e.plan;
+    } else {
+      pp = &collective_plan(t, s);
+    }
+    DevPlan& p = *pp;
     ensure_scratch(p.scratch_bytes, s);
     KernelArgs a{};
     a.ops = p.d_ops;
@@ -531,10 +590,12 @@ class DeviceCommImpl : public DeviceComm {
   std::unique_ptr<GpuProxy> proxy_;
   DevComm* d_comm_ = nullptr;
   std::map<std::tuple<int, int, int, bool, size_t, int, bool>, DevPlan> plans_;
-  std::map<std::vector<uint64_t>, DevPlan> p2p_plans_;
+  std::map<std::vector<uint64_t>, P2pEntry> p2p_plans_;
   std::vector<uint64_t> p2p_key_;  // the current batch's key (reused)
   const std::vector<uint64_t>* last_p2p_key_ = nullptr;
-  DevPlan* last_p2p_ = nullptr;
+  P2pEntry* last_p2p_ = nullptr;
+  P2pLlContext p2p_ctx_;     // the LL point-to-point kernel: this rank's inboxes
+  P2pLlCommon p2p_common_{};  // its parameters shared by every launch
   void* d_scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
 };

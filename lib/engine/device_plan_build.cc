@@ -1,6 +1,7 @@
 #include "engine/device_plan_build.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "core/error.h"
@@ -102,6 +103,13 @@ DevicePlan build_device_collective(const DeviceCollArgs& a,
   return p;
 }
 
+ByteRange p2p_slice(size_t bytes, int nch, int ch) {
+  ByteRange r;
+  r.lo = bytes * ch / nch / 16 * 16;
+  r.hi = ch + 1 == nch ? bytes : bytes * (ch + 1) / nch / 16 * 16;
+  return r;
+}
+
 DevicePlan build_device_p2p(const Plan& p2p, size_t channel_bytes, int max_channels,
                             int max_step_ops) {
   auto message_bytes = [](const Op& op) {
@@ -121,8 +129,7 @@ DevicePlan build_device_p2p(const Plan& p2p, size_t channel_bytes, int max_chann
         int mine = op.kind == OpKind::Copy ? p.nch
                                            : device_channels(bytes, channel_bytes, max_channels);
         if (ch >= mine) continue;
-        size_t lo = bytes * ch / mine / 16 * 16;
-        size_t hi = ch + 1 == mine ? bytes : bytes * (ch + 1) / mine / 16 * 16;
+        const auto [lo, hi] = p2p_slice(bytes, mine, ch);
         if (hi == lo) continue;
         DevOp d{};
         d.peer = op.peer;
@@ -148,6 +155,92 @@ DevicePlan build_device_p2p(const Plan& p2p, size_t channel_bytes, int max_chann
     p.chan.push_back(static_cast<uint32_t>(p.ops.size()));
   }
   return p;
+}
+
+bool build_p2p_ll(const Plan& p2p, const P2pLlContext& cx, P2pLlBatch* out) {
+  const FifoGeom& g = cx.geom;
+  const uint64_t ll_data = g.ll_slot_bytes / 2;  // data bytes per ll slot
+  // The kernel takes a slice whole (like the plan kernel's ll pass): it must
+  // fit the ring, and its byte count its 32-bit field.
+  const uint64_t most = std::min<uint64_t>({cx.ll_max, uint64_t(g.ll_slots) * ll_data,
+                                            uint64_t(UINT32_MAX)});
+  struct Piece {
+    int key;
+    uint64_t ptr;
+    uint32_t bytes;
+  };
+  std::vector<Piece> slices;
+  std::vector<P2pLlKey> keys;
+  std::vector<int> nkey;  // slices per key
+  uint64_t max_lines = 0;
+  for (const Step& st : p2p.steps)
+    for (const Op& op : st.ops) {
+      if (op.kind != OpKind::Send && op.kind != OpKind::Recv) return false;
+      if (op.peer < 0 || op.peer >= g.nranks || op.peer == cx.rank ||
+          size_t(op.peer) >= cx.ll.size() || !cx.ll[op.peer])
+        return false;
+      const bool send = op.kind == OpKind::Send;
+      const Slice& msg = send ? op.src : op.dst;
+      const size_t bytes = msg.count;
+      const int nch = device_channels(bytes, cx.channel_bytes, cx.max_channels);
+      for (int ch = 0; ch < nch; ++ch) {
+        const auto [lo, hi] = p2p_slice(bytes, nch, ch);
+        if (hi == lo) continue;
+        if (hi - lo > most) return false;
+        const uint8_t kind = send ? kDevSend : kDevRecv;
+        int k = 0;
+        while (k < int(keys.size()) &&
+               !(keys[k].peer == op.peer && keys[k].kind == kind && keys[k].first == ch))
+          ++k;
+        if (k == int(keys.size())) {
+          if (k >= cx.max_keys) return false;
+          P2pLlKey key{};
+          key.peer = op.peer;
+          key.kind = kind;
+          key.first = uint16_t(ch);  // the channel, until the slices are laid out
+          keys.push_back(key);
+          nkey.push_back(0);
+        }
+        if (int(slices.size()) >= cx.max_slices || nkey[k] >= 255) return false;
+        ++nkey[k];
+        slices.push_back(Piece{k, uint64_t(msg.offset + lo), uint32_t(hi - lo)});
+        max_lines = std::max<uint64_t>(max_lines, (hi - lo + 7) / 8);
+      }
+    }
+  if (slices.empty()) return false;
+  out->keys.assign(keys.begin(), keys.end());
+  out->ptr.assign(slices.size(), 0);
+  out->bytes.assign(slices.size(), 0);
+  uint32_t next = 0;
+  for (size_t k = 0; k < keys.size(); ++k) {
+    P2pLlKey& key = out->keys[k];
+    const int ch = key.first, peer = key.peer;
+    char* state = cx.local + g.state_off(peer, ch);
+    if (key.kind == kDevSend) {
+      key.ring = cx.remote[peer] + g.ll_off(cx.rank, ch);
+      key.credit = cx.local + g.ll_tail_off(peer, ch);
+      key.count = reinterpret_cast<uint64_t*>(state) + 2;
+    } else {
+      key.ring = cx.local + g.ll_off(peer, ch);
+      key.credit = cx.remote[peer] + g.ll_tail_off(cx.rank, ch);
+      key.count = reinterpret_cast<uint64_t*>(state) + 3;
+    }
+    key.first = uint16_t(next);
+    key.n = 0;
+    next += uint32_t(nkey[k]);
+  }
+  for (const Piece& s : slices) {  // stable: each key's slices stay in batch order
+    P2pLlKey& key = out->keys[s.key];
+    const size_t i = size_t(key.first) + key.n++;
+    out->ptr[i] = s.ptr;
+    out->bytes[i] = s.bytes;
+  }
+  // Enough threads for every line of the largest slice in one round of the
+  // kernel's loop (kP2pLlUnroll lines in flight per thread), whole warps.
+  const uint64_t want = (max_lines + kP2pLlUnroll - 1) / kP2pLlUnroll;
+  out->threads = int(std::min<uint64_t>(kP2pLlMaxThreads,
+                                        std::max<uint64_t>(32, (want + 31) / 32 * 32)));
+  return true;
 }
 
 }  // namespace mycoll

@@ -54,4 +54,47 @@ DevicePlan build_device_collective(const DeviceCollArgs& a,
 DevicePlan build_device_p2p(const Plan& p2p, size_t channel_bytes, int max_channels,
                             int max_step_ops = 256);
 
+// The bytes [lo, hi) of a point-to-point message of `bytes` that channel ch
+// carries when the message is split over nch channels (16-byte aligned
+// boundaries; may be empty). The one rule of the plan kernel's batches
+// (build_device_p2p) and the LL point-to-point kernel's (build_p2p_ll): a
+// sender and a receiver cut a message alike whichever kernel each runs.
+struct ByteRange {
+  size_t lo = 0, hi = 0;
+};
+ByteRange p2p_slice(size_t bytes, int nch, int ch);
+
+// What the LL point-to-point kernel (kernels/p2p_kernel.cu) is told about one
+// rank's communicator.
+struct P2pLlContext {
+  FifoGeom geom{};
+  int rank = 0;
+  char* local = nullptr;            // my inbox
+  std::vector<char*> remote;        // remote[r]: rank r's inbox mapped here
+  std::vector<bool> ll;             // peer r's ll ring may be used (cuda_ipc)
+  uint64_t ll_max = 0;              // DevComm::ll_max_bytes
+  size_t channel_bytes = 1;         // MYCOLL_GPU_CHANNEL_BYTES
+  int max_channels = 1;             // channels a message may be split over
+  int max_keys = kP2pLlMaxKeys;     // the kernel's capacity
+  int max_slices = kP2pLlMaxSlices;
+};
+
+// A batch for the LL point-to-point kernel: keys (one thread block each) in
+// order of first appearance, each key's slices contiguous in batch order.
+struct P2pLlBatch {
+  std::vector<P2pLlKey> keys;
+  std::vector<uint64_t> ptr;    // slice: source (send) or destination (recv) address
+  std::vector<uint32_t> bytes;  // slice: bytes (1 .. ll_max)
+  int threads = 32;             // threads per block: a multiple of 32, 32 .. kP2pLlMaxThreads
+};
+
+// Whether the LL point-to-point kernel serves this batch: every op a Send or
+// Recv (no copy to self), every peer's ll ring usable, every slice (split as
+// by build_device_p2p) at most ll_max bytes, at least one slice, and the
+// keys and slices within the kernel's capacity. Then fills *out; otherwise
+// the plan kernel runs the batch. Either way every slice travels in the ll
+// ring of its (peer, channel) with the same counters, so the two kernels
+// interoperate slice by slice.
+bool build_p2p_ll(const Plan& p2p, const P2pLlContext& cx, P2pLlBatch* out);
+
 }  // namespace mycoll
