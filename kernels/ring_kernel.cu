@@ -64,8 +64,12 @@ namespace {
 
 constexpr int kThreads = 512;
 constexpr int kUnroll = 8;                  // 16-byte vectors in flight per thread
-constexpr uint64_t kChunk = 512 * 1024;     // all-reduce: largest chunk of one loop
-constexpr uint64_t kPiece = 1024 * 1024;    // all-gather, reduce-scatter: block piece per loop
+// Largest chunk one primitive moves: half a FIFO. A rank sends a whole
+// chunk (the first primitive) before it receives anything; were that a full
+// FIFO, every rank's receive-and-send would wait for room that only its
+// successor's receive-and-send can make: a deadlock around the ring. With at
+// most half, a receive-and-send always finds room or data.
+constexpr uint64_t kChunkSlotsDiv = 2;
 
 enum : int { kR = 1, kL = 2, kS = 4, kD = 8 };
 
@@ -91,6 +95,19 @@ struct Bits<8> { using type = unsigned long long; };
 
 __device__ __forceinline__ uint64_t ld_vol(const char* p) {
   return *reinterpret_cast<const volatile uint64_t*>(p);
+}
+// A counter read that orders this thread's later loads after it; the block
+// barrier that follows extends that to every thread (cumulativity), so no
+// other thread needs a fence of its own.
+__device__ __forceinline__ uint64_t ld_acquire(const char* p) {
+  uint64_t v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+// Orders every store the block made before the barrier preceding it (by
+// cumulativity) before the counter store that follows.
+__device__ __forceinline__ void fence_release() {
+  asm volatile("fence.acq_rel.sys;" ::: "memory");
 }
 __device__ __forceinline__ void st_vol(char* p, uint64_t v) {
   *reinterpret_cast<volatile uint64_t*>(p) = v;
@@ -259,7 +276,7 @@ __device__ bool prim(const Chan& c, Shared& sh, int mode, const char* loc, char*
       for (;;) {
         n = total - done < cap ? total - done : cap;
         if (mode & kR) {
-          const uint64_t ready = ld_vol(c.recv_head) - sh.recvd;
+          const uint64_t ready = ld_acquire(c.recv_head) - sh.recvd;
           if (ready < n) n = ready;
         }
         if (mode & kS) {
@@ -288,7 +305,6 @@ __device__ bool prim(const Chan& c, Shared& sh, int mode, const char* loc, char*
     __syncthreads();
     if (sh.stop) return false;
     const uint64_t n = sh.n;
-    if (mode & kR) __threadfence();  // the slots' data after their head
     for (uint64_t j = 0; j < n; ++j) {
       const uint64_t off = (done + j) * c.sb;
       const uint64_t len = bytes - off < c.sb ? bytes - off : c.sb;
@@ -299,10 +315,11 @@ __device__ bool prim(const Chan& c, Shared& sh, int mode, const char* loc, char*
     }
     __syncthreads();
     if (threadIdx.x == 0) {
-      // The barrier orders the block's stores before this fence, the fence
-      // before the counters. Other threads read sh.sent / sh.recvd again only
-      // after the next batch's barrier.
-      __threadfence_system();
+      // The barrier orders the block's stores (and loads: the slots we
+      // consumed) before this fence, the fence before the counters. Other
+      // threads read sh.sent / sh.recvd again only after the next batch's
+      // barrier.
+      fence_release();
       if (mode & kS) {
         sh.sent += n;
         st_vol(c.send_head, sh.sent);
@@ -352,10 +369,14 @@ __global__ void __launch_bounds__(kThreads, 1) ring_kernel(RingArgs a) {
   const uint64_t per = ((B + nch - 1) / nch + 15) / 16 * 16;
   const uint64_t c0 = uint64_t(ch) * per < B ? uint64_t(ch) * per : B;
   const uint64_t c1 = c0 + per < B ? c0 + per : B;
+  // Largest chunk: half a FIFO of whole slots (at least one; a 1-slot FIFO
+  // is refused at init), 16-byte aligned as slots are.
+  const uint64_t half = c.ns / kChunkSlotsDiv > 0 ? c.ns / kChunkSlotsDiv : 1;
+  const uint64_t most = half * c.sb;
   bool ok = true;
   if (a.kind == kRingAllReduce) {
     const uint64_t share = ((c1 - c0 + n - 1) / n + 15) / 16 * 16;
-    const uint64_t cs = share < kChunk ? share : kChunk;
+    const uint64_t cs = share < most ? share : most;
     for (uint64_t lo = c0; ok && lo < c1; lo += uint64_t(n) * cs) {
       const uint64_t L = lo + uint64_t(n) * cs < c1 ? lo + uint64_t(n) * cs : c1;
       for (int s = 0; ok && s <= 2 * n - 2; ++s) {
@@ -374,8 +395,8 @@ __global__ void __launch_bounds__(kThreads, 1) ring_kernel(RingArgs a) {
     }
   } else {
     const bool ag = a.kind == kRingAllGather;
-    for (uint64_t o = c0; ok && o < c1; o += kPiece) {
-      const uint64_t sz = c1 - o < kPiece ? c1 - o : kPiece;
+    for (uint64_t o = c0; ok && o < c1; o += most) {
+      const uint64_t sz = c1 - o < most ? c1 - o : most;
       for (int s = 0; ok && s < n; ++s) {
         const int k = ag ? ((r - s) % n + n) % n : ((r - s - 1) % n + 2 * n) % n;
         const uint64_t blk = uint64_t(k) * B + o;
