@@ -129,8 +129,10 @@ Algo AlgoPolicy::auto_rule(Coll c, int nranks, size_t bytes) const {
 // tables in docs/performance.md): every step of a GPU plan costs a FIFO
 // hand-over of several microseconds, so step count decides up to tens of
 // MiB. All-reduce: one shot while the n-1 copies of the message stay within
-// 1 MiB, then rhd (2 log n steps) up to 32 MiB, then the ring. All-gather and
-// reduce-scatter: rhd up to 4 MiB, then the ring. The rest as on hosts.
+// 1 MiB, then rhd (2 log n steps) up to 8 MiB, then the ring (the fused ring
+// kernel, lib/engine/device_engine.cc, measured ahead of rhd's plan from 16
+// MiB on 4 H200s). All-gather and reduce-scatter: rhd up to 4 MiB, then the
+// ring. The rest as on hosts.
 // All-reduce that fits the one-shot kernel (oneshot_bytes) is direct too,
 // whatever the 1 MiB bound says (n <= 8); above that, all-reduce that fits
 // the two-shot kernel (twoshot_bytes) is twoshot: one kernel, 2(n-1)/n of
@@ -147,7 +149,7 @@ Algo AlgoPolicy::auto_choice_gpu(Coll c, int nranks, size_t bytes, size_t onesho
       if (nranks >= 2 && nranks <= 8 && bytes <= oneshot_bytes) return Algo::Direct;
       if (nranks >= 2 && bytes <= twoshot_bytes) return Algo::TwoShot;
       if (nranks <= 8 && bytes * static_cast<size_t>(nranks - 1) <= MiB) return Algo::Direct;
-      if (nranks > 2 && bytes <= 32 * MiB) return Algo::Rhd;
+      if (nranks > 2 && bytes <= 8 * MiB) return Algo::Rhd;
       return Algo::Ring;
     case Coll::AllGather:
     case Coll::ReduceScatter:

@@ -47,7 +47,7 @@ const std::vector<EnvVar>& env_registry() {
        "SO_SNDBUF/SO_RCVBUF for socket transport connections (0 = OS default, autotuned)."},
       {"MYCOLL_CHUNK_BYTES", "bytes", "512K",
        "Pipelining chunk of tree and chain algorithms on the host engine."},
-      {"MYCOLL_NCHANNELS", "int", "32",
+      {"MYCOLL_NCHANNELS", "int", "48",
        "GPU: most channels (thread blocks, each with its own FIFOs) one collective uses; large "
        "messages use all of them, small ones fewer."},
       {"MYCOLL_GPU_SLOT_BYTES", "bytes", "64K",
