@@ -47,9 +47,11 @@ const std::vector<EnvVar>& env_registry() {
        "SO_SNDBUF/SO_RCVBUF for socket transport connections (0 = OS default, autotuned)."},
       {"MYCOLL_CHUNK_BYTES", "bytes", "512K",
        "Pipelining chunk of tree and chain algorithms on the host engine."},
-      {"MYCOLL_NCHANNELS", "int", "48",
+      {"MYCOLL_NCHANNELS", "int", "64",
        "GPU: most channels (thread blocks, each with its own FIFOs) one collective uses; large "
-       "messages use all of them, small ones fewer."},
+       "messages use all of them, small ones fewer. The fused ring kernel uses up to this many, "
+       "the plan kernel (every other large message) at most 32 of them. Costs about 1.1 MiB of "
+       "GPU memory per channel and rank of the communicator."},
       {"MYCOLL_GPU_SLOT_BYTES", "bytes", "64K",
        "GPU: size of one FIFO slot (a multiple of 16); the unit in which data is handed over."},
       {"MYCOLL_GPU_SLOTS", "int", "16", "GPU: slots per FIFO (per peer and channel)."},
