@@ -72,29 +72,46 @@ __device__ __forceinline__ uint64_t reduce8(uint64_t a, uint64_t b) {
   return r;
 }
 
-// Every lane of 8 packed bytes divided by n (the Avg of a sum).
-template <typename T>
-__device__ __forceinline__ uint64_t div_avg8(uint64_t a, int n) {
-  constexpr int N = 8 / sizeof(T);
+// Every lane of packed elements (V: 8 or 16 bytes) divided by n (the Avg
+// of a sum).
+template <typename T, typename V>
+__device__ __forceinline__ V div_avg_packed(V a, int n) {
+  constexpr int N = sizeof(V) / sizeof(T);
   T x[N];
-  memcpy(x, &a, 8);
+  memcpy(x, &a, sizeof(V));
 #pragma unroll
   for (int i = 0; i < N; ++i) x[i] = dev::div_avg<T>(x[i], n);
-  uint64_t r;
-  memcpy(&r, x, 8);
+  V r;
+  memcpy(&r, x, sizeof(V));
   return r;
+}
+template <typename T>
+__device__ __forceinline__ uint64_t div_avg8(uint64_t a, int n) {
+  return div_avg_packed<T>(a, n);
 }
 
 // ---- One-kernel all-reduces: waiting, giving up, epochs ----
 
-// Records why this rank's kernel gave up (the first reason wins).
-__device__ inline void give_up(const DevComm& cm, int code, int peer) {
-  if (atomicCAS(&cm.error->code, 0, code) == 0) {
-    cm.error->peer = peer;
-    cm.error->rank = cm.rank;
-    cm.error->kind = kDevRecv;
+// Records why this rank's kernel gave up (the first reason wins): code,
+// the peer it waited on and the DevOpKind it was waiting in.
+__device__ inline void record_error(DevError* e, int rank, int code, int peer, int kind) {
+  if (atomicCAS(&e->code, 0, code) == 0) {
+    e->peer = peer;
+    e->rank = rank;
+    e->kind = kind;
     __threadfence_system();
   }
+}
+__device__ inline void give_up(const DevComm& cm, int code, int peer, int kind = kDevRecv) {
+  record_error(cm.error, cm.rank, code, peer, kind);
+}
+
+// FIFO counters: 8-byte words another GPU (or the proxy) writes.
+__device__ __forceinline__ uint64_t ld_vol(const char* p) {
+  return *reinterpret_cast<const volatile uint64_t*>(p);
+}
+__device__ __forceinline__ void st_vol(char* p, uint64_t v) {
+  *reinterpret_cast<volatile uint64_t*>(p) = v;
 }
 
 // Polls lines of peers until they carry the launch's flag, giving up like the

@@ -126,14 +126,6 @@ struct Ctx {
   __device__ int valid(uint64_t l) const { return bytes - l * 8 < 8 ? int(bytes - l * 8) : 8; }
 };
 
-__device__ void ll_give_up(const DevComm& cm, int code, int peer) {
-  if (atomicCAS(&cm.error->code, 0, code) == 0) {
-    cm.error->peer = peer;
-    cm.error->rank = cm.rank;
-    cm.error->kind = kDevRecv;
-    __threadfence_system();
-  }
-}
 
 // Spins until the line at p carries this launch's flag (data in *v); false
 // once this block gives up (abort, an error elsewhere, MYCOLL_TIMEOUT). Only
@@ -153,7 +145,7 @@ __device__ bool spin_line(const Ctx& x, const char* p, int peer, uint64_t* v) {
       code = *cm.abort ? mycollRemoteError : -1;
     else if (ll::globaltimer() - x.t0 > x.timeout_ns)
       code = mycollTimeout;
-    if (code > 0) ll_give_up(cm, code, peer);
+    if (code > 0) ll::give_up(cm, code, peer);
     if (code) {
       *x.stop = 1;
       return false;

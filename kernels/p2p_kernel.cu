@@ -54,20 +54,11 @@ struct P2pLlParams {
 constexpr int kSmallKeys = 8;
 constexpr int kSmallSlices = 16;
 
-__device__ __forceinline__ uint64_t ld_vol(const char* p) {
-  return *reinterpret_cast<const volatile uint64_t*>(p);
-}
-__device__ __forceinline__ void st_vol(char* p, uint64_t v) {
-  *reinterpret_cast<volatile uint64_t*>(p) = v;
-}
+using ll::ld_vol;
+using ll::st_vol;
 
 __device__ void give_up(const P2pLlCommon& c, int code, int peer, int kind) {
-  if (atomicCAS(&c.error->code, 0, code) == 0) {
-    c.error->peer = peer;
-    c.error->rank = c.rank;
-    c.error->kind = kind;
-    __threadfence_system();
-  }
+  ll::record_error(c.error, c.rank, code, peer, kind);
 }
 
 // One wait of one thread: call tick() every time the polled value was not

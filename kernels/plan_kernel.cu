@@ -22,12 +22,9 @@ constexpr int kUnroll = 8;
 constexpr int kMaxStepOps = 256;  // <= threads per group (the ll pass gives each op a thread)
 
 using ll::globaltimer;
-__device__ __forceinline__ uint64_t ld_vol(const char* p) {
-  return *reinterpret_cast<const volatile uint64_t*>(p);
-}
-__device__ __forceinline__ void st_vol(char* p, uint64_t v) {
-  *reinterpret_cast<volatile uint64_t*>(p) = v;
-}
+using ll::give_up;
+using ll::ld_vol;
+using ll::st_vol;
 
 template <bool FromFifo, typename V>
 __device__ __forceinline__ V load(const V* p) {
@@ -251,14 +248,6 @@ __device__ __forceinline__ bool earlier_pending(const BlockState& sh, int k) {
 }
 
 // Records why this block gives up (first error of the communicator wins).
-__device__ void give_up(const DevComm& cm, int code, int peer, int kind) {
-  if (atomicCAS(&cm.error->code, 0, code) == 0) {
-    cm.error->peer = peer;
-    cm.error->rank = cm.rank;
-    cm.error->kind = kind;
-    __threadfence_system();
-  }
-}
 
 // The block is two warp groups: group 0 runs the step's sends, group 1 its
 // receives, concurrently; each group syncs on its own named barrier and the

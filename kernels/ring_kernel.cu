@@ -93,9 +93,8 @@ struct Bits<4> { using type = unsigned int; };
 template <>
 struct Bits<8> { using type = unsigned long long; };
 
-__device__ __forceinline__ uint64_t ld_vol(const char* p) {
-  return *reinterpret_cast<const volatile uint64_t*>(p);
-}
+using ll::ld_vol;
+using ll::st_vol;
 // A counter read that orders this thread's later loads after it; the block
 // barrier that follows extends that to every thread (cumulativity), so no
 // other thread needs a fence of its own.
@@ -109,22 +108,8 @@ __device__ __forceinline__ uint64_t ld_acquire(const char* p) {
 __device__ __forceinline__ void fence_release() {
   asm volatile("fence.acq_rel.sys;" ::: "memory");
 }
-__device__ __forceinline__ void st_vol(char* p, uint64_t v) {
-  *reinterpret_cast<volatile uint64_t*>(p) = v;
-}
 __device__ __forceinline__ bool aligned16(const void* p) {
   return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
-}
-
-template <typename T>
-__device__ __forceinline__ uint4 div16(uint4 v, int n) {
-  constexpr int N = 16 / sizeof(T);
-  T x[N];
-  memcpy(x, &v, 16);
-#pragma unroll
-  for (int i = 0; i < N; ++i) x[i] = dev::div_avg<T>(x[i], n);
-  memcpy(&v, x, 16);
-  return v;
 }
 
 // Copy primitives (no reduction): one instantiation per element size, shared
@@ -186,7 +171,7 @@ __device__ __forceinline__ void move_reduce(const char* fin, const char* loc, ch
       for (int u = 0; u < kUnroll; ++u)
         if (i + u * nt < nv) {
           uint4 v = dev::apply16<T, OP>(va[u], vb[u]);
-          if ((M & kD) && avg_n) v = div16<T>(v, avg_n);
+          if ((M & kD) && avg_n) v = ll::div_avg_packed<T>(v, avg_n);
           if (M & kS) reinterpret_cast<uint4*>(fout)[i + u * nt] = v;
           if (M & kD) reinterpret_cast<uint4*>(dst)[i + u * nt] = v;
         }
@@ -251,15 +236,6 @@ struct Chan {
   int next, prev;
 };
 
-__device__ void ring_give_up(const DevComm& cm, int code, int peer, int kind) {
-  if (atomicCAS(&cm.error->code, 0, code) == 0) {
-    cm.error->peer = peer;
-    cm.error->rank = cm.rank;
-    cm.error->kind = kind;
-    __threadfence_system();
-  }
-}
-
 // Runs one primitive over `bytes` (a chunk): all threads of the block.
 // Returns false when the block gave up (timeout, abort, another block's
 // failure).
@@ -295,7 +271,7 @@ __device__ bool prim(const Chan& c, Shared& sh, int mode, const char* loc, char*
           // Waiting on data from prev, else on room at next.
           const bool on_recv = (mode & kR) && ld_vol(c.recv_head) == sh.recvd;
           if (code > 0)
-            ring_give_up(*c.cm, code, on_recv ? c.prev : c.next, on_recv ? kDevRecv : kDevSend);
+            ll::give_up(*c.cm, code, on_recv ? c.prev : c.next, on_recv ? kDevRecv : kDevSend);
           sh.stop = 1;
           break;
         }

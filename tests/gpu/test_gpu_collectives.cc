@@ -4,6 +4,10 @@
 // each run and every element checked against the host reference.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <string>
@@ -529,5 +533,53 @@ INSTANTIATE_TEST_SUITE_P(Gpu, GpuRingKernel, ::testing::Values(2, 3, 4, 8),
                          [](const ::testing::TestParamInfo<int>& i) {
                            return std::to_string(i.param) + "gpus";
                          });
+
+}  // namespace
+
+namespace {
+
+// The ring kernel gives up: rank 1 never joins a 4 MiB ring all-reduce, so
+// rank 0's kernel times out (MYCOLL_TIMEOUT=3) waiting on rank 1, reports it
+// through mycollCommGetAsyncError and names the peer; the broken
+// communicator refuses the next call. Ranks leave with _exit (a broken
+// communicator is not destroyed collectively).
+int ring_kernel_stuck(mycollComm_t comm, const MemOps&) {
+  int rank = -1;
+  mycollCommUserRank(comm, &rank);
+  if (rank != 0) {
+    std::this_thread::sleep_for(std::chrono::seconds(12));
+    _exit(0);
+  }
+  cudaStream_t s;
+  cudaStreamCreate(&s);
+  auto st = reinterpret_cast<mycollStream_t>(s);
+  const size_t count = size_t(1) << 20;
+  float* buf = nullptr;
+  cudaMalloc(&buf, count * sizeof(float));
+  const auto t0 = std::chrono::steady_clock::now();
+  check(mycollAllReduce(buf, buf, count, mycollFloat32, mycollSum, comm, st) == mycollSuccess,
+        "all-reduce enqueued");
+  mycollResult_t async = mycollSuccess;
+  while (async == mycollSuccess && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    mycollCommGetAsyncError(comm, &async);
+  }
+  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  check(async == mycollTimeout, std::string("timeout reported, got ") + mycollGetErrorString(async));
+  check(dt > 2 && dt < 20, "timed out after " + std::to_string(dt) + " s");
+  check(mycollAllReduce(buf, buf, count, mycollFloat32, mycollSum, comm, st) != mycollSuccess,
+        "broken communicator refuses work");
+  const std::string why = mycollGetLastError(comm);
+  check(why.find("rank 1") != std::string::npos && why.find("timed out") != std::string::npos,
+        "reason '" + why + "' names the timeout and rank 1");
+  check(cudaStreamSynchronize(s) == cudaSuccess, "kernel ended after the timeout");
+  std::fflush(nullptr);
+  _exit(failures() ? 1 : 0);
+}
+
+TEST(GpuRingKernelGiveUp, TimesOutNamingThePeer) {
+  SKIP_WITHOUT_GPUS(2);
+  EXPECT_EQ(on_gpus(2, {{"MYCOLL_ALGO", "ring"}, {"MYCOLL_TIMEOUT", "3"}}, ring_kernel_stuck), "");
+}
 
 }  // namespace
