@@ -101,41 +101,36 @@ TEST(AlgoPolicyOversubscribed, PrefersFewerStepsForMidSizeAllReduce) {
   EXPECT_EQ(f.choose(Coll::AllReduce, 8, size_t(4) << 20), Algo::Ring);
 }
 
-TEST(Config, GpuOneShotBytes) {
-  EXPECT_EQ(Config::from_env().gpu_oneshot_bytes, 64u << 10);
-  setenv("MYCOLL_GPU_ONESHOT_BYTES", "0", 1);
-  EXPECT_EQ(Config::from_env().gpu_oneshot_bytes, 0u);
-  setenv("MYCOLL_GPU_ONESHOT_BYTES", "256K", 1);
-  EXPECT_EQ(Config::from_env().gpu_oneshot_bytes, 256u << 10);
-  setenv("MYCOLL_GPU_ONESHOT_BYTES", "5M", 1);
-  EXPECT_THROW(Config::from_env(), Error);
-  unsetenv("MYCOLL_GPU_ONESHOT_BYTES");
-}
-
-TEST(Config, GpuTwoShotBytes) {
-  EXPECT_EQ(Config::from_env().gpu_twoshot_bytes, 4u << 20);
-  setenv("MYCOLL_GPU_TWOSHOT_BYTES", "0", 1);
-  EXPECT_EQ(Config::from_env().gpu_twoshot_bytes, 0u);
-  setenv("MYCOLL_GPU_TWOSHOT_BYTES", "64M", 1);
-  EXPECT_EQ(Config::from_env().gpu_twoshot_bytes, 64u << 20);
-  setenv("MYCOLL_GPU_TWOSHOT_BYTES", "65M", 1);
-  EXPECT_THROW(Config::from_env(), Error);
-  setenv("MYCOLL_GPU_TWOSHOT_BYTES", "lots", 1);
-  EXPECT_THROW(Config::from_env(), Error);
-  unsetenv("MYCOLL_GPU_TWOSHOT_BYTES");
-}
-
-TEST(Config, GpuLlCollBytes) {
-  EXPECT_EQ(Config::from_env().gpu_ll_coll_bytes, 2u << 20);
-  setenv("MYCOLL_GPU_LL_COLL_BYTES", "0", 1);
-  EXPECT_EQ(Config::from_env().gpu_ll_coll_bytes, 0u);
-  setenv("MYCOLL_GPU_LL_COLL_BYTES", "16M", 1);
-  EXPECT_EQ(Config::from_env().gpu_ll_coll_bytes, 16u << 20);
-  setenv("MYCOLL_GPU_LL_COLL_BYTES", "17M", 1);
-  EXPECT_THROW(Config::from_env(), Error);
-  setenv("MYCOLL_GPU_LL_COLL_BYTES", "lots", 1);
-  EXPECT_THROW(Config::from_env(), Error);
-  unsetenv("MYCOLL_GPU_LL_COLL_BYTES");
+// The GPU kernel limits: default, 0 (off), a value in range, one past the
+// upper bound (where there is one) and garbage.
+TEST(Config, GpuKernelLimits) {
+  struct Case {
+    const char* var;
+    size_t Config::*field;
+    size_t def;
+    const char* ok;
+    size_t ok_value;
+    const char* bad;  // beyond the bound, or negative where there is none
+  };
+  const Case cases[] = {
+      {"MYCOLL_GPU_ONESHOT_BYTES", &Config::gpu_oneshot_bytes, 64u << 10, "256K", 256u << 10, "5M"},
+      {"MYCOLL_GPU_TWOSHOT_BYTES", &Config::gpu_twoshot_bytes, 4u << 20, "64M", 64u << 20, "65M"},
+      {"MYCOLL_GPU_LL_COLL_BYTES", &Config::gpu_ll_coll_bytes, 2u << 20, "16M", 16u << 20, "17M"},
+      {"MYCOLL_GPU_RING_BYTES", &Config::gpu_ring_bytes, 1u << 20, "1", 1u, "-4K"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.var);
+    EXPECT_EQ(Config::from_env().*c.field, c.def);
+    setenv(c.var, "0", 1);
+    EXPECT_EQ(Config::from_env().*c.field, 0u);
+    setenv(c.var, c.ok, 1);
+    EXPECT_EQ(Config::from_env().*c.field, c.ok_value);
+    setenv(c.var, c.bad, 1);
+    EXPECT_THROW(Config::from_env(), Error);
+    setenv(c.var, "lots", 1);
+    EXPECT_THROW(Config::from_env(), Error);
+    unsetenv(c.var);
+  }
 }
 
 // GPU communicators: all-gather and reduce-scatter that fit the LL-collective
@@ -251,6 +246,11 @@ TEST(AlgoPolicyGpu, TwoShotSizesAreTwoShot) {
   EXPECT_EQ(AlgoPolicy::auto_choice_gpu(Coll::AllReduce, 4, 1 * MiB, 64 * KiB, 0), Algo::Rhd);
   // One-shot off: small all-reduce goes to the two-shot kernel.
   EXPECT_EQ(AlgoPolicy::auto_choice_gpu(Coll::AllReduce, 4, 8, 0, 4 * MiB), Algo::TwoShot);
+  // Above the kernels: rhd up to 8 MiB, then the ring (the fused ring kernel).
+  EXPECT_EQ(AlgoPolicy::auto_choice_gpu(Coll::AllReduce, 4, 8 * MiB, 64 * KiB, 4 * MiB), Algo::Rhd);
+  EXPECT_EQ(AlgoPolicy::auto_choice_gpu(Coll::AllReduce, 4, 8 * MiB + 4, 64 * KiB, 4 * MiB),
+            Algo::Ring);
+  EXPECT_EQ(AlgoPolicy::auto_choice_gpu(Coll::AllReduce, 8, 16 * MiB, 64 * KiB, 4 * MiB), Algo::Ring);
   // Forced algorithms win.
   AlgoPolicy f = AlgoPolicy::parse("allreduce:rhd");
   f.set_device(true);
@@ -258,15 +258,3 @@ TEST(AlgoPolicyGpu, TwoShotSizesAreTwoShot) {
   EXPECT_EQ(f.choose(Coll::AllReduce, 4, 1 * MiB), Algo::Rhd);
 }
 
-TEST(Config, GpuRingBytes) {
-  EXPECT_EQ(Config::from_env().gpu_ring_bytes, 1u << 20);
-  setenv("MYCOLL_GPU_RING_BYTES", "0", 1);
-  EXPECT_EQ(Config::from_env().gpu_ring_bytes, 0u);
-  setenv("MYCOLL_GPU_RING_BYTES", "1", 1);
-  EXPECT_EQ(Config::from_env().gpu_ring_bytes, 1u);
-  setenv("MYCOLL_GPU_RING_BYTES", "-4K", 1);
-  EXPECT_THROW(Config::from_env(), Error);
-  setenv("MYCOLL_GPU_RING_BYTES", "lots", 1);
-  EXPECT_THROW(Config::from_env(), Error);
-  unsetenv("MYCOLL_GPU_RING_BYTES");
-}
