@@ -1,6 +1,6 @@
 // Host entry to the collective kernels (kernels/plan_kernel.cu,
 // kernels/oneshot_kernel.cu, kernels/twoshot_kernel.cu, kernels/ll_coll_kernel.cu,
-// kernels/p2p_kernel.cu).
+// kernels/ring_kernel.cu, kernels/p2p_kernel.cu).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -61,21 +61,45 @@ cudaError_t launch_ll_coll(LlColl kind, const void* in, void* out, uint64_t byte
 // Thread blocks the LL-collective kernel uses for a block of `bytes`.
 int ll_coll_blocks(uint64_t bytes);
 
-// Fused ring all-reduce / all-gather / reduce-scatter (kernels/ring_kernel.cu)
-// through the plan kernel's bandwidth FIFOs with ranks r - 1 and r + 1, one
-// block per channel: each slot is received, combined and forwarded in one
-// pass. `bytes` is all-reduce's message, all-gather's input block or
-// reduce-scatter's output block (> 0). Requires every peer mapped over CUDA
-// IPC and nchannels <= geom.max_channels; interleaves with plan-kernel
-// launches (same counters). In place as the API defines it.
+// Fused ring all-reduce / all-gather / reduce-scatter and chain broadcast /
+// reduce (kernels/ring_kernel.cu) through the plan kernel's bandwidth FIFOs
+// with ranks r - 1 and r + 1, one block per channel: each slot is received,
+// combined and forwarded in one pass. `bytes` is all-reduce's, broadcast's
+// and reduce's message, all-gather's input block or reduce-scatter's output
+// block (> 0). Requires every peer mapped over CUDA IPC and nchannels <=
+// geom.max_channels; interleaves with plan-kernel launches (same counters).
+// In place as the API defines it; reduce writes out on the root only.
 enum RingColl : int32_t {
   kRingAllReduce = 0,
   kRingAllGather = 1,
   kRingReduceScatter = 2,
+  kRingBroadcast = 3,
+  kRingReduce = 4,
 };
 cudaError_t launch_ring(RingColl kind, const void* in, void* out, uint64_t bytes,
-                        mycollDataType_t t, mycollRedOp_t op, const DevComm* comm, int nranks,
-                        int nchannels, cudaStream_t stream);
+                        mycollDataType_t t, mycollRedOp_t op, int root, const DevComm* comm,
+                        int nranks, int nchannels, cudaStream_t stream);
+
+// Direct all-to-all / scatter / gather (kernels/ring_kernel.cu): one block
+// per (stream, channel), a stream being one peer, with whom all-to-all
+// exchanges blocks both ways (in place too) and scatter / gather move one
+// block one way, through the bandwidth FIFOs (same counters as the plan
+// kernel); then `copy_blocks` blocks copying this rank's own block (0 when
+// it is already in place). `bytes` is one block (> 0). Requires every peer
+// mapped over CUDA IPC, nchannels <= geom.max_channels and alike on every
+// rank, and the whole grid (direct_streams x nchannels + copy_blocks)
+// resident on the GPU at once: a block waits on its peer's block.
+enum DirectColl : int32_t {
+  kDirectAllToAll = 0,
+  kDirectScatter = 1,
+  kDirectGather = 2,
+};
+inline int direct_streams(DirectColl kind, int nranks, int rank, int root) {
+  return kind == kDirectAllToAll || rank == root ? nranks - 1 : 1;
+}
+cudaError_t launch_direct(DirectColl kind, const void* in, void* out, uint64_t bytes,
+                          mycollDataType_t t, int root, const DevComm* comm, int nranks,
+                          int rank, int nchannels, int copy_blocks, cudaStream_t stream);
 
 // LL point-to-point kernel (kernels/p2p_kernel.cu): one block of `threads`
 // threads per key (c.nkeys of them, at most kP2pLlMaxKeys), key k moving its

@@ -33,6 +33,21 @@
 // R|D. Reduce-scatter (block (r - s - 1) mod n): S|L; R|L|S; R|L|D. Every
 // rank uses the same chunk geometry (it depends only on the message size,
 // the channel count and n), so a slot's length is known to both ends.
+// Broadcast is the chain root, root+1, ..., root-1 along the same ring:
+// position p = r - root runs one primitive over its whole channel range,
+// S|L (|D out of place) at the root, R|S|D in the middle, R|D at the end.
+// Reduce is the chain root+1, ..., root: S|L first, R|L|S, then R|L|D at
+// the root. A chain has no cycle (its last rank sends nothing), so a
+// primitive may span more than a FIFO: the slots stream through.
+//
+// The same file holds the direct kernel (all-to-all, scatter, gather): one
+// block per (peer, channel) sends its range of the peer's block from the
+// input and receives the same range of the peer's block into the output
+// (all-to-all; scatter and gather move one direction), through the same
+// per-peer bandwidth FIFOs and counters, plus a few blocks copying this
+// rank's own block. Every block's progress depends on one block of one
+// peer; the grid stays within the GPU's SMs (every block resident), which
+// the host guarantees.
 //
 // Data layout: channel c owns a contiguous range of the message (all-reduce)
 // or of every block (all-gather, reduce-scatter), 16-byte aligned; all-reduce
@@ -76,10 +91,25 @@ enum : int { kR = 1, kL = 2, kS = 4, kD = 8 };
 struct RingArgs {
   const char* in;
   char* out;
-  uint64_t bytes;  // all-reduce: the message; all-gather: input block; reduce-scatter: output block
+  // all-reduce, broadcast, reduce: the message; all-gather: input block;
+  // reduce-scatter: output block
+  uint64_t bytes;
   const DevComm* comm;
   int32_t kind;    // RingColl
   int32_t avg_n;   // Avg: divide by this at the final reduction; 0 = no division
+  int32_t root;    // broadcast, reduce
+};
+
+struct DirectArgs {
+  const char* in;
+  char* out;
+  uint64_t bytes;  // one block
+  const DevComm* comm;
+  int32_t kind;    // DirectColl
+  int32_t root;    // scatter, gather
+  int32_t nch;     // channels per stream
+  int32_t nstreams;
+  int32_t copy;    // 1: blocks nstreams * nch .. copy this rank's own block
 };
 
 template <int N>
@@ -218,7 +248,8 @@ __device__ __forceinline__ void move_slot(int mode, const char* fin, const char*
 struct Shared {
   uint64_t sent;   // slots sent to next on this channel (all kernels, ever)
   uint64_t recvd;  // slots received from prev
-  uint64_t n;      // the current batch
+  uint64_t n;      // the current batch (direct kernel: slots to send)
+  uint64_t nr;     // direct kernel: slots to receive in the current batch
   int stop;
 };
 
@@ -235,6 +266,36 @@ struct Chan {
   uint64_t ns;  // slots per FIFO
   int next, prev;
 };
+
+// Channel ch's FIFOs to `to` and from `from` (either may be -1: unused).
+__device__ __forceinline__ Chan make_chan(const DevComm& cm, int to, int from, int ch) {
+  Chan c;
+  c.cm = &cm;
+  c.next = to;
+  c.prev = from;
+  const DevPeer& pr = cm.peers[to >= 0 ? to : from];
+  c.sb = pr.slot_bytes;
+  c.ns = uint64_t(pr.nslots);
+  c.send_data = nullptr;
+  c.send_head = nullptr;
+  c.send_tail = nullptr;
+  c.recv_data = nullptr;
+  c.recv_head = nullptr;
+  c.recv_tail = nullptr;
+  if (to >= 0) {
+    const DevPeer& p = cm.peers[to];
+    c.send_data = p.send_data + uint64_t(ch) * c.ns * c.sb;
+    c.send_head = p.send_head + uint64_t(ch) * 384;
+    c.send_tail = p.send_tail + uint64_t(ch) * 384;
+  }
+  if (from >= 0) {
+    const DevPeer& p = cm.peers[from];
+    c.recv_data = p.recv_data + uint64_t(ch) * c.ns * c.sb;
+    c.recv_head = p.recv_head + uint64_t(ch) * 384;
+    c.recv_tail = p.recv_tail + uint64_t(ch) * 384;
+  }
+  return c;
+}
 
 // Runs one primitive over `bytes` (a chunk): all threads of the block.
 // Returns false when the block gave up (timeout, abort, another block's
@@ -316,20 +377,7 @@ __global__ void __launch_bounds__(kThreads, 1) ring_kernel(RingArgs a) {
   const DevComm& cm = *a.comm;
   const FifoGeom& g = cm.geom;
   const int n = cm.nranks, r = cm.rank, ch = blockIdx.x, nch = gridDim.x;
-  Chan c;
-  c.cm = &cm;
-  c.next = (r + 1) % n;
-  c.prev = (r + n - 1) % n;
-  const DevPeer& pn = cm.peers[c.next];
-  const DevPeer& pp = cm.peers[c.prev];
-  c.sb = pn.slot_bytes;
-  c.ns = uint64_t(pn.nslots);
-  c.send_data = pn.send_data + uint64_t(ch) * c.ns * c.sb;
-  c.send_head = pn.send_head + uint64_t(ch) * 384;
-  c.send_tail = pn.send_tail + uint64_t(ch) * 384;
-  c.recv_data = pp.recv_data + uint64_t(ch) * c.ns * c.sb;
-  c.recv_head = pp.recv_head + uint64_t(ch) * 384;
-  c.recv_tail = pp.recv_tail + uint64_t(ch) * 384;
+  const Chan c = make_chan(cm, (r + 1) % n, (r + n - 1) % n, ch);
   uint64_t* st_next = reinterpret_cast<uint64_t*>(cm.local + g.state_off(c.next, ch));
   uint64_t* st_prev = reinterpret_cast<uint64_t*>(cm.local + g.state_off(c.prev, ch));
   if (threadIdx.x == 0) {
@@ -369,6 +417,20 @@ __global__ void __launch_bounds__(kThreads, 1) ring_kernel(RingArgs a) {
         ok = prim<T, OP, kReduce>(c, sh, mode, a.in + o, a.out + o, sz, a.avg_n);
       }
     }
+  } else if (a.kind == kRingBroadcast || a.kind == kRingReduce) {
+    if (c1 > c0) {
+      int mode;
+      if (a.kind == kRingBroadcast) {
+        const int p = (r - a.root + n) % n;
+        mode = p == 0 ? (a.in == a.out ? (kS | kL) : (kS | kL | kD))
+               : p < n - 1 ? (kR | kS | kD) : (kR | kD);
+      } else {
+        const int q = (r - a.root - 1 + 2 * n) % n;
+        mode = q == 0 ? (kS | kL) : q < n - 1 ? (kR | kL | kS) : (kR | kL | kD);
+      }
+      ok = prim<T, OP, kReduce>(c, sh, mode, a.in ? a.in + c0 : nullptr,
+                                a.out ? a.out + c0 : nullptr, c1 - c0, a.avg_n);
+    }
   } else {
     const bool ag = a.kind == kRingAllGather;
     for (uint64_t o = c0; ok && o < c1; o += most) {
@@ -401,6 +463,187 @@ __global__ void __launch_bounds__(kThreads, 1) ring_kernel(RingArgs a) {
   }
 }
 
+// One (peer, channel) of the direct kernel: send `sbytes` from src to the
+// peer and receive `rbytes` from it into dst, slot by slot as room and data
+// allow, both in each batch. In place (dst == src, all-to-all) a slot is
+// received only once the slot at the same offset was sent in an earlier
+// batch (a barrier apart), so nothing is overwritten before it is read; the
+// peer's block does the same with us, so both always make progress: a
+// receive waits for our own earlier send only, a send for room the peer
+// frees by receiving. Returns false when the block gave up.
+template <typename U>
+__device__ bool exchange(const Chan& c, Shared& sh, const char* src, uint64_t sbytes, char* dst,
+                         uint64_t rbytes, bool inplace) {
+  const uint64_t st = (sbytes + c.sb - 1) / c.sb, rt = (rbytes + c.sb - 1) / c.sb;
+  const uint64_t cap = c.ns >= 8 ? c.ns / 4 : 1;
+  uint64_t sd = 0, rd = 0;  // slots of this range sent / received
+  while (sd < st || rd < rt) {
+    if (threadIdx.x == 0) {
+      const uint64_t since = ll::globaltimer();
+      uint32_t spins = 0;
+      uint64_t ns = 0, nr = 0;
+      for (;;) {
+        ns = st - sd < cap ? st - sd : cap;
+        if (ns > 0) {
+          const uint64_t room = c.ns - (sh.sent - ld_vol(c.send_tail));
+          if (room < ns) ns = room;
+        }
+        nr = rt - rd < cap ? rt - rd : cap;
+        if (inplace && sd - rd < nr) nr = sd - rd;
+        if (nr > 0) {
+          const uint64_t ready = ld_acquire(c.recv_head) - sh.recvd;
+          if (ready < nr) nr = ready;
+        }
+        if (ns > 0 || nr > 0) break;
+        if ((++spins & 255) != 0) continue;
+        int code = 0;
+        if ((spins & 0x3fff) == 0 &&
+            (*c.cm->abort || *reinterpret_cast<volatile int32_t*>(&c.cm->error->code)))
+          code = *c.cm->abort ? mycollRemoteError : -1;
+        else if (ll::globaltimer() - since > c.cm->timeout_ns)
+          code = mycollTimeout;
+        if (code) {
+          // Waiting on data from the peer, else on room there.
+          const bool on_recv = rd < rt && ld_vol(c.recv_head) == sh.recvd;
+          if (code > 0)
+            ll::give_up(*c.cm, code, on_recv ? c.prev : c.next, on_recv ? kDevRecv : kDevSend);
+          sh.stop = 1;
+          break;
+        }
+      }
+      sh.n = ns;
+      sh.nr = nr;
+    }
+    __syncthreads();
+    if (sh.stop) return false;
+    const uint64_t ns = sh.n, nr = sh.nr;
+    for (uint64_t j = 0; j < ns; ++j) {
+      const uint64_t off = (sd + j) * c.sb;
+      const uint64_t len = sbytes - off < c.sb ? sbytes - off : c.sb;
+      move_copy<U, kS | kL>(nullptr, src + off,
+                            c.send_data + ((sh.sent + j) % c.ns) * c.sb, nullptr, len);
+    }
+    for (uint64_t j = 0; j < nr; ++j) {
+      const uint64_t off = (rd + j) * c.sb;
+      const uint64_t len = rbytes - off < c.sb ? rbytes - off : c.sb;
+      move_copy<U, kR | kD>(c.recv_data + ((sh.recvd + j) % c.ns) * c.sb, nullptr, nullptr,
+                            dst + off, len);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      fence_release();
+      if (ns) {
+        sh.sent += ns;
+        st_vol(c.send_head, sh.sent);
+      }
+      if (nr) {
+        sh.recvd += nr;
+        st_vol(c.recv_tail, sh.recvd);
+      }
+    }
+    sd += ns;
+    rd += nr;
+  }
+  return true;
+}
+
+// Stream i of this rank: its peer, and whether it sends and receives there.
+// All-to-all exchanges both ways with peers r+1, r+2, ...; a scatter root
+// sends to each peer, a gather root receives from each; their other ranks
+// receive from or send to the root.
+struct Stream {
+  int peer;
+  bool send, recv;
+};
+
+__device__ __forceinline__ Stream direct_stream(const DirectArgs& a, int n, int r, int i) {
+  Stream s;
+  if (a.kind == kDirectAllToAll) {
+    s.peer = (r + 1 + i) % n;
+    s.send = s.recv = true;
+  } else if (r == a.root) {
+    s.peer = (r + 1 + i) % n;
+    s.send = a.kind == kDirectScatter;
+    s.recv = !s.send;
+  } else {
+    s.peer = a.root;
+    s.send = a.kind == kDirectGather;
+    s.recv = !s.send;
+  }
+  return s;
+}
+
+// Copies `bytes` from src to dst with blocks [b, nb) of the grid's copy part.
+template <typename U>
+__device__ void copy_own(const char* src, char* dst, uint64_t bytes, int b, int nb) {
+  const uint64_t stride = uint64_t(nb) * blockDim.x;
+  const uint64_t first = uint64_t(b) * blockDim.x + threadIdx.x;
+  uint64_t done = 0;
+  if (aligned16(src) && aligned16(dst)) {
+    const uint64_t nv = bytes / 16;
+    const uint4* s = reinterpret_cast<const uint4*>(src);
+    uint4* d = reinterpret_cast<uint4*>(dst);
+    for (uint64_t i = first; i < nv; i += stride * kUnroll) {
+      uint4 v[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        if (i + u * stride < nv) v[u] = s[i + u * stride];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        if (i + u * stride < nv) d[i + u * stride] = v[u];
+    }
+    done = nv * 16;
+  }
+  const U* su = reinterpret_cast<const U*>(src + done);
+  U* du = reinterpret_cast<U*>(dst + done);
+  for (uint64_t i = first; i < (bytes - done) / sizeof(U); i += stride) du[i] = su[i];
+}
+
+template <typename U>
+__global__ void __launch_bounds__(kThreads, 1) direct_kernel(DirectArgs a) {
+  __shared__ Shared sh;
+  const DevComm& cm = *a.comm;
+  const int n = cm.nranks, r = cm.rank;
+  const int b = blockIdx.x, body = a.nstreams * a.nch;
+  const uint64_t B = a.bytes;
+  if (b >= body) {
+    // This rank's own block (the host launches these blocks only where it
+    // is not already in place): all-to-all and a scatter root copy input
+    // block r, a gather root copies its input to output block r.
+    const char* src = a.kind == kDirectGather ? a.in : a.in + uint64_t(r) * B;
+    char* dst = a.kind == kDirectScatter ? a.out : a.out + uint64_t(r) * B;
+    copy_own<U>(src, dst, B, b - body, int(gridDim.x) - body);
+    return;
+  }
+  const int ch = b % a.nch;
+  const Stream s = direct_stream(a, n, r, b / a.nch);
+  const Chan c = make_chan(cm, s.send ? s.peer : -1, s.recv ? s.peer : -1, ch);
+  uint64_t* state = reinterpret_cast<uint64_t*>(cm.local + cm.geom.state_off(s.peer, ch));
+  if (threadIdx.x == 0) {
+    sh.sent = state[0];
+    sh.recvd = state[1];
+    sh.stop = 0;
+  }
+  __syncthreads();
+  // This channel's range [c0, c1) of the block, 16-byte aligned; the block
+  // is the peer's in the blocked buffer (at the root) or the whole buffer.
+  const uint64_t per = ((B + a.nch - 1) / a.nch + 15) / 16 * 16;
+  const uint64_t c0 = uint64_t(ch) * per < B ? uint64_t(ch) * per : B;
+  const uint64_t c1 = c0 + per < B ? c0 + per : B;
+  const bool blocked_in = a.kind == kDirectAllToAll || (a.kind == kDirectScatter && r == a.root);
+  const bool blocked_out = a.kind == kDirectAllToAll || (a.kind == kDirectGather && r == a.root);
+  const char* src = a.in + (blocked_in ? uint64_t(s.peer) * B : 0) + c0;
+  char* dst = a.out + (blocked_out ? uint64_t(s.peer) * B : 0) + c0;
+  if (c1 > c0)
+    exchange<U>(c, sh, s.send ? src : nullptr, s.send ? c1 - c0 : 0, s.recv ? dst : nullptr,
+             s.recv ? c1 - c0 : 0, s.send && s.recv && a.in == a.out);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    if (s.send) state[0] = sh.sent;
+    if (s.recv) state[1] = sh.recvd;
+  }
+}
+
 template <typename T, int OP>
 struct LaunchReduce {
   static cudaError_t run(const RingArgs& a, int nch, cudaStream_t s) {
@@ -415,11 +658,21 @@ cudaError_t launch_copy(const RingArgs& a, int nch, cudaStream_t s) {
   return cudaGetLastError();
 }
 
+int elem_size(mycollDataType_t t) {
+  switch (t) {
+    case mycollInt8: case mycollUint8: return 1;
+    case mycollFloat16: case mycollBfloat16: return 2;
+    case mycollInt32: case mycollUint32: case mycollFloat32: return 4;
+    case mycollInt64: case mycollUint64: case mycollFloat64: return 8;
+    default: return 0;
+  }
+}
+
 }  // namespace
 
 cudaError_t launch_ring(RingColl kind, const void* in, void* out, uint64_t bytes,
-                        mycollDataType_t t, mycollRedOp_t op, const DevComm* comm, int nranks,
-                        int nchannels, cudaStream_t stream) {
+                        mycollDataType_t t, mycollRedOp_t op, int root, const DevComm* comm,
+                        int nranks, int nchannels, cudaStream_t stream) {
   RingArgs a;
   a.in = static_cast<const char*>(in);
   a.out = static_cast<char*>(out);
@@ -427,22 +680,40 @@ cudaError_t launch_ring(RingColl kind, const void* in, void* out, uint64_t bytes
   a.comm = comm;
   a.kind = kind;
   a.avg_n = op == mycollAvg ? nranks : 0;
-  if (kind != kRingAllGather) return dispatch_dtype_op<LaunchReduce>(t, op, a, nchannels, stream);
-  int es = 0;
-  switch (t) {
-    case mycollInt8: case mycollUint8: es = 1; break;
-    case mycollFloat16: case mycollBfloat16: es = 2; break;
-    case mycollInt32: case mycollUint32: case mycollFloat32: es = 4; break;
-    case mycollInt64: case mycollUint64: case mycollFloat64: es = 8; break;
-    default: return cudaErrorInvalidValue;
-  }
-  switch (es) {
+  a.root = root;
+  if (kind != kRingAllGather && kind != kRingBroadcast)
+    return dispatch_dtype_op<LaunchReduce>(t, op, a, nchannels, stream);
+  switch (elem_size(t)) {
     case 1: return launch_copy<unsigned char>(a, nchannels, stream);
     case 2: return launch_copy<unsigned short>(a, nchannels, stream);
     case 4: return launch_copy<unsigned int>(a, nchannels, stream);
     case 8: return launch_copy<unsigned long long>(a, nchannels, stream);
     default: return cudaErrorInvalidValue;
   }
+}
+
+cudaError_t launch_direct(DirectColl kind, const void* in, void* out, uint64_t bytes,
+                          mycollDataType_t t, int root, const DevComm* comm, int nranks,
+                          int rank, int nchannels, int copy_blocks, cudaStream_t stream) {
+  DirectArgs a;
+  a.in = static_cast<const char*>(in);
+  a.out = static_cast<char*>(out);
+  a.bytes = bytes;
+  a.comm = comm;
+  a.kind = kind;
+  a.root = root;
+  a.nch = nchannels;
+  a.nstreams = direct_streams(kind, nranks, rank, root);
+  const int grid = a.nstreams * nchannels + copy_blocks;
+  if (grid == 0) return cudaSuccess;
+  switch (elem_size(t)) {
+    case 1: direct_kernel<unsigned char><<<grid, kThreads, 0, stream>>>(a); break;
+    case 2: direct_kernel<unsigned short><<<grid, kThreads, 0, stream>>>(a); break;
+    case 4: direct_kernel<unsigned int><<<grid, kThreads, 0, stream>>>(a); break;
+    case 8: direct_kernel<unsigned long long><<<grid, kThreads, 0, stream>>>(a); break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
 }
 
 }  // namespace mycoll

@@ -83,12 +83,19 @@ const std::vector<EnvVar>& env_registry() {
        "their algorithm. Costs 4 x this x ranks bytes of GPU memory per rank; at most 16M. 0 "
        "disables it."},
       {"MYCOLL_GPU_RING_BYTES", "bytes", "1M",
-       "GPU: all-reduce, all-gather and reduce-scatter with the ring algorithm whose whole "
-       "message (all-gather's output, reduce-scatter's input) is at least this many bytes, on a "
-       "communicator whose peers are all on cuda_ipc, run in the fused ring kernel: every FIFO "
-       "slot is received, reduced and forwarded to the next rank in one pass, instead of the "
-       "plan kernel's step-by-step ring. Smaller ones run the plan kernel (low-latency "
-       "protocol). 0 disables it."},
+       "GPU: all-reduce, all-gather, reduce-scatter, broadcast and reduce with the ring "
+       "algorithm whose whole message (all-gather's output, reduce-scatter's input) is at least "
+       "this many bytes, on a communicator whose peers are all on cuda_ipc, run in the fused "
+       "ring kernel: every FIFO slot is received, reduced and forwarded to the next rank in one "
+       "pass, instead of the plan kernel's step-by-step ring and pipelined chain. Smaller ones "
+       "run the plan kernel (low-latency protocol). 0 disables it."},
+      {"MYCOLL_GPU_DIRECT_BYTES", "bytes", "1M",
+       "GPU: all-to-all (out of place), scatter and gather with the direct algorithm whose whole "
+       "message (all-to-all's input, scatter's and gather's blocked buffer) is at least this "
+       "many bytes, on a communicator whose peers are all on cuda_ipc, run in the direct "
+       "kernel: one thread block per peer, direction and channel streams the block through "
+       "the FIFOs, with more channels than the plan kernel runs. Smaller ones (above "
+       "MYCOLL_GPU_LL_COLL_BYTES) and in-place all-to-all run the plan kernel. 0 disables it."},
       {"MYCOLL_UCX_CHUNK_BYTES", "bytes", "256K",
        "UCX transport: largest message one UCX send carries (and size of each receive slot); "
        "larger transfers are split."},
@@ -242,6 +249,8 @@ Config Config::from_env() {
   if (c.gpu_ll_coll_bytes > (size_t(16) << 20))
     throw_error(mycollInvalidArgument, "MYCOLL_GPU_LL_COLL_BYTES must be at most 16M");
   c.gpu_ring_bytes = parse_bytes(env_get("MYCOLL_GPU_RING_BYTES"), "MYCOLL_GPU_RING_BYTES");
+  c.gpu_direct_bytes =
+      parse_bytes(env_get("MYCOLL_GPU_DIRECT_BYTES"), "MYCOLL_GPU_DIRECT_BYTES");
   return c;
 }
 

@@ -48,6 +48,11 @@ constexpr int kProxyChannels = 8;
 constexpr int kPlanChannels = 32;
 // Largest broadcast and reduce the LL-collective kernel runs (see ll_coll()).
 constexpr uint64_t kLlBroadcastBytes = 256 * 1024;
+// The direct kernel: blocks copying this rank's own block (they overlap the
+// exchange; 8 copy 512 MiB on an H200 well within the NVLink time), and SMs
+// it leaves to whatever else runs.
+constexpr int kDirectCopyBlocks = 8;
+constexpr int kDirectSpareSms = 4;
 constexpr uint64_t kLlReduceBytes = 256 * 1024;
 
 void cuda_check(cudaError_t e, const std::string& what) {
@@ -110,6 +115,12 @@ class DeviceCommImpl : public DeviceComm {
     std::vector<int32_t> proxied(c.nranks, all_ipc ? 0 : 1);
     c.bootstrap->allgather(proxied.data(), sizeof(int32_t));
     any_proxy_ = std::find(proxied.begin(), proxied.end(), 1) != proxied.end();
+    int32_t sms = 0;
+    cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev_),
+               "cudaDeviceGetAttribute(multiprocessors)");
+    std::vector<int32_t> all_sms(c.nranks, sms);
+    c.bootstrap->allgather(all_sms.data(), sizeof(int32_t));
+    min_sms_ = *std::min_element(all_sms.begin(), all_sms.end());
     plan_channels_ = std::min(geom_.max_channels, any_proxy_ ? kProxyChannels : kPlanChannels);
     const bool kernels_ok = !any_proxy_ && c.nranks >= 2;
     geom_.os_bytes = kernels_ok ? static_cast<int32_t>(cfg.gpu_oneshot_bytes) : 0;
@@ -165,8 +176,13 @@ class DeviceCommImpl : public DeviceComm {
     if (!any_proxy_ && c.nranks >= 2 && cfg.gpu_ring_bytes > 0)
       log_info(Subsys::Gpu,
                "rank {} GPU {}: fused ring kernel for ring all-reduce / all-gather / "
-               "reduce-scatter of >= {} bytes (MYCOLL_GPU_RING_BYTES)",
+               "reduce-scatter / broadcast / reduce of >= {} bytes (MYCOLL_GPU_RING_BYTES)",
                c.rank, dev_, cfg.gpu_ring_bytes);
+    if (!any_proxy_ && c.nranks >= 2 && cfg.gpu_direct_bytes > 0)
+      log_info(Subsys::Gpu,
+               "rank {} GPU {}: direct kernel for all-to-all / scatter / gather of >= {} bytes "
+               "(MYCOLL_GPU_DIRECT_BYTES), grid within {} SMs",
+               c.rank, dev_, cfg.gpu_direct_bytes, min_sms_);
     if (geom_.lc_bytes > 0)
       log_info(Subsys::Gpu,
                "rank {} GPU {}: LL all-gather / reduce-scatter / all-to-all (direct algorithm) "
@@ -504,30 +520,82 @@ class DeviceCommImpl : public DeviceComm {
     }
   }
 
-  // All-reduce, all-gather or reduce-scatter for the fused ring kernel: the
-  // ring algorithm, every peer of every rank on cuda_ipc, and the whole
-  // message (all-gather's output, reduce-scatter's input) at least
-  // MYCOLL_GPU_RING_BYTES. Inputs shared by all ranks, like the channel count.
+  // The whole message: all-gather's output, reduce-scatter's, all-to-all's
+  // and scatter's input, gather's output; the buffer of the others.
+  uint64_t whole_bytes(const Task& t) const {
+    const uint64_t block = uint64_t(t.count) * dtype_size(t.dtype);
+    switch (t.coll) {
+      case Coll::AllGather:
+      case Coll::ReduceScatter:
+      case Coll::AllToAll:
+      case Coll::Scatter:
+      case Coll::Gather: return block * uint64_t(c_.nranks);
+      default: return block;
+    }
+  }
+
+  // All-reduce, all-gather, reduce-scatter, broadcast or reduce for the
+  // fused ring kernel: the ring algorithm, every peer of every rank on
+  // cuda_ipc, and the whole message at least MYCOLL_GPU_RING_BYTES. Inputs
+  // shared by all ranks, like the channel count.
   bool ring(const Task& t) const {
     if (any_proxy_ || c_.nranks < 2 || t.algo != Algo::Ring || c_.cfg.gpu_ring_bytes == 0)
       return false;
-    if (t.coll != Coll::AllReduce && t.coll != Coll::AllGather && t.coll != Coll::ReduceScatter)
+    if (t.coll != Coll::AllReduce && t.coll != Coll::AllGather &&
+        t.coll != Coll::ReduceScatter && t.coll != Coll::Broadcast && t.coll != Coll::Reduce)
       return false;
+    return t.count > 0 && whole_bytes(t) >= c_.cfg.gpu_ring_bytes;
+  }
+
+  // All-to-all, scatter or gather for the direct kernel: the direct
+  // algorithm, every peer of every rank on cuda_ipc, the whole message at
+  // least MYCOLL_GPU_DIRECT_BYTES. Inputs shared by all ranks.
+  bool direct(const Task& t) const {
+    if (any_proxy_ || c_.nranks < 2 || t.algo != Algo::Direct || c_.cfg.gpu_direct_bytes == 0)
+      return false;
+    if (t.coll != Coll::AllToAll && t.coll != Coll::Scatter && t.coll != Coll::Gather)
+      return false;
+    return t.count > 0 && whole_bytes(t) >= c_.cfg.gpu_direct_bytes;
+  }
+
+  // The direct kernel's grid: n - 1 streams (peers) at most, channels per
+  // stream so that they fill at most the smallest GPU's SMs less a few
+  // (every block must be resident: a block waits on its peer's block), each
+  // channel moving at least MYCOLL_GPU_CHANNEL_BYTES; every rank computes
+  // the same count, so both ends of a FIFO split the block alike. Plus copy
+  // blocks for this rank's own block where it is not in place already.
+  void launch_direct_kernel(const Task& t, cudaStream_t s) {
+    const DirectColl kind = t.coll == Coll::AllToAll  ? kDirectAllToAll
+                            : t.coll == Coll::Scatter ? kDirectScatter
+                                                      : kDirectGather;
     const uint64_t block = uint64_t(t.count) * dtype_size(t.dtype);
-    const uint64_t whole = t.coll == Coll::AllReduce ? block : block * uint64_t(c_.nranks);
-    return block > 0 && whole >= c_.cfg.gpu_ring_bytes;
+    const int n = c_.nranks, r = c_.rank;
+    const int budget = std::max(1, (min_sms_ - kDirectSpareSms - kDirectCopyBlocks) / (n - 1));
+    const int nch = std::min(device_channels(block, c_.cfg.gpu_channel_bytes, geom_.max_channels),
+                             budget);
+    const char* in = static_cast<const char*>(t.input);
+    const char* out = static_cast<const char*>(t.output);
+    bool own = false;
+    if (kind == kDirectAllToAll) own = in != out;
+    else if (r == t.root)
+      own = kind == kDirectScatter ? in + uint64_t(r) * block != out
+                                   : out + uint64_t(r) * block != in;
+    cuda_check(launch_direct(kind, t.input, t.output, block, t.dtype, t.root, d_comm_, n, r, nch,
+                             own ? kDirectCopyBlocks : 0, s),
+               "direct kernel launch");
   }
 
   void launch(const Task& t, cudaStream_t s) {
     if (ring(t)) {
-      const RingColl kind = t.coll == Coll::AllReduce   ? kRingAllReduce
-                            : t.coll == Coll::AllGather ? kRingAllGather
-                                                        : kRingReduceScatter;
+      const RingColl kind = t.coll == Coll::AllReduce       ? kRingAllReduce
+                            : t.coll == Coll::AllGather     ? kRingAllGather
+                            : t.coll == Coll::ReduceScatter ? kRingReduceScatter
+                            : t.coll == Coll::Broadcast     ? kRingBroadcast
+                                                            : kRingReduce;
       const uint64_t block = uint64_t(t.count) * dtype_size(t.dtype);
-      const uint64_t whole = t.coll == Coll::AllReduce ? block : block * uint64_t(c_.nranks);
-      const int nch = device_channels(whole, c_.cfg.gpu_channel_bytes, geom_.max_channels);
-      cuda_check(launch_ring(kind, t.input, t.output, block, t.dtype, t.op, d_comm_, c_.nranks,
-                             nch, s),
+      const int nch = device_channels(whole_bytes(t), c_.cfg.gpu_channel_bytes, geom_.max_channels);
+      cuda_check(launch_ring(kind, t.input, t.output, block, t.dtype, t.op, t.root, d_comm_,
+                             c_.nranks, nch, s),
                  "ring kernel launch");
       return;
     }
@@ -540,6 +608,11 @@ class DeviceCommImpl : public DeviceComm {
       cuda_check(launch_ll_coll(kind, t.input, t.output, uint64_t(t.count) * dtype_size(t.dtype),
                                 t.dtype, t.op, t.root, d_comm_, c_.nranks, s),
                  "LL collective kernel launch");
+      return;
+    }
+    // After the LL kernel: an all-to-all small enough for it runs there.
+    if (direct(t)) {
+      launch_direct_kernel(t, s);
       return;
     }
     if (oneshot(t)) {
@@ -593,6 +666,7 @@ class DeviceCommImpl : public DeviceComm {
   std::vector<char*> proxy_regions_;  // pinned host memory, one per proxy peer
   int proxy_peers_ = 0;
   int plan_channels_ = 1;  // most channels a collective is split over
+  int min_sms_ = 0;        // fewest multiprocessors of any rank's GPU (direct kernel grid)
   bool any_proxy_ = false;  // some rank of the communicator has proxy peers
   std::unique_ptr<GpuProxy> proxy_;
   DevComm* d_comm_ = nullptr;

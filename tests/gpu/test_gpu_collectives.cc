@@ -196,6 +196,43 @@ TEST(GpuLarge, AllReduceAllGather256MiB) {
   if (gpu_count() < 2) GTEST_SKIP() << "needs 2 GPUs, this machine has " << gpu_count();
 }
 
+// The other collectives at >= 256 MiB (the automatic algorithm: broadcast
+// and reduce through the ring kernel's chains, all-to-all, scatter and
+// gather through the direct kernel), odd counts, roots other than 0, in
+// place and out of place, every element checked.
+TEST(GpuLarge, RootedAndAllToAll256MiB) {
+  for (int n : {2, 3, 8}) {
+    if (gpu_count() < n) continue;
+    LaunchOptions opt;
+    opt.nranks = n;
+    opt.pre_init = [](int rank) { cudaSetDevice(rank); };
+    opt.timeout_s = 600;
+    auto res = run_ranks(opt, [](mycollComm_t comm, int, int nr, const mycollUniqueId&) {
+      cudaStream_t s;
+      cudaStreamCreate(&s);
+      MemOps mem = device_mem(s);
+      std::string err;
+      const size_t m = size_t(256) << 20;
+      const CheckCase cases[] = {
+          {CollKind::Broadcast, mycollFloat32, mycollSum, m / 4 + 3, nr - 1, false, 1},
+          {CollKind::Broadcast, mycollInt8, mycollSum, m + 1, 1, true, 2},
+          {CollKind::Reduce, mycollFloat32, mycollAvg, m / 4 + 5, 0, true, 3},
+          {CollKind::Reduce, mycollBfloat16, mycollMax, m / 2 + 1, nr - 1, false, 4},
+          {CollKind::AllToAll, mycollInt32, mycollSum, m / 4 / nr + 7, 0, false, 5},
+          {CollKind::AllToAll, mycollFloat16, mycollSum, m / 2 / nr + 1, 0, true, 6},
+          {CollKind::Scatter, mycollUint8, mycollSum, m / nr + 3, nr - 1, false, 7},
+          {CollKind::Gather, mycollFloat64, mycollSum, m / 8 / nr + 1, 1, true, 8},
+      };
+      for (const CheckCase& c : cases)
+        if (!check(run_and_check(comm, c, mem, &err), err)) break;
+      cudaStreamDestroy(s);
+      return failures() ? 1 : 0;
+    });
+    EXPECT_EQ(describe_failures(res), "") << n << " GPUs";
+  }
+  if (gpu_count() < 2) GTEST_SKIP() << "needs 2 GPUs, this machine has " << gpu_count();
+}
+
 }  // namespace
 
 namespace {
@@ -534,6 +571,45 @@ INSTANTIATE_TEST_SUITE_P(Gpu, GpuRingKernel, ::testing::Values(2, 3, 4, 8),
                            return std::to_string(i.param) + "gpus";
                          });
 
+// The direct kernel (all-to-all, scatter, gather with the direct algorithm;
+// MYCOLL_GPU_DIRECT_BYTES=1 and the LL-collective kernel off send every
+// non-empty one through it): the whole direct matrix, whose all-reduce,
+// all-gather and reduce-scatter run the plan kernel over the same FIFOs in
+// between; then the quick matrix with 4 slots of 4112 bytes per FIFO.
+int direct_full(mycollComm_t comm, const MemOps& mem) { return matrix(comm, "direct", mem, false); }
+int direct_quick(mycollComm_t comm, const MemOps& mem) { return matrix(comm, "direct", mem, true); }
+
+class GpuDirectKernel : public ::testing::TestWithParam<int> {};
+
+TEST_P(GpuDirectKernel, EveryElementMatchesReference) {
+  const int ngpus = GetParam();
+  SKIP_WITHOUT_GPUS(ngpus);
+  EXPECT_EQ(on_gpus(ngpus,
+                    {{"MYCOLL_ALGO", "direct"},
+                     {"MYCOLL_GPU_DIRECT_BYTES", "1"},
+                     {"MYCOLL_GPU_LL_COLL_BYTES", "0"}},
+                    direct_full),
+            "");
+}
+
+TEST_P(GpuDirectKernel, SmallFifosWrap) {
+  const int ngpus = GetParam();
+  SKIP_WITHOUT_GPUS(ngpus);
+  EXPECT_EQ(on_gpus(ngpus,
+                    {{"MYCOLL_ALGO", "direct"},
+                     {"MYCOLL_GPU_DIRECT_BYTES", "1"},
+                     {"MYCOLL_GPU_LL_COLL_BYTES", "0"},
+                     {"MYCOLL_GPU_SLOT_BYTES", "4112"},
+                     {"MYCOLL_GPU_SLOTS", "4"}},
+                    direct_quick),
+            "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpu, GpuDirectKernel, ::testing::Values(2, 3, 4, 8),
+                         [](const ::testing::TestParamInfo<int>& i) {
+                           return std::to_string(i.param) + "gpus";
+                         });
+
 }  // namespace
 
 namespace {
@@ -543,7 +619,8 @@ namespace {
 // through mycollCommGetAsyncError and names the peer; the broken
 // communicator refuses the next call. Ranks leave with _exit (a broken
 // communicator is not destroyed collectively).
-int ring_kernel_stuck(mycollComm_t comm, const MemOps&) {
+template <bool kAllToAll>
+int kernel_stuck(mycollComm_t comm, const MemOps&) {
   int rank = -1;
   mycollCommUserRank(comm, &rank);
   if (rank != 0) {
@@ -557,8 +634,11 @@ int ring_kernel_stuck(mycollComm_t comm, const MemOps&) {
   float* buf = nullptr;
   cudaMalloc(&buf, count * sizeof(float));
   const auto t0 = std::chrono::steady_clock::now();
-  check(mycollAllReduce(buf, buf, count, mycollFloat32, mycollSum, comm, st) == mycollSuccess,
-        "all-reduce enqueued");
+  auto call = [&] {
+    return kAllToAll ? mycollAllToAll(buf, buf, count / 2, mycollFloat32, comm, st)
+                     : mycollAllReduce(buf, buf, count, mycollFloat32, mycollSum, comm, st);
+  };
+  check(call() == mycollSuccess, "collective enqueued");
   mycollResult_t async = mycollSuccess;
   while (async == mycollSuccess && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -567,8 +647,7 @@ int ring_kernel_stuck(mycollComm_t comm, const MemOps&) {
   const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   check(async == mycollTimeout, std::string("timeout reported, got ") + mycollGetErrorString(async));
   check(dt > 2 && dt < 20, "timed out after " + std::to_string(dt) + " s");
-  check(mycollAllReduce(buf, buf, count, mycollFloat32, mycollSum, comm, st) != mycollSuccess,
-        "broken communicator refuses work");
+  check(call() != mycollSuccess, "broken communicator refuses work");
   const std::string why = mycollGetLastError(comm);
   check(why.find("rank 1") != std::string::npos && why.find("timed out") != std::string::npos,
         "reason '" + why + "' names the timeout and rank 1");
@@ -579,7 +658,14 @@ int ring_kernel_stuck(mycollComm_t comm, const MemOps&) {
 
 TEST(GpuRingKernelGiveUp, TimesOutNamingThePeer) {
   SKIP_WITHOUT_GPUS(2);
-  EXPECT_EQ(on_gpus(2, {{"MYCOLL_ALGO", "ring"}, {"MYCOLL_TIMEOUT", "3"}}, ring_kernel_stuck), "");
+  EXPECT_EQ(on_gpus(2, {{"MYCOLL_ALGO", "ring"}, {"MYCOLL_TIMEOUT", "3"}}, kernel_stuck<false>),
+            "");
+}
+
+// The same for the direct kernel: a 4 MiB in-place all-to-all.
+TEST(GpuDirectKernelGiveUp, TimesOutNamingThePeer) {
+  SKIP_WITHOUT_GPUS(2);
+  EXPECT_EQ(on_gpus(2, {{"MYCOLL_TIMEOUT", "3"}}, kernel_stuck<true>), "");
 }
 
 }  // namespace

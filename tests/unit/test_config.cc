@@ -117,6 +117,7 @@ TEST(Config, GpuKernelLimits) {
       {"MYCOLL_GPU_TWOSHOT_BYTES", &Config::gpu_twoshot_bytes, 4u << 20, "64M", 64u << 20, "65M"},
       {"MYCOLL_GPU_LL_COLL_BYTES", &Config::gpu_ll_coll_bytes, 2u << 20, "16M", 16u << 20, "17M"},
       {"MYCOLL_GPU_RING_BYTES", &Config::gpu_ring_bytes, 1u << 20, "1", 1u, "-4K"},
+      {"MYCOLL_GPU_DIRECT_BYTES", &Config::gpu_direct_bytes, 1u << 20, "3M", 3u << 20, "-1M"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.var);
