@@ -49,9 +49,13 @@ const std::vector<EnvVar>& env_registry() {
        "Pipelining chunk of tree and chain algorithms on the host engine."},
       {"MYCOLL_NCHANNELS", "int", "64",
        "GPU: most channels (thread blocks, each with its own FIFOs) one collective uses; large "
-       "messages use all of them, small ones fewer. The fused ring kernel uses up to this many, "
-       "the plan kernel (every other large message) at most 32 of them. Costs about 1.1 MiB of "
-       "GPU memory per channel and rank of the communicator."},
+       "messages use all of them, small ones fewer. The fused ring and direct kernels use up to "
+       "this many, the plan kernel at most MYCOLL_GPU_PLAN_CHANNELS of them. Costs about 1.1 MiB "
+       "of GPU memory per channel and rank of the communicator."},
+      {"MYCOLL_GPU_PLAN_CHANNELS", "int", "32",
+       "GPU: most channels the plan kernel (point-to-point batches and the collectives no "
+       "other kernel serves) splits a message over, at most MYCOLL_NCHANNELS; 1..64. Must be "
+       "alike on every rank."},
       {"MYCOLL_GPU_SLOT_BYTES", "bytes", "64K",
        "GPU: size of one FIFO slot (a multiple of 16); the unit in which data is handed over."},
       {"MYCOLL_GPU_SLOTS", "int", "16", "GPU: slots per FIFO (per peer and channel)."},
@@ -226,6 +230,10 @@ Config Config::from_env() {
   c.gpu_channels = static_cast<int>(parse_int(env_get("MYCOLL_NCHANNELS"), "MYCOLL_NCHANNELS"));
   if (c.gpu_channels < 1 || c.gpu_channels > 64)
     throw_error(mycollInvalidArgument, "MYCOLL_NCHANNELS must be in 1..64");
+  c.gpu_plan_channels =
+      static_cast<int>(parse_int(env_get("MYCOLL_GPU_PLAN_CHANNELS"), "MYCOLL_GPU_PLAN_CHANNELS"));
+  if (c.gpu_plan_channels < 1 || c.gpu_plan_channels > 64)
+    throw_error(mycollInvalidArgument, "MYCOLL_GPU_PLAN_CHANNELS must be in 1..64");
   c.gpu_slot_bytes = parse_bytes(env_get("MYCOLL_GPU_SLOT_BYTES"), "MYCOLL_GPU_SLOT_BYTES");
   if (c.gpu_slot_bytes < 1024 || c.gpu_slot_bytes % 16 != 0)
     throw_error(mycollInvalidArgument, "MYCOLL_GPU_SLOT_BYTES must be a multiple of 16, >= 1K");

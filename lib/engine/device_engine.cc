@@ -40,12 +40,11 @@ constexpr uint64_t kLlSlotBytes = 16384;
 constexpr int kProxySlots = 8;
 constexpr uint64_t kProxySlotBytes = 65536;
 constexpr int kProxyChannels = 8;
-// Most channels the plan kernel runs on. Measured on 4 H200s: its ring
-// all-reduce at 48 channels took 3.6x as long as at 32 (1 GiB: 16.2 ms vs
-// 5.1 ms), while the fused ring kernel gains up to 64 (1 GiB: 4.79 ms at 64,
-// 4.95 at 48, 5.48 at 32). So the ring kernel uses MYCOLL_NCHANNELS, the plan
-// kernel at most this many of them.
-constexpr int kPlanChannels = 32;
+// The plan kernel runs on at most MYCOLL_GPU_PLAN_CHANNELS (32). Measured on
+// 4 H200s: its ring all-reduce at 48 channels took 3.6x as long as at 32
+// (1 GiB: 16.2 ms vs 5.1 ms), while the fused ring kernel gains up to 64
+// (1 GiB: 4.79 ms at 64, 4.95 at 48, 5.48 at 32). So the ring kernel uses
+// MYCOLL_NCHANNELS, the plan kernel at most that many of them.
 // Largest broadcast and reduce the LL-collective kernel runs (see ll_coll()).
 constexpr uint64_t kLlBroadcastBytes = 256 * 1024;
 // The direct kernel: blocks copying this rank's own block (they overlap the
@@ -121,7 +120,7 @@ class DeviceCommImpl : public DeviceComm {
     std::vector<int32_t> all_sms(c.nranks, sms);
     c.bootstrap->allgather(all_sms.data(), sizeof(int32_t));
     min_sms_ = *std::min_element(all_sms.begin(), all_sms.end());
-    plan_channels_ = std::min(geom_.max_channels, any_proxy_ ? kProxyChannels : kPlanChannels);
+    plan_channels_ = std::min(geom_.max_channels, any_proxy_ ? kProxyChannels : cfg.gpu_plan_channels);
     const bool kernels_ok = !any_proxy_ && c.nranks >= 2;
     geom_.os_bytes = kernels_ok ? static_cast<int32_t>(cfg.gpu_oneshot_bytes) : 0;
     geom_.ts_bytes = kernels_ok ? static_cast<int32_t>(cfg.gpu_twoshot_bytes) : 0;

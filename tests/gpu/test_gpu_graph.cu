@@ -221,21 +221,21 @@ TEST(GpuGraph, TwoShotAndOneShotAllReduceReplays) {
   EXPECT_EQ(describe_failures(res), "");
 }
 
-// The LL all-gather, reduce-scatter, broadcast, reduce and all-to-all kernels
-// (1000 floats per block, under MYCOLL_GPU_LL_COLL_BYTES, automatic
-// algorithms) captured into one graph without a warm-up and replayed 30 times
-// with new inputs; every 7th replay is followed by eager calls of the same
-// five, so graph replays and eager calls share the device-side epoch. Every
-// output checked (a reduce's non-roots: their output left untouched).
-TEST(GpuGraph, LlCollectivesReplay) {
-  SKIP_WITHOUT_GPUS(2);
+// All-gather, reduce-scatter, broadcast, reduce and all-to-all of `count`
+// floats per block (automatic algorithms, `env` set) captured into one graph
+// without a warm-up and replayed `replays` times with new inputs; every 7th
+// replay is followed by eager calls of the same five, so graph replays and
+// eager calls share the device-side epochs and FIFO counters. Every output
+// checked (a reduce's non-roots: their output left untouched).
+std::string replay_five(std::map<std::string, std::string> env, size_t count, int replays) {
   LaunchOptions opt;
   opt.nranks = gpu_count() >= 4 ? 4 : 2;
-  opt.env = {{"MYCOLL_TIMEOUT", "60"}, {"MYCOLL_GPU_LL_COLL_BYTES", "256K"}};
+  opt.env = std::move(env);
+  opt.env.emplace("MYCOLL_TIMEOUT", "60");
   opt.pre_init = [](int rank) { cudaSetDevice(rank); };
   opt.timeout_s = 300;
-  auto res = run_ranks(opt, [](mycollComm_t comm, int rank, int n, const mycollUniqueId&) {
-    const size_t count = 1000;
+  auto res = run_ranks(opt, [count, replays](mycollComm_t comm, int rank, int n,
+                                             const mycollUniqueId&) {
     const int root = n - 1;     // broadcast
     const int rd_root = 0;      // reduce
     float *ag_in, *ag_out, *rs_in, *rs_out, *bc_in, *bc_out, *rd_in, *rd_out, *aa_in, *aa_out;
@@ -332,7 +332,7 @@ TEST(GpuGraph, LlCollectivesReplay) {
     check(cudaStreamEndCapture(s, &g) == cudaSuccess, "end capture");
     cudaGraphExec_t ge;
     check(cudaGraphInstantiate(&ge, g, 0) == cudaSuccess, "instantiate");
-    for (int it = 0; it < 30; ++it) {
+    for (int it = 0; it < replays; ++it) {
       prepare(it);
       check(cudaGraphLaunch(ge, s) == cudaSuccess, "graph launch");
       if (!expect(it, "replay")) break;
@@ -348,7 +348,22 @@ TEST(GpuGraph, LlCollectivesReplay) {
     cudaStreamDestroy(s);
     return 0;
   });
-  EXPECT_EQ(describe_failures(res), "");
+  return describe_failures(res);
+}
+
+// The LL-collective kernels: 1000 floats per block, under
+// MYCOLL_GPU_LL_COLL_BYTES.
+TEST(GpuGraph, LlCollectivesReplay) {
+  SKIP_WITHOUT_GPUS(2);
+  EXPECT_EQ(replay_five({{"MYCOLL_GPU_LL_COLL_BYTES", "256K"}}, 1000, 30), "");
+}
+
+// The fused kernels: 1M + 3 floats per block, so all-gather and
+// reduce-scatter run the ring kernel, broadcast and reduce its chains,
+// all-to-all the direct kernel.
+TEST(GpuGraph, FusedKernelsReplay) {
+  SKIP_WITHOUT_GPUS(2);
+  EXPECT_EQ(replay_five({}, (size_t(1) << 20) + 3, 12), "");
 }
 
 }  // namespace

@@ -46,6 +46,14 @@ TEST(Config, FromEnvReadsEveryVariableAndNamesBadOnes) {
   setenv("MYCOLL_NCHANNELS", "0", 1);
   EXPECT_THROW(Config::from_env(), Error);
   unsetenv("MYCOLL_NCHANNELS");
+  EXPECT_EQ(Config::from_env().gpu_plan_channels, 32);
+  setenv("MYCOLL_GPU_PLAN_CHANNELS", "64", 1);
+  EXPECT_EQ(Config::from_env().gpu_plan_channels, 64);
+  for (const char* bad : {"0", "65", "x"}) {
+    setenv("MYCOLL_GPU_PLAN_CHANNELS", bad, 1);
+    EXPECT_THROW(Config::from_env(), Error) << bad;
+  }
+  unsetenv("MYCOLL_GPU_PLAN_CHANNELS");
   EXPECT_NO_THROW(Config::from_env());
 }
 
