@@ -50,12 +50,13 @@ const std::vector<EnvVar>& env_registry() {
       {"MYCOLL_NCHANNELS", "int", "64",
        "GPU: most channels (thread blocks, each with its own FIFOs) one collective uses; large "
        "messages use all of them, small ones fewer. The fused ring and direct kernels use up to "
-       "this many, the plan kernel at most MYCOLL_GPU_PLAN_CHANNELS of them. Costs about 1.1 MiB "
+       "this many, and so do point-to-point batches; the plan kernel's collectives at most "
+       "MYCOLL_GPU_PLAN_CHANNELS of them. Costs about 1.1 MiB "
        "of GPU memory per channel and rank of the communicator."},
       {"MYCOLL_GPU_PLAN_CHANNELS", "int", "32",
-       "GPU: most channels the plan kernel (point-to-point batches and the collectives no "
-       "other kernel serves) splits a message over, at most MYCOLL_NCHANNELS; 1..64. Must be "
-       "alike on every rank."},
+       "GPU: most channels the plan kernel splits a collective over (the collectives no other "
+       "kernel serves: tree, rhd, small rings), at most MYCOLL_NCHANNELS; 1..64. Point-to-point "
+       "batches use up to MYCOLL_NCHANNELS. Must be alike on every rank."},
       {"MYCOLL_GPU_SLOT_BYTES", "bytes", "64K",
        "GPU: size of one FIFO slot (a multiple of 16); the unit in which data is handed over."},
       {"MYCOLL_GPU_SLOTS", "int", "16", "GPU: slots per FIFO (per peer and channel)."},
