@@ -22,6 +22,9 @@ void usage(const char* prog) {
       "  -i <bytes>   add this to the size each step (instead of -f)\n"
       "  -n <iters>   timed iterations per size, default 20\n"
       "  -w <iters>   warm-up iterations per size, default 1\n"
+      "  -R <K>       time K batches of -n iterations per size (a barrier before each) and\n"
+      "               report the fastest batch, for mycoll and its peer alike: filters\n"
+      "               stalls of a shared host out of the average (default 1)\n"
       "  -c <0|1>     check every element of one extra run per size, count #wrong (default 1)\n"
       "  -d <type>    int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 | all\n"
       "  -o <op>      sum prod max min avg | all (reductions only), default sum\n"
@@ -117,6 +120,7 @@ bool parse_options(int argc, char** argv, Options* o, int* exit_code) {
       increment_given = true;
     } else if (a == "-n") ok = parse_int(v, 1, 1 << 30, &o->iters);
     else if (a == "-w") ok = parse_int(v, 0, 1 << 30, &o->warmup);
+    else if (a == "-R") ok = parse_int(v, 1, 1000, &o->repeats);
     else if (a == "-c") ok = parse_int(v, 0, 1, &o->check);
     else if (a == "-r") ok = parse_int(v, 0, 1 << 30, &o->root);
     else if (a == "-z") ok = parse_int(v, 0, 1, &o->blocking);
@@ -222,7 +226,8 @@ std::string describe_options(const Options& o) {
   } else {
     s += " -i " + std::to_string(o.step_bytes);
   }
-  s += " -n " + std::to_string(o.iters) + " -w " + std::to_string(o.warmup) + " -c " +
+  s += " -n " + std::to_string(o.iters) + " -w " + std::to_string(o.warmup) + " -R " +
+       std::to_string(o.repeats) + " -c " +
        std::to_string(o.check) + " -r " + std::to_string(o.root) + " -a " +
        std::to_string(o.average);
   if (o.cuda())

@@ -19,6 +19,7 @@ struct Options {
   size_t step_bytes = 0;                     // -i
   int iters = 20;                            // -n
   int warmup = 1;                            // -w (per size, before timing)
+  int repeats = 1;                           // -R: timed batches per size, fastest reported
   int check = 1;                             // -c
   std::vector<mycollDataType_t> dtypes{mycollFloat32};  // -d (name or "all")
   std::vector<mycollRedOp_t> ops{mycollSum};            // -o (name or "all")
