@@ -68,6 +68,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "engine/reduce.h"
+#include "kernels/copy.cuh"
 #include "kernels/device_plan.h"
 #include "kernels/dispatch.cuh"
 #include "kernels/launch.h"
@@ -297,6 +299,26 @@ __device__ __forceinline__ Chan make_chan(const DevComm& cm, int to, int from, i
   return c;
 }
 
+// Thread 0 of a waiting block, every 256th poll: the error code to give up
+// with (the abort flag or another block's failure, read every 16K polls;
+// MYCOLL_TIMEOUT without progress since `since`), else 0.
+__device__ __forceinline__ int poll_give_up(const Chan& c, uint32_t spins, uint64_t since) {
+  if ((spins & 0x3fff) == 0 &&
+      (*c.cm->abort || *reinterpret_cast<volatile int32_t*>(&c.cm->error->code)))
+    return *c.cm->abort ? mycollRemoteError : -1;
+  if (ll::globaltimer() - since > c.cm->timeout_ns) return mycollTimeout;
+  return 0;
+}
+
+// Records why the block stops (code > 0: this block found it; -1: another
+// block did): waiting on data from the peer if a receive is pending and
+// nothing new was published, else on room at the peer.
+__device__ __forceinline__ void stop_block(const Chan& c, Shared& sh, int code, bool recv_pending) {
+  const bool on_recv = recv_pending && ld_vol(c.recv_head) == sh.recvd;
+  if (code > 0) ll::give_up(*c.cm, code, on_recv ? c.prev : c.next, on_recv ? kDevRecv : kDevSend);
+  sh.stop = 1;
+}
+
 // Runs one primitive over `bytes` (a chunk): all threads of the block.
 // Returns false when the block gave up (timeout, abort, another block's
 // failure).
@@ -322,18 +344,8 @@ __device__ bool prim(const Chan& c, Shared& sh, int mode, const char* loc, char*
         }
         if (n > 0) break;
         if ((++spins & 255) != 0) continue;
-        int code = 0;
-        if ((spins & 0x3fff) == 0 &&
-            (*c.cm->abort || *reinterpret_cast<volatile int32_t*>(&c.cm->error->code)))
-          code = *c.cm->abort ? mycollRemoteError : -1;
-        else if (ll::globaltimer() - since > c.cm->timeout_ns)
-          code = mycollTimeout;
-        if (code) {
-          // Waiting on data from prev, else on room at next.
-          const bool on_recv = (mode & kR) && ld_vol(c.recv_head) == sh.recvd;
-          if (code > 0)
-            ll::give_up(*c.cm, code, on_recv ? c.prev : c.next, on_recv ? kDevRecv : kDevSend);
-          sh.stop = 1;
+        if (const int code = poll_give_up(c, spins, since)) {
+          stop_block(c, sh, code, mode & kR);
           break;
         }
       }
@@ -496,18 +508,8 @@ __device__ bool exchange(const Chan& c, Shared& sh, const char* src, uint64_t sb
         }
         if (ns > 0 || nr > 0) break;
         if ((++spins & 255) != 0) continue;
-        int code = 0;
-        if ((spins & 0x3fff) == 0 &&
-            (*c.cm->abort || *reinterpret_cast<volatile int32_t*>(&c.cm->error->code)))
-          code = *c.cm->abort ? mycollRemoteError : -1;
-        else if (ll::globaltimer() - since > c.cm->timeout_ns)
-          code = mycollTimeout;
-        if (code) {
-          // Waiting on data from the peer, else on room there.
-          const bool on_recv = rd < rt && ld_vol(c.recv_head) == sh.recvd;
-          if (code > 0)
-            ll::give_up(*c.cm, code, on_recv ? c.prev : c.next, on_recv ? kDevRecv : kDevSend);
-          sh.stop = 1;
+        if (const int code = poll_give_up(c, spins, since)) {
+          stop_block(c, sh, code, rd < rt);
           break;
         }
       }
@@ -573,32 +575,6 @@ __device__ __forceinline__ Stream direct_stream(const DirectArgs& a, int n, int 
   return s;
 }
 
-// Copies `bytes` from src to dst with blocks [b, nb) of the grid's copy part.
-template <typename U>
-__device__ void copy_own(const char* src, char* dst, uint64_t bytes, int b, int nb) {
-  const uint64_t stride = uint64_t(nb) * blockDim.x;
-  const uint64_t first = uint64_t(b) * blockDim.x + threadIdx.x;
-  uint64_t done = 0;
-  if (aligned16(src) && aligned16(dst)) {
-    const uint64_t nv = bytes / 16;
-    const uint4* s = reinterpret_cast<const uint4*>(src);
-    uint4* d = reinterpret_cast<uint4*>(dst);
-    for (uint64_t i = first; i < nv; i += stride * kUnroll) {
-      uint4 v[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
-        if (i + u * stride < nv) v[u] = s[i + u * stride];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
-        if (i + u * stride < nv) d[i + u * stride] = v[u];
-    }
-    done = nv * 16;
-  }
-  const U* su = reinterpret_cast<const U*>(src + done);
-  U* du = reinterpret_cast<U*>(dst + done);
-  for (uint64_t i = first; i < (bytes - done) / sizeof(U); i += stride) du[i] = su[i];
-}
-
 template <typename U>
 __global__ void __launch_bounds__(kThreads, 1) direct_kernel(DirectArgs a) {
   __shared__ Shared sh;
@@ -612,7 +588,8 @@ __global__ void __launch_bounds__(kThreads, 1) direct_kernel(DirectArgs a) {
     // block r, a gather root copies its input to output block r.
     const char* src = a.kind == kDirectGather ? a.in : a.in + uint64_t(r) * B;
     char* dst = a.kind == kDirectScatter ? a.out : a.out + uint64_t(r) * B;
-    copy_own<U>(src, dst, B, b - body, int(gridDim.x) - body);
+    dev::copy_bytes<false>(dst, src, B, uint64_t(b - body) * blockDim.x + threadIdx.x,
+                           uint64_t(gridDim.x - body) * blockDim.x);
     return;
   }
   const int ch = b % a.nch;
@@ -658,16 +635,6 @@ cudaError_t launch_copy(const RingArgs& a, int nch, cudaStream_t s) {
   return cudaGetLastError();
 }
 
-int elem_size(mycollDataType_t t) {
-  switch (t) {
-    case mycollInt8: case mycollUint8: return 1;
-    case mycollFloat16: case mycollBfloat16: return 2;
-    case mycollInt32: case mycollUint32: case mycollFloat32: return 4;
-    case mycollInt64: case mycollUint64: case mycollFloat64: return 8;
-    default: return 0;
-  }
-}
-
 }  // namespace
 
 cudaError_t launch_ring(RingColl kind, const void* in, void* out, uint64_t bytes,
@@ -683,7 +650,7 @@ cudaError_t launch_ring(RingColl kind, const void* in, void* out, uint64_t bytes
   a.root = root;
   if (kind != kRingAllGather && kind != kRingBroadcast)
     return dispatch_dtype_op<LaunchReduce>(t, op, a, nchannels, stream);
-  switch (elem_size(t)) {
+  switch (dtype_size(t)) {
     case 1: return launch_copy<unsigned char>(a, nchannels, stream);
     case 2: return launch_copy<unsigned short>(a, nchannels, stream);
     case 4: return launch_copy<unsigned int>(a, nchannels, stream);
@@ -706,7 +673,7 @@ cudaError_t launch_direct(DirectColl kind, const void* in, void* out, uint64_t b
   a.nstreams = direct_streams(kind, nranks, rank, root);
   const int grid = a.nstreams * nchannels + copy_blocks;
   if (grid == 0) return cudaSuccess;
-  switch (elem_size(t)) {
+  switch (dtype_size(t)) {
     case 1: direct_kernel<unsigned char><<<grid, kThreads, 0, stream>>>(a); break;
     case 2: direct_kernel<unsigned short><<<grid, kThreads, 0, stream>>>(a); break;
     case 4: direct_kernel<unsigned int><<<grid, kThreads, 0, stream>>>(a); break;

@@ -171,59 +171,21 @@ TEST(GpuThreads, InitAllOneThreadPerGpu) {
   EXPECT_EQ(describe_failures(res), "");
 }
 
-// >= 256 MiB messages, every element checked.
-TEST(GpuLarge, AllReduceAllGather256MiB) {
-  for (int n : {2, 8}) {
+// Runs `cases(n)` on n GPUs (one process each) for every n in `ns` that
+// this machine has, every element of every output checked; skips without 2.
+void run_large(std::initializer_list<int> ns, std::vector<CheckCase> (*cases)(int)) {
+  for (int n : ns) {
     if (gpu_count() < n) continue;
     LaunchOptions opt;
     opt.nranks = n;
     opt.pre_init = [](int rank) { cudaSetDevice(rank); };
     opt.timeout_s = 600;
-    auto res = run_ranks(opt, [](mycollComm_t comm, int, int nr, const mycollUniqueId&) {
+    auto res = run_ranks(opt, [cases](mycollComm_t comm, int, int nr, const mycollUniqueId&) {
       cudaStream_t s;
       cudaStreamCreate(&s);
       MemOps mem = device_mem(s);
       std::string err;
-      check(run_and_check(comm, {CollKind::AllReduce, mycollFloat32, mycollSum, (256u << 20) / 4 + 3, 0, false, 1}, mem, &err), err);
-      check(run_and_check(comm, {CollKind::AllReduce, mycollBfloat16, mycollMax, (256u << 20) / 2 + 1, 0, true, 2}, mem, &err), err);
-      check(run_and_check(comm, {CollKind::AllGather, mycollInt32, mycollSum, (256u << 20) / 4 / nr + 5, 0, false, 3}, mem, &err), err);
-      check(run_and_check(comm, {CollKind::ReduceScatter, mycollFloat16, mycollSum, (256u << 20) / 2 / nr + 1, 0, true, 4}, mem, &err), err);
-      cudaStreamDestroy(s);
-      return 0;
-    });
-    EXPECT_EQ(describe_failures(res), "") << n << " GPUs";
-  }
-  if (gpu_count() < 2) GTEST_SKIP() << "needs 2 GPUs, this machine has " << gpu_count();
-}
-
-// The other collectives at >= 256 MiB (the automatic algorithm: broadcast
-// and reduce through the ring kernel's chains, all-to-all, scatter and
-// gather through the direct kernel), odd counts, roots other than 0, in
-// place and out of place, every element checked.
-TEST(GpuLarge, RootedAndAllToAll256MiB) {
-  for (int n : {2, 3, 8}) {
-    if (gpu_count() < n) continue;
-    LaunchOptions opt;
-    opt.nranks = n;
-    opt.pre_init = [](int rank) { cudaSetDevice(rank); };
-    opt.timeout_s = 600;
-    auto res = run_ranks(opt, [](mycollComm_t comm, int, int nr, const mycollUniqueId&) {
-      cudaStream_t s;
-      cudaStreamCreate(&s);
-      MemOps mem = device_mem(s);
-      std::string err;
-      const size_t m = size_t(256) << 20;
-      const CheckCase cases[] = {
-          {CollKind::Broadcast, mycollFloat32, mycollSum, m / 4 + 3, nr - 1, false, 1},
-          {CollKind::Broadcast, mycollInt8, mycollSum, m + 1, 1, true, 2},
-          {CollKind::Reduce, mycollFloat32, mycollAvg, m / 4 + 5, 0, true, 3},
-          {CollKind::Reduce, mycollBfloat16, mycollMax, m / 2 + 1, nr - 1, false, 4},
-          {CollKind::AllToAll, mycollInt32, mycollSum, m / 4 / nr + 7, 0, false, 5},
-          {CollKind::AllToAll, mycollFloat16, mycollSum, m / 2 / nr + 1, 0, true, 6},
-          {CollKind::Scatter, mycollUint8, mycollSum, m / nr + 3, nr - 1, false, 7},
-          {CollKind::Gather, mycollFloat64, mycollSum, m / 8 / nr + 1, 1, true, 8},
-      };
-      for (const CheckCase& c : cases)
+      for (const CheckCase& c : cases(nr))
         if (!check(run_and_check(comm, c, mem, &err), err)) break;
       cudaStreamDestroy(s);
       return failures() ? 1 : 0;
@@ -231,6 +193,41 @@ TEST(GpuLarge, RootedAndAllToAll256MiB) {
     EXPECT_EQ(describe_failures(res), "") << n << " GPUs";
   }
   if (gpu_count() < 2) GTEST_SKIP() << "needs 2 GPUs, this machine has " << gpu_count();
+}
+
+constexpr size_t kLarge = size_t(256) << 20;
+
+// >= 256 MiB all-reduce, all-gather and reduce-scatter.
+TEST(GpuLarge, AllReduceAllGather256MiB) {
+  run_large({2, 8}, [](int nr) {
+    const size_t m = kLarge, n = size_t(nr);
+    return std::vector<CheckCase>{
+        {CollKind::AllReduce, mycollFloat32, mycollSum, m / 4 + 3, 0, false, 1},
+        {CollKind::AllReduce, mycollBfloat16, mycollMax, m / 2 + 1, 0, true, 2},
+        {CollKind::AllGather, mycollInt32, mycollSum, m / 4 / n + 5, 0, false, 3},
+        {CollKind::ReduceScatter, mycollFloat16, mycollSum, m / 2 / n + 1, 0, true, 4},
+    };
+  });
+}
+
+// The other collectives at >= 256 MiB (the automatic algorithm: broadcast
+// and reduce through the ring kernel's chains, all-to-all, scatter and
+// gather through the direct kernel), odd counts, roots other than 0, in
+// place and out of place.
+TEST(GpuLarge, RootedAndAllToAll256MiB) {
+  run_large({2, 3, 8}, [](int nr) {
+    const size_t m = kLarge, n = size_t(nr);
+    return std::vector<CheckCase>{
+        {CollKind::Broadcast, mycollFloat32, mycollSum, m / 4 + 3, nr - 1, false, 1},
+        {CollKind::Broadcast, mycollInt8, mycollSum, m + 1, 1, true, 2},
+        {CollKind::Reduce, mycollFloat32, mycollAvg, m / 4 + 5, 0, true, 3},
+        {CollKind::Reduce, mycollBfloat16, mycollMax, m / 2 + 1, nr - 1, false, 4},
+        {CollKind::AllToAll, mycollInt32, mycollSum, m / 4 / n + 7, 0, false, 5},
+        {CollKind::AllToAll, mycollFloat16, mycollSum, m / 2 / n + 1, 0, true, 6},
+        {CollKind::Scatter, mycollUint8, mycollSum, m / n + 3, nr - 1, false, 7},
+        {CollKind::Gather, mycollFloat64, mycollSum, m / 8 / n + 1, 1, true, 8},
+    };
+  });
 }
 
 }  // namespace
