@@ -609,11 +609,11 @@ __global__ void __launch_bounds__(kThreads, 1) direct_kernel(DirectArgs a) {
   const uint64_t c1 = c0 + per < B ? c0 + per : B;
   const bool blocked_in = a.kind == kDirectAllToAll || (a.kind == kDirectScatter && r == a.root);
   const bool blocked_out = a.kind == kDirectAllToAll || (a.kind == kDirectGather && r == a.root);
-  const char* src = a.in + (blocked_in ? uint64_t(s.peer) * B : 0) + c0;
-  char* dst = a.out + (blocked_out ? uint64_t(s.peer) * B : 0) + c0;
+  const char* src = s.send ? a.in + (blocked_in ? uint64_t(s.peer) * B : 0) + c0 : nullptr;
+  char* dst = s.recv ? a.out + (blocked_out ? uint64_t(s.peer) * B : 0) + c0 : nullptr;
   if (c1 > c0)
-    exchange<U>(c, sh, s.send ? src : nullptr, s.send ? c1 - c0 : 0, s.recv ? dst : nullptr,
-             s.recv ? c1 - c0 : 0, s.send && s.recv && a.in == a.out);
+    exchange<U>(c, sh, src, s.send ? c1 - c0 : 0, dst, s.recv ? c1 - c0 : 0,
+                s.send && s.recv && a.in == a.out);
   __syncthreads();
   if (threadIdx.x == 0) {
     if (s.send) state[0] = sh.sent;
