@@ -557,24 +557,27 @@ class DeviceCommImpl : public DeviceComm {
       return false;
     if (t.coll != Coll::AllToAll && t.coll != Coll::Scatter && t.coll != Coll::Gather)
       return false;
-    return t.count > 0 && whole_bytes(t) >= c_.cfg.gpu_direct_bytes;
+    return t.count > 0 && whole_bytes(t) >= c_.cfg.gpu_direct_bytes && direct_channels(t) > 0;
   }
 
-  // The direct kernel's grid: n - 1 streams (peers) at most, channels per
-  // stream so that they fill at most the smallest GPU's SMs less a few
-  // (every block must be resident: a block waits on its peer's block), each
-  // channel moving at least MYCOLL_GPU_CHANNEL_BYTES; every rank computes
-  // the same count, so both ends of a FIFO split the block alike. Plus copy
-  // blocks for this rank's own block where it is not in place already.
+  // Channels per peer of the direct kernel (0: its grid cannot be resident;
+  // the plan kernel serves then).
+  int direct_channels(const Task& t) const {
+    return direct_kernel_channels(uint64_t(t.count) * dtype_size(t.dtype),
+                                  c_.cfg.gpu_channel_bytes, geom_.max_channels, c_.nranks,
+                                  min_sms_, kDirectCopyBlocks, kDirectSpareSms);
+  }
+
+  // The direct kernel: n - 1 streams (peers) at most on direct_channels
+  // each, plus copy blocks for this rank's own block where it is not in
+  // place already.
   void launch_direct_kernel(const Task& t, cudaStream_t s) {
     const DirectColl kind = t.coll == Coll::AllToAll  ? kDirectAllToAll
                             : t.coll == Coll::Scatter ? kDirectScatter
                                                       : kDirectGather;
     const uint64_t block = uint64_t(t.count) * dtype_size(t.dtype);
     const int n = c_.nranks, r = c_.rank;
-    const int budget = std::max(1, (min_sms_ - kDirectSpareSms - kDirectCopyBlocks) / (n - 1));
-    const int nch = std::min(device_channels(block, c_.cfg.gpu_channel_bytes, geom_.max_channels),
-                             budget);
+    const int nch = direct_channels(t);
     const char* in = static_cast<const char*>(t.input);
     const char* out = static_cast<const char*>(t.output);
     bool own = false;

@@ -65,6 +65,14 @@ int device_channels(size_t bytes, size_t channel_bytes, int max_channels) {
   return static_cast<int>(std::max<size_t>(1, std::min<size_t>(n, max_channels)));
 }
 
+int direct_kernel_channels(size_t block_bytes, size_t channel_bytes, int max_channels, int nranks,
+                           int min_sms, int copy_blocks, int spare_sms) {
+  if (nranks < 2) return 0;
+  const int budget = (min_sms - spare_sms - copy_blocks) / (nranks - 1);
+  if (budget < 1) return 0;
+  return std::min(device_channels(block_bytes, channel_bytes, max_channels), budget);
+}
+
 // Chains and trees pipeline a channel's column in chunks. Every step costs
 // a FIFO hand-over (several microseconds on NVLink), so chunks stay at
 // 256 KiB or more: at most 16 per channel (4 with two ranks, where there is

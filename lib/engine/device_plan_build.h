@@ -24,6 +24,16 @@ struct DevicePlan {
 // Channels for a message of `bytes`: one per channel_bytes, 1..max_channels.
 int device_channels(size_t bytes, size_t channel_bytes, int max_channels);
 
+// The direct kernel's channels per peer for blocks of `block_bytes` on a
+// communicator of `nranks` whose smallest GPU has `min_sms` multiprocessors:
+// one per channel_bytes, at most max_channels, and few enough that its
+// largest grid, (nranks - 1) x channels + copy_blocks, fits min_sms -
+// spare_sms (every block must be resident at once: each waits on a block of
+// a peer). 0 when even one channel per peer does not fit. Depends only on
+// values alike on every rank, so both ends of a FIFO split a block alike.
+int direct_kernel_channels(size_t block_bytes, size_t channel_bytes, int max_channels, int nranks,
+                           int min_sms, int copy_blocks, int spare_sms);
+
 // Pipelining chunk (elements) of tree/chain plans for one channel's column of
 // `count` elements: about 64 KiB each, at most 64 (4 for two ranks), aligned.
 size_t device_pipeline_chunk(size_t count, size_t es, size_t align, int nranks);

@@ -302,4 +302,36 @@ TEST(DevicePlans, PointToPointSplitMatchesOnBothSides) {
   }
 }
 
+// The direct kernel's channels per peer: the measured layouts on H200s
+// (132 SMs, 8 copy blocks, 4 spare), one channel per channel_bytes for small
+// blocks, and for every rank count and GPU size the largest grid of any
+// rank ((n - 1) peers x channels + copy blocks) fits the SMs left to it, or
+// the kernel is refused (0) rather than launched with blocks that could not
+// all be resident at once.
+TEST(DevicePlans, DirectKernelGridStaysResident) {
+  const size_t big = size_t(256) << 20;
+  EXPECT_EQ(direct_kernel_channels(big, 8192, 64, 2, 132, 8, 4), 64);
+  EXPECT_EQ(direct_kernel_channels(big, 8192, 64, 4, 132, 8, 4), 40);
+  EXPECT_EQ(direct_kernel_channels(big, 8192, 64, 8, 132, 8, 4), 17);
+  EXPECT_EQ(direct_kernel_channels(3 * 8192 + 5, 8192, 64, 2, 132, 8, 4), 3);
+  EXPECT_EQ(direct_kernel_channels(1, 8192, 64, 8, 132, 8, 4), 1);
+  EXPECT_EQ(direct_kernel_channels(big, 8192, 64, 1, 132, 8, 4), 0);
+  EXPECT_EQ(direct_kernel_channels(big, 8192, 64, 122, 132, 8, 4), 0);
+  EXPECT_EQ(direct_kernel_channels(big, 8192, 64, 121, 132, 8, 4), 1);
+  for (int sms : {8, 16, 78, 108, 132, 144})
+    for (int n = 2; n <= 160; ++n)
+      for (size_t bytes : {size_t(1), size_t(65536), size_t(3) << 20, big}) {
+        const int ch = direct_kernel_channels(bytes, 8192, 64, n, sms, 8, 4);
+        SCOPED_TRACE(std::to_string(sms) + " SMs, " + std::to_string(n) + " ranks, " +
+                     std::to_string(bytes) + " bytes");
+        EXPECT_GE(ch, 0);
+        EXPECT_LE(ch, 64);
+        if (ch > 0) {
+          EXPECT_LE((n - 1) * ch + 8, sms - 4);
+        } else {
+          EXPECT_GT(n - 1 + 8, sms - 4);  // refused only when one channel per peer does not fit
+        }
+      }
+}
+
 }  // namespace
