@@ -28,6 +28,20 @@ FifoGeom geom(int nranks, int32_t os_bytes, int32_t ts_bytes = 0) {
   return g;
 }
 
+// Every (peer, channel) pair's data ring, ll ring, head/tail lines and
+// state line, as [begin, end) byte ranges of the inbox.
+std::vector<std::pair<uint64_t, uint64_t>> pair_regions(const FifoGeom& g) {
+  std::vector<std::pair<uint64_t, uint64_t>> r;
+  for (int p = 0; p < g.nranks; ++p)
+    for (int c = 0; c < g.max_channels; ++c) {
+      r.push_back({g.data_off(p, c), g.data_off(p, c) + g.ring_bytes()});
+      r.push_back({g.ll_off(p, c), g.ll_off(p, c) + g.ll_ring_bytes()});
+      r.push_back({g.head_off(p, c), g.head_off(p, c) + 384});
+      r.push_back({g.state_off(p, c), g.state_off(p, c) + 32});
+    }
+  return r;
+}
+
 FifoGeom geom_lc(int nranks, int32_t os_bytes, int32_t lc_bytes) {
   FifoGeom g = geom(nranks, os_bytes);
   g.lc_bytes = lc_bytes;
@@ -39,14 +53,7 @@ TEST(FifoGeom, RegionsDoNotOverlapAndOneShotTwoShotAreLast) {
     for (int32_t os : {0, 8, 1001, 65536})
       for (int32_t ts : {0, 8, 1001, 4 << 20}) {
         const FifoGeom g = geom(n, os, ts);
-        std::vector<std::pair<uint64_t, uint64_t>> r;  // [begin, end)
-        for (int p = 0; p < n; ++p)
-          for (int c = 0; c < g.max_channels; ++c) {
-            r.push_back({g.data_off(p, c), g.data_off(p, c) + g.ring_bytes()});
-            r.push_back({g.ll_off(p, c), g.ll_off(p, c) + g.ll_ring_bytes()});
-            r.push_back({g.head_off(p, c), g.head_off(p, c) + 384});
-            r.push_back({g.state_off(p, c), g.state_off(p, c) + 32});
-          }
+        std::vector<std::pair<uint64_t, uint64_t>> r = pair_regions(g);  // [begin, end)
         const uint64_t state_end = g.state_base() + g.pairs() * 32;
         for (int s = 0; s < n; ++s)
           for (int b = 0; b < 2; ++b) {
@@ -111,14 +118,7 @@ TEST(FifoGeom, LlCollRegionIsLastAndDoesNotOverlap) {
     for (int32_t os : {0, 1001, 65536})
       for (int32_t lc : {8, 1001, 262144, 16 << 20}) {
         const FifoGeom g = geom_lc(n, os, lc);
-        std::vector<std::pair<uint64_t, uint64_t>> r;  // [begin, end)
-        for (int p = 0; p < n; ++p)
-          for (int c = 0; c < g.max_channels; ++c) {
-            r.push_back({g.data_off(p, c), g.data_off(p, c) + g.ring_bytes()});
-            r.push_back({g.ll_off(p, c), g.ll_off(p, c) + g.ll_ring_bytes()});
-            r.push_back({g.head_off(p, c), g.head_off(p, c) + 384});
-            r.push_back({g.state_off(p, c), g.state_off(p, c) + 32});
-          }
+        std::vector<std::pair<uint64_t, uint64_t>> r = pair_regions(g);  // [begin, end)
         if (os > 0) {
           for (int s = 0; s < n; ++s)
             for (int b = 0; b < 2; ++b) r.push_back({g.os_off(s, b), g.os_off(s, b) + g.os_line_bytes()});
