@@ -22,9 +22,10 @@ int plan_kernel_max_step_ops();
 // Requires 0 < bytes <= comm's geom.os_bytes, every peer mapped over CUDA IPC,
 // and every rank making the same sequence of one-shot calls. out may be in.
 cudaError_t launch_oneshot(const void* in, void* out, uint64_t bytes, mycollDataType_t t,
-                           mycollRedOp_t op, const DevComm* comm, int nranks,
+                           mycollRedOp_t op, const DevComm* comm, int nranks, int max_blocks,
                            cudaStream_t stream);
-// Thread blocks the one-shot kernel uses for a message of `bytes`.
+// Thread blocks the one-shot kernel uses for a message of `bytes` (the
+// launch takes at most max_blocks of them: ranks sharing a GPU).
 int oneshot_blocks(uint64_t bytes);
 
 // Two-shot all-reduce (kernels/twoshot_kernel.cu): the same result as
@@ -34,9 +35,10 @@ int oneshot_blocks(uint64_t bytes);
 // same sequence of one-shot and two-shot calls (they share one epoch). out
 // may be in.
 cudaError_t launch_twoshot(const void* in, void* out, uint64_t bytes, mycollDataType_t t,
-                           mycollRedOp_t op, const DevComm* comm, int nranks,
+                           mycollRedOp_t op, const DevComm* comm, int nranks, int max_blocks,
                            cudaStream_t stream);
-// Thread blocks the two-shot kernel uses for a message of `bytes`.
+// Thread blocks the two-shot kernel uses for a message of `bytes` (at most
+// max_blocks at launch; every rank must pass the same max_blocks).
 int twoshot_blocks(uint64_t bytes, int nranks);
 // LL all-gather / reduce-scatter / broadcast / reduce / all-to-all
 // (kernels/ll_coll_kernel.cu), in one kernel through the inboxes' lc regions.
@@ -57,8 +59,9 @@ enum LlColl : int32_t {
 };
 cudaError_t launch_ll_coll(LlColl kind, const void* in, void* out, uint64_t bytes,
                            mycollDataType_t t, mycollRedOp_t op, int root, const DevComm* comm,
-                           int nranks, cudaStream_t stream);
-// Thread blocks the LL-collective kernel uses for a block of `bytes`.
+                           int nranks, int max_blocks, cudaStream_t stream);
+// Thread blocks the LL-collective kernel uses for a block of `bytes` (at
+// most max_blocks at launch).
 int ll_coll_blocks(uint64_t bytes);
 
 // Fused ring all-reduce / all-gather / reduce-scatter and chain broadcast /

@@ -82,6 +82,8 @@
 // (kind kDevRecv) and stops the block.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "kernels/device_plan.h"
 #include "kernels/dispatch.cuh"
 #include "kernels/launch.h"
@@ -407,7 +409,7 @@ int ll_coll_blocks(uint64_t bytes) {
 
 cudaError_t launch_ll_coll(LlColl kind, const void* in, void* out, uint64_t bytes,
                            mycollDataType_t t, mycollRedOp_t op, int root, const DevComm* comm,
-                           int nranks, cudaStream_t stream) {
+                           int nranks, int max_blocks, cudaStream_t stream) {
   LlCollArgs a;
   a.in = static_cast<const char*>(in);
   a.out = static_cast<char*>(out);
@@ -417,7 +419,7 @@ cudaError_t launch_ll_coll(LlColl kind, const void* in, void* out, uint64_t byte
   a.root = root;
   const bool reduce = kind == kLlReduceScatter || kind == kLlReduce;
   a.avg_n = reduce && op == mycollAvg ? nranks : 0;
-  const int nb = ll_coll_blocks(bytes);
+  const int nb = std::max(1, std::min(ll_coll_blocks(bytes), max_blocks));
   // Moving bytes needs no element type: one instantiation serves them all.
   if (!reduce) return Launch<uint8_t, mycollSum>::run(a, nb, stream);
   return dispatch_dtype_op<Launch>(t, op, a, nb, stream);

@@ -38,6 +38,8 @@
 // then fails the communicator.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "kernels/device_plan.h"
 #include "kernels/dispatch.cuh"
 #include "kernels/launch.h"
@@ -188,7 +190,7 @@ int oneshot_blocks(uint64_t bytes) {
 }
 
 cudaError_t launch_oneshot(const void* in, void* out, uint64_t bytes, mycollDataType_t t,
-                           mycollRedOp_t op, const DevComm* comm, int nranks,
+                           mycollRedOp_t op, const DevComm* comm, int nranks, int max_blocks,
                            cudaStream_t stream) {
   OneShotArgs a;
   a.in = static_cast<const char*>(in);
@@ -196,7 +198,7 @@ cudaError_t launch_oneshot(const void* in, void* out, uint64_t bytes, mycollData
   a.bytes = bytes;
   a.comm = comm;
   a.avg_n = op == mycollAvg ? nranks : 0;
-  const int nb = oneshot_blocks(bytes);
+  const int nb = std::max(1, std::min(oneshot_blocks(bytes), max_blocks));
   return dispatch_dtype_op<Launch>(t, op, a, nb, stream);
 }
 

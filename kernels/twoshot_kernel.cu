@@ -57,6 +57,8 @@
 // flag or MYCOLL_TIMEOUT and records DevError.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "kernels/device_plan.h"
 #include "kernels/dispatch.cuh"
 #include "kernels/launch.h"
@@ -291,7 +293,7 @@ int twoshot_blocks(uint64_t bytes, int nranks) {
 }
 
 cudaError_t launch_twoshot(const void* in, void* out, uint64_t bytes, mycollDataType_t t,
-                           mycollRedOp_t op, const DevComm* comm, int nranks,
+                           mycollRedOp_t op, const DevComm* comm, int nranks, int max_blocks,
                            cudaStream_t stream) {
   TwoShotArgs a;
   a.in = static_cast<const char*>(in);
@@ -299,7 +301,7 @@ cudaError_t launch_twoshot(const void* in, void* out, uint64_t bytes, mycollData
   a.bytes = bytes;
   a.comm = comm;
   a.avg_n = op == mycollAvg ? nranks : 0;
-  const int nb = twoshot_blocks(bytes, nranks);
+  const int nb = std::max(1, std::min(twoshot_blocks(bytes, nranks), max_blocks));
   return dispatch_dtype_op<Launch>(t, op, a, nb, stream);
 }
 

@@ -343,6 +343,11 @@ mycollResult_t mycollCommGetAsyncError(mycollComm_t comm, mycollResult_t* asyncE
       if (mycollResult_t e = comm->device->poll_error(&why)) comm->fail(e, why);
     }
     *asyncError = static_cast<mycollResult_t>(comm->async_error.load());
+    if (*asyncError != mycollSuccess) {  // mycollGetLastError(comm) names the cause
+      std::lock_guard<std::mutex> g(comm->err_mu);
+      if (comm->last_error.find(comm->async_reason) == std::string::npos)
+        comm->last_error = comm->async_reason;
+    }
   });
 }
 

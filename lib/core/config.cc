@@ -231,6 +231,7 @@ Config Config::from_env() {
   c.gpu_channels = static_cast<int>(parse_int(env_get("MYCOLL_NCHANNELS"), "MYCOLL_NCHANNELS"));
   if (c.gpu_channels < 1 || c.gpu_channels > 64)
     throw_error(mycollInvalidArgument, "MYCOLL_NCHANNELS must be in 1..64");
+  c.gpu_channels_set = std::getenv("MYCOLL_NCHANNELS") != nullptr;
   c.gpu_plan_channels =
       static_cast<int>(parse_int(env_get("MYCOLL_GPU_PLAN_CHANNELS"), "MYCOLL_GPU_PLAN_CHANNELS"));
   if (c.gpu_plan_channels < 1 || c.gpu_plan_channels > 64)

@@ -39,6 +39,7 @@ struct Config {
   size_t socket_buffer_bytes = 0;  // MYCOLL_SOCKET_BUFFER_BYTES
   size_t chunk_bytes = 0;       // MYCOLL_CHUNK_BYTES (pipelined tree/chain)
   int gpu_channels = 64;        // MYCOLL_NCHANNELS
+  bool gpu_channels_set = false;  // MYCOLL_NCHANNELS given in the environment
   int gpu_plan_channels = 32;   // MYCOLL_GPU_PLAN_CHANNELS
   size_t gpu_slot_bytes = 65536;  // MYCOLL_GPU_SLOT_BYTES
   int gpu_slots = 16;           // MYCOLL_GPU_SLOTS

@@ -23,6 +23,7 @@
 #include "engine/reduce.h"
 #include "kernels/device_plan.h"
 #include "kernels/launch.h"
+#include "topo/topo.h"
 #include "transports/cuda_ipc/cuda_ipc.h"
 
 namespace mycoll {
@@ -120,6 +121,7 @@ class DeviceCommImpl : public DeviceComm {
     std::vector<int32_t> all_sms(c.nranks, sms);
     c.bootstrap->allgather(all_sms.data(), sizeof(int32_t));
     min_sms_ = *std::min_element(all_sms.begin(), all_sms.end());
+    share_gpu(c);
     plan_channels_ = std::min(geom_.max_channels, any_proxy_ ? kProxyChannels : cfg.gpu_plan_channels);
     // Point-to-point batches gain up to all of them (2 and 4 H200s, 1 GiB
     // sendrecv: 3.70 / 3.63 ms at 32 channels, 3.13 / 3.12 at 64).
@@ -128,7 +130,8 @@ class DeviceCommImpl : public DeviceComm {
     geom_.os_bytes = kernels_ok ? static_cast<int32_t>(cfg.gpu_oneshot_bytes) : 0;
     geom_.ts_bytes = kernels_ok ? static_cast<int32_t>(cfg.gpu_twoshot_bytes) : 0;
     geom_.lc_bytes = kernels_ok ? static_cast<int32_t>(cfg.gpu_ll_coll_bytes) : 0;
-    mesh_ = CudaIpcMesh::create(*c.bootstrap, c.peers, use, dev_, geom_.total_bytes());
+    cuda_check(cudaStreamCreateWithFlags(&init_stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    mesh_ = CudaIpcMesh::create(*c.bootstrap, c.peers, use, dev_, geom_.total_bytes(), init_stream_);
 
     void* p = nullptr;
     cuda_check(cudaHostAlloc(&p, 64, cudaHostAllocMapped | cudaHostAllocPortable), "cudaHostAlloc");
@@ -145,12 +148,10 @@ class DeviceCommImpl : public DeviceComm {
     dc.ll_max_bytes = std::min<uint64_t>(cfg.gpu_ll_bytes, kLlSlots * (kLlSlotBytes / 2));
     dc.local = mesh_->local();
     cuda_check(cudaMalloc(&d_remote_, sizeof(char*) * c.nranks), "cudaMalloc");
-    cuda_check(cudaMemcpy(d_remote_, mesh_->remote().data(), sizeof(char*) * c.nranks,
-                          cudaMemcpyHostToDevice), "cudaMemcpy");
+    init_copy(d_remote_, mesh_->remote().data(), sizeof(char*) * c.nranks);
     dc.remote = d_remote_;
     cuda_check(cudaMalloc(&d_peers_, sizeof(DevPeer) * c.nranks), "cudaMalloc");
-    cuda_check(cudaMemcpy(d_peers_, peers.data(), sizeof(DevPeer) * c.nranks, cudaMemcpyHostToDevice),
-               "cudaMemcpy");
+    init_copy(d_peers_, peers.data(), sizeof(DevPeer) * c.nranks);
     dc.peers = d_peers_;
     void* dp = nullptr;
     cuda_check(cudaHostGetDevicePointer(&dp, h_abort_, 0), "cudaHostGetDevicePointer");
@@ -158,7 +159,10 @@ class DeviceCommImpl : public DeviceComm {
     dc.error = reinterpret_cast<DevError*>(static_cast<char*>(dp) + 16);
     init_p2p_ll(dc, use);
     cuda_check(cudaMalloc(&d_comm_, sizeof(DevComm)), "cudaMalloc");
-    cuda_check(cudaMemcpy(d_comm_, &dc, sizeof(dc), cudaMemcpyHostToDevice), "cudaMemcpy");
+    init_copy(d_comm_, &dc, sizeof(dc));
+    cuda_check(cudaStreamSynchronize(init_stream_), "cudaStreamSynchronize (init copies)");
+    cudaStreamDestroy(init_stream_);
+    init_stream_ = nullptr;
     log_info(Subsys::Gpu,
              "rank {} GPU {}: {} channels x {} slots x {} bytes per peer, messages <= {} bytes "
              "per channel in the low-latency ring, FIFO memory {} MiB{}",
@@ -227,6 +231,8 @@ class DeviceCommImpl : public DeviceComm {
     for (auto& [k, p] : plans_) free_plan(p);
     for (auto& p : p2p_plans_) free_plan(p.second.plan);
     if (d_scratch_) cudaFree(d_scratch_);
+    for (void* p : retired_) cudaFree(p);
+    if (init_stream_) cudaStreamDestroy(init_stream_);
     if (d_comm_) cudaFree(d_comm_);
     if (d_remote_) cudaFree(d_remote_);
     if (d_peers_) cudaFree(d_peers_);
@@ -273,10 +279,88 @@ class DeviceCommImpl : public DeviceComm {
       }
     } restore{cur, dev_};
     if (cur != dev_) cuda_check(cudaSetDevice(dev_), "cudaSetDevice");
+    if (threads_on_gpu_ > 1 && s != last_checked_stream_) check_shared_stream(s);
     for (Task& t : tasks) launch(t, s);
   }
 
  private:
+  // Ranks sharing a GPU (threads of one process, or processes): a kernel
+  // waits on its peers' kernels, so wherever they can run at once (threads,
+  // or processes under MPS) every rank's grid must fit the GPU beside the
+  // others'. Every grid is capped at the block budget (SMs / most ranks on
+  // one GPU, one block per SM), computed alike on every rank from the
+  // allgathered peers and SM counts. Processes without MPS time-slice the
+  // GPU instead: every wait tolerates that (it is bounded by MYCOLL_TIMEOUT
+  // in wall-clock time, not in spins). Runs before the inbox is laid out.
+  void share_gpu(const mycollComm& c) {
+    gpu_share_ = max_ranks_per_gpu(c.peers);
+    block_budget_ = shared_gpu_block_budget(min_sms_, gpu_share_);
+    const std::vector<int> mine = ranks_on_gpu(c.peers, c.rank);
+    for (int r : mine) threads_on_gpu_ += c.peers[r].pid == c.peers[c.rank].pid;
+    if (gpu_share_ == 1) return;
+    if (c.cfg.gpu_channels_set && c.cfg.gpu_channels > block_budget_)
+      throw_error(mycollInvalidUsage,
+                  "MYCOLL_NCHANNELS=" + std::to_string(c.cfg.gpu_channels) + " cannot work with " +
+                      std::to_string(gpu_share_) + " ranks sharing a GPU of " +
+                      std::to_string(min_sms_) + " SMs: their kernels must be resident together, "
+                      "so each may use at most " + std::to_string(block_budget_) +
+                      " channels; unset it or set it to at most that");
+    geom_.max_channels = std::min(geom_.max_channels, block_budget_);
+    if (mine.size() > 1) {
+      std::string list;
+      for (int r : mine) list += (list.empty() ? "" : ",") + std::to_string(r);
+      log_info(Subsys::Init,
+               "ranks {} share GPU {} ({} of them in this process: their kernels run "
+               "concurrently; other processes time-slice the GPU); every kernel's grid is capped "
+               "at {} blocks ({} SMs / {} ranks on the busiest GPU), at most {} channels: a shared "
+               "GPU is for correctness and development, not speed",
+               list, dev_, threads_on_gpu_, block_budget_, min_sms_, gpu_share_,
+               geom_.max_channels);
+    }
+  }
+
+  // A copy during init on the private non-blocking stream: never an implicit
+  // synchronisation with the legacy default stream, which would wait for
+  // the kernels of ranks of this process that share the GPU and already
+  // finished their init (their kernels wait for this rank: a deadlock).
+  void init_copy(void* dst, const void* src, size_t bytes) {
+    cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, init_stream_),
+               "cudaMemcpyAsync (init)");
+  }
+
+  // Ranks of this process share the GPU: their kernels must run at once. A
+  // collective on the legacy default stream would wait for every other
+  // rank's kernel on a blocking stream (and on stream 0 they would queue
+  // behind each other): refused. On a blocking stream (cudaStreamCreate)
+  // the collectives work, but any legacy-stream work of the application
+  // (cudaMemcpy, cudaMemset, a kernel on stream 0, cudaFree,
+  // cudaDeviceSynchronize) in one rank's thread while another rank's
+  // collective is in flight waits for that collective, which waits for this
+  // rank: warned once.
+  void check_shared_stream(cudaStream_t s) {
+    if (s == nullptr || s == cudaStreamLegacy)
+      throw_error(mycollInvalidUsage,
+                  "rank " + std::to_string(c_.rank) + ": " + std::to_string(threads_on_gpu_) +
+                      " ranks of this process share GPU " + std::to_string(dev_) +
+                      ": a collective on the legacy default stream (stream 0) serialises their "
+                      "kernels, which wait for each other; pass a stream created with "
+                      "cudaStreamNonBlocking (or cudaStreamPerThread)");
+    unsigned flags = 0;
+    if (cudaStreamGetFlags(s, &flags) == cudaSuccess && !(flags & cudaStreamNonBlocking) &&
+        !warned_blocking_stream_) {
+      warned_blocking_stream_ = true;
+      log_warn(Subsys::Gpu,
+               "rank {}: {} ranks of this process share GPU {} and this collective runs on a "
+               "blocking stream: legacy-default-stream work in any rank's thread (cudaMemcpy, "
+               "cudaMemset, stream-0 kernels, cudaFree, cudaDeviceSynchronize) while another "
+               "rank's collective is in flight waits for it, and it waits for this rank; use "
+               "cudaStreamNonBlocking streams and cudaMemcpyAsync",
+               c_.rank, threads_on_gpu_, dev_);
+    }
+    cudaGetLastError();
+    last_checked_stream_ = s;
+  }
+
   // Where the kernel finds its FIFOs with each peer; starts the proxy thread
   // for peers behind host transports.
   std::vector<DevPeer> make_peers(const std::vector<bool>& ipc) {
@@ -358,6 +442,7 @@ class DeviceCommImpl : public DeviceComm {
     p2p_ctx_.ll_max = dc.ll_max_bytes;
     p2p_ctx_.channel_bytes = c_.cfg.gpu_channel_bytes;
     p2p_ctx_.max_channels = p2p_channels_;
+    p2p_ctx_.max_keys = std::min(kP2pLlMaxKeys, block_budget_);
     int ll_peers = 0;
     for (int r = 0; r < c_.nranks; ++r) ll_peers += r != c_.rank && ipc[r];
     if (ll_peers > 0 && dc.ll_max_bytes > 0)
@@ -462,11 +547,18 @@ class DeviceCommImpl : public DeviceComm {
                   "this collective needs " + std::to_string(bytes) +
                       " bytes of GPU scratch, first allocated outside CUDA graph capture: run it "
                       "once before capturing");
-    if (d_scratch_) {
-      cudaStreamSynchronize(s);
-      cudaFree(d_scratch_);
-    }
+    // The old buffer is retired, freed at destroy: cudaFree would
+    // synchronise the whole device, waiting for the kernels of other ranks
+    // sharing it (which may wait for this rank), and a stream-ordered free
+    // into the shared default pool may make another stream's allocation wait
+    // for this one. Growth at least doubles, so what is retired stays below
+    // the final size.
+    if (d_scratch_) retired_.push_back(d_scratch_);
+    d_scratch_ = nullptr;
+    scratch_bytes_ = 0;
+    bytes = std::max(bytes, 2 * retired_bytes_last_);
     cuda_check(cudaMalloc(&d_scratch_, bytes), "cudaMalloc scratch");
+    retired_bytes_last_ = bytes;
     scratch_bytes_ = bytes;
   }
 
@@ -565,7 +657,8 @@ class DeviceCommImpl : public DeviceComm {
   int direct_channels(const Task& t) const {
     return direct_kernel_channels(uint64_t(t.count) * dtype_size(t.dtype),
                                   c_.cfg.gpu_channel_bytes, geom_.max_channels, c_.nranks,
-                                  min_sms_, kDirectCopyBlocks, kDirectSpareSms);
+                                  block_budget_, kDirectCopyBlocks,
+                                  gpu_share_ > 1 ? 0 : kDirectSpareSms);
   }
 
   // The direct kernel: n - 1 streams (peers) at most on direct_channels
@@ -611,7 +704,7 @@ class DeviceCommImpl : public DeviceComm {
                           : t.coll == Coll::Reduce        ? kLlReduce
                                                           : kLlAllToAll;
       cuda_check(launch_ll_coll(kind, t.input, t.output, uint64_t(t.count) * dtype_size(t.dtype),
-                                t.dtype, t.op, t.root, d_comm_, c_.nranks, s),
+                                t.dtype, t.op, t.root, d_comm_, c_.nranks, block_budget_, s),
                  "LL collective kernel launch");
       return;
     }
@@ -622,13 +715,13 @@ class DeviceCommImpl : public DeviceComm {
     }
     if (oneshot(t)) {
       cuda_check(launch_oneshot(t.input, t.output, uint64_t(t.count) * dtype_size(t.dtype),
-                                t.dtype, t.op, d_comm_, c_.nranks, s),
+                                t.dtype, t.op, d_comm_, c_.nranks, block_budget_, s),
                  "one-shot kernel launch");
       return;
     }
     if (twoshot(t)) {
       cuda_check(launch_twoshot(t.input, t.output, uint64_t(t.count) * dtype_size(t.dtype),
-                                t.dtype, t.op, d_comm_, c_.nranks, s),
+                                t.dtype, t.op, d_comm_, c_.nranks, block_budget_, s),
                  "two-shot kernel launch");
       return;
     }
@@ -673,6 +766,12 @@ class DeviceCommImpl : public DeviceComm {
   int plan_channels_ = 1;  // most channels a plan-kernel collective is split over
   int p2p_channels_ = 1;   // most channels a point-to-point message is split over
   int min_sms_ = 0;        // fewest multiprocessors of any rank's GPU (direct kernel grid)
+  int gpu_share_ = 1;      // most ranks on any one GPU of the communicator
+  int block_budget_ = 1;   // most thread blocks of one kernel (share_gpu)
+  int threads_on_gpu_ = 0;  // ranks of this process on this GPU (this one included)
+  cudaStream_t init_stream_ = nullptr;
+  cudaStream_t last_checked_stream_ = nullptr;
+  bool warned_blocking_stream_ = false;
   bool any_proxy_ = false;  // some rank of the communicator has proxy peers
   std::unique_ptr<GpuProxy> proxy_;
   DevComm* d_comm_ = nullptr;
@@ -685,6 +784,8 @@ class DeviceCommImpl : public DeviceComm {
   P2pLlCommon p2p_common_{};  // its parameters shared by every launch
   void* d_scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
+  std::vector<void*> retired_;     // outgrown scratch buffers (ensure_scratch)
+  size_t retired_bytes_last_ = 0;  // size of the current scratch allocation
 };
 
 }  // namespace

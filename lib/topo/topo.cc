@@ -60,6 +60,29 @@ static bool same_host(const PeerInfo& a, const PeerInfo& b) {
   return std::strncmp(a.host_id, b.host_id, sizeof(a.host_id)) == 0;
 }
 
+static bool same_gpu(const PeerInfo& a, const PeerInfo& b) {
+  return a.cuda_device >= 0 && b.cuda_device >= 0 && a.gpu_bus_id == b.gpu_bus_id &&
+         same_host(a, b);
+}
+
+std::vector<int> ranks_on_gpu(const std::vector<PeerInfo>& all, int rank) {
+  std::vector<int> out;
+  for (size_t r = 0; r < all.size(); ++r)
+    if (static_cast<int>(r) == rank || same_gpu(all[r], all[rank])) out.push_back(static_cast<int>(r));
+  return out;
+}
+
+int max_ranks_per_gpu(const std::vector<PeerInfo>& all) {
+  int most = 1;
+  for (size_t r = 0; r < all.size(); ++r)
+    most = std::max(most, static_cast<int>(ranks_on_gpu(all, static_cast<int>(r)).size()));
+  return most;
+}
+
+int shared_gpu_block_budget(int sms, int per_gpu) {
+  return std::max(1, sms / std::max(1, per_gpu));
+}
+
 std::string choose_net(const Config& cfg, bool needed) {
   std::string why;
   if (cfg.net.empty()) {

@@ -36,4 +36,21 @@ std::vector<int> host_major_order(const std::vector<PeerInfo>& all);
 // Number of distinct hosts among all.
 int count_hosts(const std::vector<PeerInfo>& all);
 
+// Ranks on the same GPU as `rank` (same host, same PCI bus id), `rank`
+// included, ascending; just {rank} for a host-only rank.
+std::vector<int> ranks_on_gpu(const std::vector<PeerInfo>& all, int rank);
+
+// The most ranks any one GPU of the communicator carries (1 when no two
+// ranks share a GPU, or none has one). Every rank computes the same value
+// from the allgathered PeerInfo.
+int max_ranks_per_gpu(const std::vector<PeerInfo>& all);
+
+// Thread blocks one rank's kernel may use so that the kernels of `per_gpu`
+// ranks sharing a GPU of `sms` multiprocessors are resident together (one
+// block per multiprocessor, the kernels' launch bounds): sms / per_gpu, at
+// least 1. A kernel waits on its peers' kernels, so on a shared GPU they
+// must run at once (threads of one process, or processes under MPS); with
+// one rank per GPU this is the whole GPU.
+int shared_gpu_block_budget(int sms, int per_gpu);
+
 }  // namespace mycoll

@@ -162,8 +162,16 @@ bool run_and_check(mycollComm_t comm, const CheckCase& c, const MemOps& mem, std
   }
   mem.sync();
   bool ok = true;
+  mycollResult_t async = mycollSuccess;
+  if (r == mycollSuccess) mycollCommGetAsyncError(comm, &async);
   if (r != mycollSuccess) {
     *err = describe(c) + ": returned " + mycollGetErrorString(r) + ": " + mycollGetLastError(comm);
+    ok = false;
+  } else if (async != mycollSuccess) {
+    // A kernel that gave up (timeout, abort) leaves its output unspecified:
+    // report why rather than the elements it did not write.
+    *err = describe(c) + ": asynchronous error " + mycollGetErrorString(async) + ": " +
+           mycollGetLastError(comm);
     ok = false;
   } else {
     mem.download(out.data(), rbuf, rcount * es);

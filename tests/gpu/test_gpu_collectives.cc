@@ -56,8 +56,7 @@ int matrix(mycollComm_t comm, const std::string& algo, const MemOps& mem, bool q
 
 // The matrix on a fresh stream of the current GPU.
 int matrix_on_new_stream(mycollComm_t comm, const std::string& algo, bool quick) {
-  cudaStream_t s;
-  cudaStreamCreate(&s);
+  cudaStream_t s = rank_stream();
   int rc = matrix(comm, algo, device_mem(s), quick);
   cudaStreamDestroy(s);
   return rc;
@@ -74,13 +73,12 @@ std::string on_gpus(int ngpus, std::map<std::string, std::string> env, GpuBody b
   opt.env = std::move(env);
   opt.env.emplace("MYCOLL_TIMEOUT", "60");
   opt.pre_init = [unset](int rank) {
-    cudaSetDevice(rank);
+    cudaSetDevice(gpu_of(rank));
     for (const std::string& v : unset) unsetenv(v.c_str());
   };
   opt.timeout_s = 900;
   auto res = run_ranks(opt, [body](mycollComm_t comm, int, int, const mycollUniqueId&) {
-    cudaStream_t s;
-    cudaStreamCreate(&s);
+    cudaStream_t s = rank_stream();
     int rc = body(comm, device_mem(s));
     cudaStreamDestroy(s);
     return rc;
@@ -93,16 +91,17 @@ class GpuProcesses : public ::testing::TestWithParam<Param> {};
 
 TEST_P(GpuProcesses, EveryElementMatchesReference) {
   auto [ngpus, algo] = GetParam();
-  SKIP_WITHOUT_GPUS(ngpus);
+  SKIP_WITHOUT_GPU();
   LaunchOptions opt;
   opt.nranks = ngpus;
   opt.env = {{"MYCOLL_ALGO", algo}, {"MYCOLL_TIMEOUT", "60"}};
-  opt.pre_init = [](int rank) { cudaSetDevice(rank); };
+  opt.pre_init = [](int rank) { cudaSetDevice(gpu_of(rank)); };
   opt.timeout_s = 900;
   auto res = run_ranks(opt, [&](mycollComm_t comm, int rank, int, const mycollUniqueId&) {
     int dev = -1;
     mycollCommCuDevice(comm, &dev);
-    if (!check(dev == rank, "communicator bound to GPU " + std::to_string(rank))) return 1;
+    if (!check(dev == gpu_of(rank), "communicator bound to GPU " + std::to_string(gpu_of(rank))))
+      return 1;
     return matrix_on_new_stream(comm, algo, ngpus == 3);
   });
   EXPECT_EQ(describe_failures(res), "");
@@ -116,26 +115,158 @@ INSTANTIATE_TEST_SUITE_P(Gpu, GpuProcesses,
                          ::testing::Combine(::testing::Values(2, 3, 4, 8),
                                             ::testing::Values("auto", "ring", "tree", "rhd", "direct", "twoshot")),
                          pname);
+// Five ranks (no power of two; more ranks than GPUs on every machine but
+// 8-GPU ones), the automatic rule.
+INSTANTIATE_TEST_SUITE_P(Gpu5, GpuProcesses,
+                         ::testing::Combine(::testing::Values(5), ::testing::Values("auto")), pname);
 
-// One process, one thread per GPU, communicators from mycollCommInitAll.
-TEST(GpuThreads, InitAllOneThreadPerGpu) {
-  int n = std::min(gpu_count(), 4);
-  if (n < 2) GTEST_SKIP() << "needs 2 GPUs, this machine has " << gpu_count();
+// What an independent check found wrong with several ranks on one GPU:
+// rooted collectives and all-to-all right after other collectives on the
+// same communicator (broadcast, reduce, scatter, gather at every root; odd
+// counts in the LL-collective, plan and direct kernels' ranges), and a
+// grouped send/recv of every rank to rank + k for every k (the LL
+// point-to-point kernel), then all shifts at once in one group.
+int rooted_after_others(mycollComm_t comm, const MemOps& mem, bool quick) {
+  int n = 0;
+  mycollCommCount(comm, &n);
+  std::vector<size_t> counts = {1, 1031, 65539};
+  if (!quick) counts.push_back(4194311);
+  int seed = 0;
+  std::string err;
+  for (size_t count : counts)
+    for (int root = 0; root < n; ++root) {
+      // Big counts: one root other than 0 is enough (and keeps time sane).
+      if (count > 100000 && root != n - 1) continue;
+      const mycollDataType_t t = (root % 2 || count > 100000) ? mycollFloat64 : mycollFloat32;
+      const CheckCase seq[] = {
+          {CollKind::AllReduce, mycollFloat32, mycollSum, 1031, 0, false, ++seed},
+          {CollKind::Broadcast, t, mycollSum, count, root, false, ++seed},
+          {CollKind::AllGather, mycollUint32, mycollSum, count, 0, false, ++seed},
+          {CollKind::Reduce, t, mycollSum, count, root, root % 2 == 0, ++seed},
+          {CollKind::Scatter, t, mycollSum, count, root, false, ++seed},
+          {CollKind::Broadcast, mycollUint8, mycollSum, count + 2, root, true, ++seed},
+          {CollKind::Gather, t, mycollSum, count, root, root % 2 == 1, ++seed},
+          {CollKind::AllToAll, mycollUint32, mycollSum, count, 0, false, ++seed},
+          {CollKind::ReduceScatter, t, mycollMax, count, 0, false, ++seed},
+          {CollKind::AllToAll, t, mycollSum, count, 0, true, ++seed},
+      };
+      for (const CheckCase& c : seq)
+        if (!check(run_and_check(comm, c, mem, &err), err)) return 1;
+    }
+  // Send/recv shifts: rank r sends 1031 floats to r + k, receives from r - k.
+  int rank = 0;
+  mycollCommUserRank(comm, &rank);
+  const size_t count = 1031;
+  const size_t bytes = count * sizeof(float);
+  std::vector<void*> sb(n), rb(n);
+  for (int k = 0; k < n; ++k) {
+    sb[k] = mem.alloc(bytes);
+    rb[k] = mem.alloc(bytes);
+  }
+  auto value = [](int from, int k, size_t i, int it) { return float(from * 1000 + k * 10 + int(i % 7) + it); };
+  std::vector<float> h(count);
+  int bad = 0;
+  for (int it = 0; it < 3 && !bad; ++it)
+    for (int shift = 1; shift <= n && !bad; ++shift) {  // shift == n: every k at once
+      std::vector<int> ks;
+      if (shift < n) ks.push_back(shift);
+      else for (int k = 1; k < n; ++k) ks.push_back(k);
+      for (int k : ks) {
+        for (size_t i = 0; i < count; ++i) h[i] = value(rank, k, i, it);
+        mem.upload(sb[k], h.data(), bytes);
+        std::vector<unsigned char> p(bytes);
+        poison(p.data(), bytes);
+        mem.upload(rb[k], p.data(), bytes);
+      }
+      mycollGroupStart();
+      for (int k : ks) {
+        mycollSend(sb[k], count, mycollFloat32, (rank + k) % n, comm, mem.stream);
+        mycollRecv(rb[k], count, mycollFloat32, (rank - k + n) % n, comm, mem.stream);
+      }
+      if (!check(mycollGroupEnd() == mycollSuccess,
+                 std::string("send/recv group: ") + mycollGetLastError(comm)))
+        return 1;
+      mem.sync();
+      mycollResult_t async = mycollSuccess;
+      mycollCommGetAsyncError(comm, &async);
+      if (!check(async == mycollSuccess, std::string("send/recv async: ") + mycollGetLastError(comm)))
+        return 1;
+      for (int k : ks) {
+        mem.download(h.data(), rb[k], bytes);
+        const int from = (rank - k + n) % n;
+        for (size_t i = 0; i < count; ++i)
+          if (!check(h[i] == value(from, k, i, it),
+                     "send/recv shift " + std::to_string(k) + " from rank " +
+                         std::to_string(from) + " element " + std::to_string(i) + ": got " +
+                         std::to_string(h[i]))) {
+            bad = 1;
+            break;
+          }
+      }
+    }
+  for (int k = 0; k < n; ++k) {
+    mem.release(sb[k]);
+    mem.release(rb[k]);
+  }
+  return bad;
+}
+
+int rooted_after_others_full(mycollComm_t comm, const MemOps& mem) {
+  return rooted_after_others(comm, mem, false);
+}
+
+// The cases above in processes (3 and 5 ranks: more ranks than GPUs on
+// every machine this runs on but 8-GPU ones).
+class GpuShared : public ::testing::TestWithParam<int> {};
+
+TEST_P(GpuShared, RootedAndAllToAllAfterOthers) {
+  SKIP_WITHOUT_GPU();
+  EXPECT_EQ(on_gpus(GetParam(), {}, rooted_after_others_full), "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpu, GpuShared, ::testing::Values(2, 3, 5),
+                         [](const ::testing::TestParamInfo<int>& i) {
+                           return std::to_string(i.param) + "ranks";
+                         });
+
+// One process, one thread per rank, communicators from mycollCommInitAll
+// with the ranks placed round-robin over the GPUs present (a repeated
+// device when ranks outnumber GPUs: their kernels then run concurrently in
+// one CUDA context, so their grids must fit the GPU together).
+class GpuThreads : public ::testing::TestWithParam<int> {};
+
+TEST_P(GpuThreads, InitAllOneThreadPerRank) {
+  SKIP_WITHOUT_GPU();
+  const int n = GetParam();
   LaunchOptions opt;  // run in a child: this test process must not init CUDA
   opt.nranks = 1;
   opt.init_comm = false;
   opt.timeout_s = 900;
+  opt.env = {{"MYCOLL_TIMEOUT", "60"}};
   auto res = run_ranks(opt, [n](mycollComm_t, int, int, const mycollUniqueId&) {
     std::vector<mycollComm_t> comms(n);
-    if (!check(mycollCommInitAll(comms.data(), n, nullptr) == mycollSuccess,
+    std::vector<int> devs(n);
+    for (int i = 0; i < n; ++i) devs[i] = gpu_of(i);
+    if (!check(mycollCommInitAll(comms.data(), n, devs.data()) == mycollSuccess,
                std::string("InitAll: ") + mycollGetLastError(nullptr)))
       return 1;
     std::vector<int> rcs(n, 0);
     std::vector<std::thread> th;
     for (int i = 0; i < n; ++i)
       th.emplace_back([&, i] {
-        cudaSetDevice(i);
+        cudaSetDevice(devs[i]);
+        int dev = -1;
+        mycollCommCuDevice(comms[i], &dev);
+        if (!check(dev == devs[i], "communicator bound to GPU " + std::to_string(devs[i]))) {
+          rcs[i] = 1;
+          return;
+        }
         rcs[i] = matrix_on_new_stream(comms[i], "auto", true);
+        if (rcs[i] == 0) {
+          cudaStream_t st = rank_stream();
+          rcs[i] = rooted_after_others(comms[i], device_mem(st), true);
+          cudaStreamDestroy(st);
+        }
       });
     for (auto& t : th) t.join();
     // Group launch from one thread over all communicators.
@@ -144,8 +275,8 @@ TEST(GpuThreads, InitAllOneThreadPerGpu) {
     std::vector<cudaStream_t> ss(n);
     std::vector<float> h(count);
     for (int i = 0; i < n; ++i) {
-      cudaSetDevice(i);
-      cudaStreamCreate(&ss[i]);
+      cudaSetDevice(devs[i]);
+      cudaStreamCreateWithFlags(&ss[i], cudaStreamNonBlocking);
       cudaMalloc(&bufs[i], count * sizeof(float));
       for (size_t k = 0; k < count; ++k) h[k] = float(i + (k % 7));
       cudaMemcpy(bufs[i], h.data(), count * sizeof(float), cudaMemcpyHostToDevice);
@@ -156,33 +287,37 @@ TEST(GpuThreads, InitAllOneThreadPerGpu) {
                       reinterpret_cast<mycollStream_t>(ss[i]));
     check(mycollGroupEnd() == mycollSuccess, "group allreduce");
     for (int i = 0; i < n; ++i) {
-      cudaSetDevice(i);
+      cudaSetDevice(devs[i]);
       cudaStreamSynchronize(ss[i]);
       cudaMemcpy(h.data(), bufs[i], count * sizeof(float), cudaMemcpyDeviceToHost);
       for (size_t k = 0; k < count; ++k)
         if (!check(h[k] == float(n * (n - 1) / 2 + n * (k % 7)), "group allreduce element")) break;
       cudaFree(bufs[i]);
-      mycollCommDestroy(comms[i]);
     }
-    int bad = 0;
+    for (int i = 0; i < n; ++i) mycollCommDestroy(comms[i]);
+    int bad = failures();
     for (int r : rcs) bad += r;
     return bad;
   });
   EXPECT_EQ(describe_failures(res), "");
 }
 
+INSTANTIATE_TEST_SUITE_P(Gpu, GpuThreads, ::testing::Values(2, 3, 4, 5),
+                         [](const ::testing::TestParamInfo<int>& i) {
+                           return std::to_string(i.param) + "ranks";
+                         });
+
 // Runs `cases(n)` on n GPUs (one process each) for every n in `ns` that
 // this machine has, every element of every output checked; skips without 2.
 void run_large(std::initializer_list<int> ns, std::vector<CheckCase> (*cases)(int)) {
+  SKIP_WITHOUT_GPU();
   for (int n : ns) {
-    if (gpu_count() < n) continue;
     LaunchOptions opt;
     opt.nranks = n;
-    opt.pre_init = [](int rank) { cudaSetDevice(rank); };
+    opt.pre_init = [](int rank) { cudaSetDevice(gpu_of(rank)); };
     opt.timeout_s = 600;
     auto res = run_ranks(opt, [cases](mycollComm_t comm, int, int nr, const mycollUniqueId&) {
-      cudaStream_t s;
-      cudaStreamCreate(&s);
+      cudaStream_t s = rank_stream();
       MemOps mem = device_mem(s);
       std::string err;
       for (const CheckCase& c : cases(nr))
@@ -190,9 +325,8 @@ void run_large(std::initializer_list<int> ns, std::vector<CheckCase> (*cases)(in
       cudaStreamDestroy(s);
       return failures() ? 1 : 0;
     });
-    EXPECT_EQ(describe_failures(res), "") << n << " GPUs";
+    EXPECT_EQ(describe_failures(res), "") << n << " ranks";
   }
-  if (gpu_count() < 2) GTEST_SKIP() << "needs 2 GPUs, this machine has " << gpu_count();
 }
 
 constexpr size_t kLarge = size_t(256) << 20;
@@ -237,14 +371,13 @@ namespace {
 // A small representative subset for compute-sanitizer (memcheck, racecheck):
 // every collective once with odd sizes, a reduction dtype each, 2 GPUs.
 TEST(GpuSanitize, Subset) {
-  SKIP_WITHOUT_GPUS(2);
+  SKIP_WITHOUT_GPU();
   LaunchOptions opt;
   opt.nranks = 2;
-  opt.pre_init = [](int rank) { cudaSetDevice(rank); };
+  opt.pre_init = [](int rank) { cudaSetDevice(gpu_of(rank)); };
   opt.timeout_s = 600;
   auto res = run_ranks(opt, [](mycollComm_t comm, int, int, const mycollUniqueId&) {
-    cudaStream_t s;
-    cudaStreamCreate(&s);
+    cudaStream_t s = rank_stream();
     MemOps mem = device_mem(s);
     int seed = 0;
     for (CollKind k : kAllKinds)
@@ -274,14 +407,14 @@ class GpuProxied : public ::testing::TestWithParam<StagedParam> {};
 
 TEST_P(GpuProxied, EveryElementMatchesReference) {
   auto [ngpus, mode] = GetParam();
-  SKIP_WITHOUT_GPUS(ngpus);
+  SKIP_WITHOUT_GPU();
   LaunchOptions opt;
   opt.nranks = ngpus;
   opt.env = {{"MYCOLL_TIMEOUT", "60"}};
   if (mode == "shm") opt.env["MYCOLL_TRANSPORT"] = "shm";
   if (mode == "socket") opt.env["MYCOLL_NET"] = "socket";
   opt.pre_init = [mode = mode](int rank) {
-    cudaSetDevice(rank);
+    cudaSetDevice(gpu_of(rank));
     // socket: ranks 0..1 on host "a", the rest on host "b".
     if (mode == "socket") setenv("MYCOLL_HOST_ID", rank < 2 ? "gpu-host-a" : "gpu-host-b", 1);
   };
@@ -340,7 +473,7 @@ class GpuOneShot : public ::testing::TestWithParam<int> {};
 
 TEST_P(GpuOneShot, EveryElementMatchesReference) {
   const int ngpus = GetParam();
-  SKIP_WITHOUT_GPUS(ngpus);
+  SKIP_WITHOUT_GPU();
   EXPECT_EQ(on_gpus(ngpus,
                     {{"MYCOLL_ALGO", "direct"},
                      {"MYCOLL_GPU_ONESHOT_BYTES", std::to_string(kOneShotBytes)}},
@@ -429,7 +562,7 @@ class GpuTwoShot : public ::testing::TestWithParam<int> {};
 
 TEST_P(GpuTwoShot, EveryElementMatchesReference) {
   const int ngpus = GetParam();
-  SKIP_WITHOUT_GPUS(ngpus);
+  SKIP_WITHOUT_GPU();
   EXPECT_EQ(on_gpus(ngpus,
                     {{"MYCOLL_ALGO", "twoshot"},
                      {"MYCOLL_GPU_TWOSHOT_BYTES", std::to_string(kTwoShotBytes)}},
@@ -439,7 +572,7 @@ TEST_P(GpuTwoShot, EveryElementMatchesReference) {
 
 TEST_P(GpuTwoShot, AutoRuleMixesOneShotAndTwoShot) {
   const int ngpus = GetParam();
-  SKIP_WITHOUT_GPUS(ngpus);
+  SKIP_WITHOUT_GPU();
   // The automatic rule with the default one-shot and two-shot limits.
   EXPECT_EQ(on_gpus(ngpus, {}, oneshot_twoshot_mix,
                     {"MYCOLL_ALGO", "MYCOLL_GPU_ONESHOT_BYTES", "MYCOLL_GPU_TWOSHOT_BYTES"}),
@@ -517,7 +650,7 @@ class GpuLlColl : public ::testing::TestWithParam<int> {};
 
 TEST_P(GpuLlColl, EveryElementMatchesReference) {
   const int ngpus = GetParam();
-  SKIP_WITHOUT_GPUS(ngpus);
+  SKIP_WITHOUT_GPU();
   EXPECT_EQ(on_gpus(ngpus, {{"MYCOLL_GPU_LL_COLL_BYTES", std::to_string(kLlCollBytes)}},
                     ll_coll_matrix),
             "");
@@ -546,14 +679,14 @@ class GpuRingKernel : public ::testing::TestWithParam<int> {};
 
 TEST_P(GpuRingKernel, EveryElementMatchesReference) {
   const int ngpus = GetParam();
-  SKIP_WITHOUT_GPUS(ngpus);
+  SKIP_WITHOUT_GPU();
   EXPECT_EQ(on_gpus(ngpus, {{"MYCOLL_ALGO", "ring"}, {"MYCOLL_GPU_RING_BYTES", "1"}}, ring_full),
             "");
 }
 
 TEST_P(GpuRingKernel, SmallFifosWrap) {
   const int ngpus = GetParam();
-  SKIP_WITHOUT_GPUS(ngpus);
+  SKIP_WITHOUT_GPU();
   EXPECT_EQ(on_gpus(ngpus,
                     {{"MYCOLL_ALGO", "ring"},
                      {"MYCOLL_GPU_RING_BYTES", "1"},
@@ -580,7 +713,7 @@ class GpuDirectKernel : public ::testing::TestWithParam<int> {};
 
 TEST_P(GpuDirectKernel, EveryElementMatchesReference) {
   const int ngpus = GetParam();
-  SKIP_WITHOUT_GPUS(ngpus);
+  SKIP_WITHOUT_GPU();
   EXPECT_EQ(on_gpus(ngpus,
                     {{"MYCOLL_ALGO", "direct"},
                      {"MYCOLL_GPU_DIRECT_BYTES", "1"},
@@ -591,7 +724,7 @@ TEST_P(GpuDirectKernel, EveryElementMatchesReference) {
 
 TEST_P(GpuDirectKernel, SmallFifosWrap) {
   const int ngpus = GetParam();
-  SKIP_WITHOUT_GPUS(ngpus);
+  SKIP_WITHOUT_GPU();
   EXPECT_EQ(on_gpus(ngpus,
                     {{"MYCOLL_ALGO", "direct"},
                      {"MYCOLL_GPU_DIRECT_BYTES", "1"},
@@ -624,8 +757,7 @@ int kernel_stuck(mycollComm_t comm, const MemOps&) {
     std::this_thread::sleep_for(std::chrono::seconds(12));
     _exit(0);
   }
-  cudaStream_t s;
-  cudaStreamCreate(&s);
+  cudaStream_t s = rank_stream();
   auto st = reinterpret_cast<mycollStream_t>(s);
   const size_t count = size_t(1) << 20;
   float* buf = nullptr;
@@ -654,14 +786,14 @@ int kernel_stuck(mycollComm_t comm, const MemOps&) {
 }
 
 TEST(GpuRingKernelGiveUp, TimesOutNamingThePeer) {
-  SKIP_WITHOUT_GPUS(2);
+  SKIP_WITHOUT_GPU();
   EXPECT_EQ(on_gpus(2, {{"MYCOLL_ALGO", "ring"}, {"MYCOLL_TIMEOUT", "3"}}, kernel_stuck<false>),
             "");
 }
 
 // The same for the direct kernel: a 4 MiB in-place all-to-all.
 TEST(GpuDirectKernelGiveUp, TimesOutNamingThePeer) {
-  SKIP_WITHOUT_GPUS(2);
+  SKIP_WITHOUT_GPU();
   EXPECT_EQ(on_gpus(2, {{"MYCOLL_TIMEOUT", "3"}}, kernel_stuck<true>), "");
 }
 

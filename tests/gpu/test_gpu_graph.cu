@@ -27,7 +27,7 @@ std::string capture_allreduce_allgather(std::map<std::string, std::string> env) 
   LaunchOptions opt;
   opt.nranks = 2;
   opt.env = std::move(env);
-  opt.pre_init = [](int rank) { cudaSetDevice(rank); };
+  opt.pre_init = [](int rank) { cudaSetDevice(gpu_of(rank)); };
   opt.timeout_s = 300;
   auto res = run_ranks(opt, [](mycollComm_t comm, int rank, int n, const mycollUniqueId&) {
     const size_t count = (1 << 20) + 5;
@@ -81,13 +81,13 @@ std::string capture_allreduce_allgather(std::map<std::string, std::string> env) 
 }
 
 TEST(GpuGraph, CaptureAndReplayAllReduceAndAllGather) {
-  SKIP_WITHOUT_GPUS(2);
+  SKIP_WITHOUT_GPU();
   EXPECT_EQ(capture_allreduce_allgather({}), "");
 }
 
 // The same through the fused ring kernel (ring algorithm, 4 MiB messages).
 TEST(GpuGraph, RingKernelReplays) {
-  SKIP_WITHOUT_GPUS(2);
+  SKIP_WITHOUT_GPU();
   EXPECT_EQ(capture_allreduce_allgather({{"MYCOLL_ALGO", "ring"}, {"MYCOLL_GPU_RING_BYTES", "1M"}}),
             "");
 }
@@ -97,11 +97,11 @@ TEST(GpuGraph, RingKernelReplays) {
 // inputs; every 7th replay is followed by an eager call of the same
 // all-reduce, so graph replays and eager calls share the device-side epoch.
 TEST(GpuGraph, OneShotAllReduceReplays) {
-  SKIP_WITHOUT_GPUS(2);
+  SKIP_WITHOUT_GPU();
   LaunchOptions opt;
-  opt.nranks = gpu_count() >= 4 ? 4 : 2;
+  opt.nranks = 4;  // round-robin over the GPUs present
   opt.env = {{"MYCOLL_ALGO", "direct"}, {"MYCOLL_TIMEOUT", "60"}};
-  opt.pre_init = [](int rank) { cudaSetDevice(rank); };
+  opt.pre_init = [](int rank) { cudaSetDevice(gpu_of(rank)); };
   opt.timeout_s = 300;
   auto res = run_ranks(opt, [](mycollComm_t comm, int rank, int n, const mycollUniqueId&) {
     const size_t count = 1000;
@@ -160,12 +160,12 @@ TEST(GpuGraph, OneShotAllReduceReplays) {
 // kernels advance the one device-side epoch they share, out-of-place and in
 // place, and every output element is checked after each replay.
 TEST(GpuGraph, TwoShotAndOneShotAllReduceReplays) {
-  SKIP_WITHOUT_GPUS(2);
+  SKIP_WITHOUT_GPU();
   LaunchOptions opt;
-  opt.nranks = gpu_count() >= 4 ? 4 : 2;
+  opt.nranks = 4;  // round-robin over the GPUs present
   opt.env = {{"MYCOLL_TIMEOUT", "60"}};
   opt.pre_init = [](int rank) {
-    cudaSetDevice(rank);
+    cudaSetDevice(gpu_of(rank));
     unsetenv("MYCOLL_ALGO");
     unsetenv("MYCOLL_GPU_ONESHOT_BYTES");
     unsetenv("MYCOLL_GPU_TWOSHOT_BYTES");
@@ -229,10 +229,10 @@ TEST(GpuGraph, TwoShotAndOneShotAllReduceReplays) {
 // checked (a reduce's non-roots: their output left untouched).
 std::string replay_five(std::map<std::string, std::string> env, size_t count, int replays) {
   LaunchOptions opt;
-  opt.nranks = gpu_count() >= 4 ? 4 : 2;
+  opt.nranks = 4;  // round-robin over the GPUs present
   opt.env = std::move(env);
   opt.env.emplace("MYCOLL_TIMEOUT", "60");
-  opt.pre_init = [](int rank) { cudaSetDevice(rank); };
+  opt.pre_init = [](int rank) { cudaSetDevice(gpu_of(rank)); };
   opt.timeout_s = 300;
   auto res = run_ranks(opt, [count, replays](mycollComm_t comm, int rank, int n,
                                              const mycollUniqueId&) {
@@ -355,7 +355,7 @@ std::string replay_five(std::map<std::string, std::string> env, size_t count, in
 // The LL-collective kernels: 1000 floats per block, under
 // MYCOLL_GPU_LL_COLL_BYTES.
 TEST(GpuGraph, LlCollectivesReplay) {
-  SKIP_WITHOUT_GPUS(2);
+  SKIP_WITHOUT_GPU();
   EXPECT_EQ(replay_five({{"MYCOLL_GPU_LL_COLL_BYTES", "256K"}}, 1000, 30), "");
 }
 
@@ -363,7 +363,7 @@ TEST(GpuGraph, LlCollectivesReplay) {
 // reduce-scatter run the ring kernel, broadcast and reduce its chains,
 // all-to-all the direct kernel.
 TEST(GpuGraph, FusedKernelsReplay) {
-  SKIP_WITHOUT_GPUS(2);
+  SKIP_WITHOUT_GPU();
   EXPECT_EQ(replay_five({}, (size_t(1) << 20) + 3, 12), "");
 }
 

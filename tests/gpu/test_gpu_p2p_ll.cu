@@ -211,7 +211,7 @@ std::string run_on_gpus(int ngpus, std::map<std::string, std::string> env, const
   LaunchOptions opt;
   opt.nranks = ngpus;
   opt.env = std::move(env);
-  opt.pre_init = [](int rank) { cudaSetDevice(rank); };
+  opt.pre_init = [](int rank) { cudaSetDevice(gpu_of(rank)); };
   opt.timeout_s = timeout_s;
   auto res = run_ranks(opt, [&](mycollComm_t comm, int rank, int n, const mycollUniqueId&) {
     cudaStream_t s;
@@ -239,7 +239,7 @@ class GpuP2pLl : public ::testing::TestWithParam<int> {};
 // (the largest LL size and one byte more, which runs the plan kernel).
 TEST_P(GpuP2pLl, RingExchange) {
   const int ngpus = GetParam();
-  SKIP_WITHOUT_GPUS(ngpus);
+  SKIP_WITHOUT_GPU();
   const size_t most = largest_ll_message();
   EXPECT_EQ(run_on_gpus(ngpus, test_env(),
                         [most](mycollComm_t comm, int rank, int n, cudaStream_t s) {
@@ -265,7 +265,7 @@ TEST_P(GpuP2pLl, RingExchange) {
 // iteration (1 to 4 channels per message).
 TEST_P(GpuP2pLl, AllPairsInOneGroup) {
   const int ngpus = GetParam();
-  SKIP_WITHOUT_GPUS(ngpus);
+  SKIP_WITHOUT_GPU();
   EXPECT_EQ(run_on_gpus(ngpus, test_env(),
                         [](mycollComm_t comm, int rank, int n, cudaStream_t s) {
                           std::vector<std::unique_ptr<Exchange>> xs;
@@ -291,7 +291,7 @@ TEST_P(GpuP2pLl, AllPairsInOneGroup) {
 // credit in the middle of the batch.
 TEST_P(GpuP2pLl, SeveralMessagesToOnePeerKeepOrder) {
   const int ngpus = GetParam();
-  SKIP_WITHOUT_GPUS(ngpus);
+  SKIP_WITHOUT_GPU();
   EXPECT_EQ(run_on_gpus(ngpus, test_env(),
                         [](mycollComm_t comm, int rank, int n, cudaStream_t s) {
                           const std::vector<size_t> list = {3,     16000, 1001, 16000, 16000, 16,
@@ -315,7 +315,7 @@ TEST_P(GpuP2pLl, SeveralMessagesToOnePeerKeepOrder) {
 // the plan kernel while its peers' batches may be all-small (LL kernel).
 TEST_P(GpuP2pLl, InteroperatesWithThePlanKernel) {
   const int ngpus = GetParam();
-  SKIP_WITHOUT_GPUS(ngpus);
+  SKIP_WITHOUT_GPU();
   EXPECT_EQ(run_on_gpus(ngpus, test_env(),
                         [](mycollComm_t comm, int rank, int n, cudaStream_t s) {
                           Exchange x(
@@ -341,7 +341,7 @@ TEST_P(GpuP2pLl, InteroperatesWithThePlanKernel) {
 // replays (filled outside the graph).
 TEST_P(GpuP2pLl, GraphReplaysInteroperate) {
   const int ngpus = GetParam();
-  SKIP_WITHOUT_GPUS(ngpus);
+  SKIP_WITHOUT_GPU();
   EXPECT_EQ(run_on_gpus(ngpus, test_env(),
                         [](mycollComm_t comm, int rank, int n, cudaStream_t s) {
                           Exchange x(
@@ -463,15 +463,15 @@ void expect_gives_up(Stuck mode) {
 }
 
 TEST(GpuP2pLlGiveUp, ReceiveTimesOut) {
-  SKIP_WITHOUT_GPUS(2);
+  SKIP_WITHOUT_GPU();
   expect_gives_up(Stuck::Recv);
 }
 TEST(GpuP2pLlGiveUp, SenderWithoutCreditTimesOut) {
-  SKIP_WITHOUT_GPUS(2);
+  SKIP_WITHOUT_GPU();
   expect_gives_up(Stuck::Send);
 }
 TEST(GpuP2pLlGiveUp, AbortEndsAWait) {
-  SKIP_WITHOUT_GPUS(2);
+  SKIP_WITHOUT_GPU();
   expect_gives_up(Stuck::Abort);
 }
 

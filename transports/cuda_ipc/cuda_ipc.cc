@@ -61,7 +61,7 @@ bool cuda_peer_reachable(int dev, uint64_t bus_id, bool* nvlink) {
 
 std::unique_ptr<CudaIpcMesh> CudaIpcMesh::create(Bootstrap& bs, const std::vector<PeerInfo>& all,
                                                  const std::vector<bool>& use, int device,
-                                                 size_t bytes) {
+                                                 size_t bytes, cudaStream_t stream) {
   std::unique_ptr<CudaIpcMesh> m(new CudaIpcMesh());
   const int n = bs.nranks(), me = bs.rank();
   m->device_ = device;
@@ -72,8 +72,8 @@ std::unique_ptr<CudaIpcMesh> CudaIpcMesh::create(Bootstrap& bs, const std::vecto
   void* p = nullptr;
   cuda_check(cudaMalloc(&p, bytes), "cudaMalloc of " + std::to_string(bytes) + " bytes for FIFOs");
   m->local_ = static_cast<char*>(p);
-  cuda_check(cudaMemset(p, 0, bytes), "cudaMemset FIFOs");
-  cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  cuda_check(cudaMemsetAsync(p, 0, bytes, stream), "cudaMemsetAsync FIFOs");
+  cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
 
   std::vector<IpcDesc> descs(n);
   std::memset(&descs[me], 0, sizeof(IpcDesc));

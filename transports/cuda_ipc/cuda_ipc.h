@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <cuda_runtime.h>
+
 #include "transports/transport.h"
 
 namespace mycoll {
@@ -16,10 +18,12 @@ class CudaIpcMesh {
  public:
   // Collective over bs (every rank calls it). use[r]: whether rank r is a
   // cuda_ipc peer of this rank (symmetric). Allocates `bytes` of zeroed
-  // device memory on `device` as this rank's inbox. Throws Error.
+  // device memory on `device` as this rank's inbox, zeroed through `stream`
+  // (a non-blocking stream: no implicit synchronisation with kernels of
+  // other ranks sharing the GPU). Throws Error.
   static std::unique_ptr<CudaIpcMesh> create(Bootstrap& bs, const std::vector<PeerInfo>& all,
                                              const std::vector<bool>& use, int device,
-                                             size_t bytes);
+                                             size_t bytes, cudaStream_t stream);
   ~CudaIpcMesh();
 
   char* local() const { return local_; }
