@@ -47,4 +47,37 @@ cudaError_t dispatch_dtype_op(mycollDataType_t t, mycollRedOp_t op, const Args& 
   }
 }
 
+// Loads every dtype x op instantiation of Launch: Launch<T, OP>::preload()
+// (cudaFuncGetAttributes on its kernel), first error returned. See
+// preload_kernels() in kernels/launch.h for why.
+template <template <typename, int> class Launch, typename T>
+cudaError_t preload_ops() {
+  cudaError_t e = Launch<T, mycollSum>::preload();
+  for (cudaError_t r : {Launch<T, mycollProd>::preload(), Launch<T, mycollMax>::preload(),
+                        Launch<T, mycollMin>::preload()})
+    if (e == cudaSuccess) e = r;
+  return e;
+}
+
+template <template <typename, int> class Launch>
+cudaError_t preload_dtype_op() {
+  cudaError_t e = cudaSuccess;
+  for (cudaError_t r :
+       {preload_ops<Launch, int8_t>(), preload_ops<Launch, uint8_t>(),
+        preload_ops<Launch, int32_t>(), preload_ops<Launch, uint32_t>(),
+        preload_ops<Launch, int64_t>(), preload_ops<Launch, uint64_t>(),
+        preload_ops<Launch, __half>(), preload_ops<Launch, float>(),
+        preload_ops<Launch, double>(), preload_ops<Launch, __nv_bfloat16>()})
+    if (e == cudaSuccess) e = r;
+  return e;
+}
+
+// cudaFuncGetAttributes loads a kernel (CUDA's lazy loading would otherwise
+// load it at its first launch).
+template <typename K>
+cudaError_t preload_kernel(K* kernel) {
+  cudaFuncAttributes attr;
+  return cudaFuncGetAttributes(&attr, kernel);
+}
+
 }  // namespace mycoll

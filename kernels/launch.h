@@ -113,4 +113,18 @@ cudaError_t launch_direct(DirectColl kind, const void* in, void* out, uint64_t b
 cudaError_t launch_p2p_ll(const P2pLlCommon& c, const P2pLlKey* keys, const uint64_t* ptr,
                           const uint32_t* bytes, int nslices, int threads, cudaStream_t stream);
 
+// Loads every kernel of the library on the current device (idempotent,
+// cheap after the first call). CUDA loads kernels lazily at first launch by
+// default (CUDA_MODULE_LOADING=LAZY), and loading may synchronise the whole
+// context: a rank launching a kernel for the first time would wait for the
+// kernels of other ranks sharing the GPU in this process, which wait for
+// it. The device engine calls these at init, before its first exchange
+// with the other ranks, so no rank of the communicator runs a kernel yet.
+cudaError_t preload_plan_kernels();
+cudaError_t preload_ring_kernels();  // fused ring, chain and direct kernels
+cudaError_t preload_ll_coll_kernels();
+cudaError_t preload_oneshot_kernels();
+cudaError_t preload_twoshot_kernels();
+cudaError_t preload_p2p_kernels();
+
 }  // namespace mycoll

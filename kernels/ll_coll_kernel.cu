@@ -397,9 +397,12 @@ struct Launch {
     ll_coll_kernel<T, OP><<<nblocks, kThreads, 0, s>>>(a);
     return cudaGetLastError();
   }
+  static cudaError_t preload() { return preload_kernel(ll_coll_kernel<T, OP>); }
 };
 
 }  // namespace
+
+cudaError_t preload_ll_coll_kernels() { return preload_dtype_op<Launch>(); }
 
 int ll_coll_blocks(uint64_t bytes) {
   const uint64_t lines = (bytes + 7) / 8;

@@ -179,9 +179,12 @@ struct Launch {
     oneshot_kernel<T, OP><<<nblocks, kThreads, 0, s>>>(a);
     return cudaGetLastError();
   }
+  static cudaError_t preload() { return preload_kernel(oneshot_kernel<T, OP>); }
 };
 
 }  // namespace
+
+cudaError_t preload_oneshot_kernels() { return preload_dtype_op<Launch>(); }
 
 int oneshot_blocks(uint64_t bytes) {
   const uint64_t lines = (bytes + 7) / 8;

@@ -34,6 +34,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/device_plan.h"
+#include "kernels/dispatch.cuh"
 #include "kernels/launch.h"
 #include "kernels/ll.cuh"
 
@@ -223,6 +224,12 @@ cudaError_t launch_k(const P2pLlCommon& c, const P2pLlKey* keys, const uint64_t*
 }
 
 }  // namespace
+
+cudaError_t preload_p2p_kernels() {
+  cudaError_t e = preload_kernel(p2p_ll_kernel<kSmallKeys, kSmallSlices>);
+  cudaError_t r = preload_kernel(p2p_ll_kernel<kP2pLlMaxKeys, kP2pLlMaxSlices>);
+  return e != cudaSuccess ? e : r;
+}
 
 cudaError_t launch_p2p_ll(const P2pLlCommon& c, const P2pLlKey* keys, const uint64_t* ptr,
                           const uint32_t* bytes, int nslices, int threads, cudaStream_t stream) {

@@ -581,6 +581,7 @@ struct LaunchReduce {
   static cudaError_t run(const KernelArgs& a, int nch, cudaStream_t s) {
     return launch_t<T, OP, true>(a, nch, s);
   }
+  static cudaError_t preload() { return preload_kernel(plan_kernel<T, OP, true>); }
 };
 
 }  // namespace dev
@@ -590,6 +591,13 @@ cudaError_t launch_plan(const KernelArgs& a, bool reduce, mycollDataType_t t, my
   using namespace dev;
   if (!reduce) return launch_t<uint8_t, mycollSum, false>(a, nchannels, stream);
   return dispatch_dtype_op<LaunchReduce>(t, op, a, nchannels, stream);
+}
+
+cudaError_t preload_plan_kernels() {
+  using namespace dev;
+  cudaError_t e = preload_kernel(plan_kernel<uint8_t, mycollSum, false>);
+  cudaError_t r = preload_dtype_op<LaunchReduce>();
+  return e != cudaSuccess ? e : r;
 }
 
 int plan_kernel_threads() { return dev::kThreads; }

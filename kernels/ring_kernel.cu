@@ -627,6 +627,7 @@ struct LaunchReduce {
     ring_kernel<T, OP, true><<<nch, kThreads, 0, s>>>(a);
     return cudaGetLastError();
   }
+  static cudaError_t preload() { return preload_kernel(ring_kernel<T, OP, true>); }
 };
 
 template <typename U>
@@ -636,6 +637,20 @@ cudaError_t launch_copy(const RingArgs& a, int nch, cudaStream_t s) {
 }
 
 }  // namespace
+
+cudaError_t preload_ring_kernels() {
+  cudaError_t e = preload_dtype_op<LaunchReduce>();
+  for (cudaError_t r : {preload_kernel(ring_kernel<unsigned char, mycollSum, false>),
+                        preload_kernel(ring_kernel<unsigned short, mycollSum, false>),
+                        preload_kernel(ring_kernel<unsigned int, mycollSum, false>),
+                        preload_kernel(ring_kernel<unsigned long long, mycollSum, false>),
+                        preload_kernel(direct_kernel<unsigned char>),
+                        preload_kernel(direct_kernel<unsigned short>),
+                        preload_kernel(direct_kernel<unsigned int>),
+                        preload_kernel(direct_kernel<unsigned long long>)})
+    if (e == cudaSuccess) e = r;
+  return e;
+}
 
 cudaError_t launch_ring(RingColl kind, const void* in, void* out, uint64_t bytes,
                         mycollDataType_t t, mycollRedOp_t op, int root, const DevComm* comm,

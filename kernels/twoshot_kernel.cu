@@ -279,9 +279,12 @@ struct Launch {
     twoshot_kernel<T, OP><<<nblocks, kThreads, 0, s>>>(a);
     return cudaGetLastError();
   }
+  static cudaError_t preload() { return preload_kernel(twoshot_kernel<T, OP>); }
 };
 
 }  // namespace
+
+cudaError_t preload_twoshot_kernels() { return preload_dtype_op<Launch>(); }
 
 int twoshot_blocks(uint64_t bytes, int nranks) {
   if (nranks < 1) return 1;

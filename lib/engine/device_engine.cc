@@ -15,6 +15,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <tuple>
 
 #include "core/comm.h"
@@ -28,6 +29,24 @@
 
 namespace mycoll {
 namespace {
+
+// Every kernel loaded on `dev` before this rank's first exchange with its
+// peers (kernels/launch.h says why), once per device and process; other
+// threads initialising on the same device wait until it is done.
+void preload_kernels_once(int dev) {
+  static std::mutex mu;
+  static std::vector<int> done;
+  std::lock_guard<std::mutex> g(mu);
+  if (std::find(done.begin(), done.end(), dev) != done.end()) return;
+  for (cudaError_t e : {preload_plan_kernels(), preload_ring_kernels(), preload_ll_coll_kernels(),
+                        preload_oneshot_kernels(), preload_twoshot_kernels(),
+                        preload_p2p_kernels()})
+    if (e != cudaSuccess)
+      throw_error(mycollUnhandledCudaError,
+                  std::string("loading the GPU kernels on device ") + std::to_string(dev) + ": " +
+                      cudaGetErrorString(e));
+  done.push_back(dev);
+}
 
 // Low-latency ring per peer and channel: 8 slots of 16 KiB lines (8 KiB of
 // data each).
@@ -95,6 +114,7 @@ class DeviceCommImpl : public DeviceComm {
  public:
   explicit DeviceCommImpl(mycollComm& c) : c_(c), dev_(c.cuda_device) {
     cuda_check(cudaSetDevice(dev_), "cudaSetDevice(" + std::to_string(dev_) + ")");
+    preload_kernels_once(dev_);
     const Config& cfg = c.cfg;
     geom_.nranks = c.nranks;
     geom_.max_channels = cfg.gpu_channels;
