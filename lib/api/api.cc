@@ -19,6 +19,16 @@ namespace {
 
 thread_local std::string t_last_error;
 
+// The subsystem an entry point's errors are logged under: communicator
+// life cycle and queries under INIT, collectives, point-to-point and groups
+// under COLL.
+Subsys subsys_of(const char* fn) {
+  static const char* const kInit[] = {"mycollComm", "mycollGetUniqueId", "mycollGetVersion"};
+  for (const char* p : kInit)
+    if (std::strncmp(fn, p, std::strlen(p)) == 0) return Subsys::Init;
+  return Subsys::Coll;
+}
+
 void record(mycollComm* comm, const char* fn, mycollResult_t code, const char* what) {
   std::string msg = std::string(fn) + ": " + mycollGetErrorString(code) + ": " + what;
   if (std::strncmp(what, fn, std::strlen(fn)) == 0)
@@ -28,11 +38,17 @@ void record(mycollComm* comm, const char* fn, mycollResult_t code, const char* w
     std::lock_guard<std::mutex> g(comm->err_mu);
     comm->last_error = msg;
   }
-  log_warn(Subsys::Init, "{}", msg);
+  log_warn(subsys_of(fn), "{}", msg);
+}
+
+// The communicator's log tag while the call runs (null or invalid comm: none).
+const std::string* tag_of(mycollComm* comm) {
+  return comm && comm->magic == mycollComm::kMagic ? &comm->log_tag : nullptr;
 }
 
 template <typename F>
 mycollResult_t guarded(mycollComm* comm, const char* fn, F&& f) {
+  LogScope scope(tag_of(comm));
   try {
     f();
     return mycollSuccess;
@@ -305,7 +321,7 @@ mycollResult_t mycollCommSplit(mycollComm_t comm, int color, int key, mycollComm
     int newrank = 0;
     while (mine[newrank].rank != comm->rank) ++newrank;
     *newcomm = comm_create(unpack_unique_id(uid), static_cast<int>(mine.size()), newrank,
-                           comm->cuda_device)
+                           comm->cuda_device, comm)
                    .release();
   });
 }

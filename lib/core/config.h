@@ -11,9 +11,12 @@ namespace mycoll {
 
 struct EnvVar {
   const char* name;
-  const char* type;  // "int", "double", "string", "bool", "enum"
+  const char* type;  // "int", "double", "string", "bool", "enum", "bytes"
   const char* default_value;
   const char* meaning;
+  // true: read once per process (at the first log line); false: read again
+  // by every communicator init (mycollCommInit*, mycollCommSplit).
+  bool per_process = false;
 };
 
 // The registry, in documentation order.

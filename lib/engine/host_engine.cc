@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <utility>
 
 #include "core/comm.h"
 #include "core/error.h"
@@ -83,6 +84,10 @@ class Exec {
   void idle_check(Clock::time_point now) {
     if (comm_->aborted.load()) throw_error(mycollRemoteError, where() + ": communicator aborted");
     double idle = std::chrono::duration<double>(now - last_progress_).count();
+    if (log_enabled(LogLevel::Trace, Subsys::Coll) && idle >= next_wait_report_) {
+      next_wait_report_ = idle + 1.0;  // at most one line a second per communicator
+      trace("{}: waiting {:.0f} ms {}", where(), idle * 1e3, waiting_on());
+    }
     if (idle > 0.005) {
       for (auto& s : ops_)
         if (!s.complete) comm_->conns[s.op->peer]->check_alive();
@@ -171,10 +176,16 @@ class Exec {
       }
     }
     started_ = true;
+    step_t0_ = Clock::now();
+    next_wait_report_ = 1.0;
+    if (log_enabled(LogLevel::Trace, Subsys::Coll) && step_ < t.plan.steps.size()) trace_step_start();
   }
 
   void finish_step() {
     Task& t = (*tasks_)[task_];
+    if (log_enabled(LogLevel::Trace, Subsys::Coll) && step_ < t.plan.steps.size())
+      trace("{} step {}/{} done in {:.1f} us", coll_name(t.coll), step_ + 1, t.plan.steps.size(),
+            std::chrono::duration<double, std::micro>(Clock::now() - step_t0_).count());
     started_ = false;
     ops_.clear();
     if (++step_ < t.plan.steps.size()) return;
@@ -183,6 +194,26 @@ class Exec {
                      comm_->nranks);
     step_ = 0;
     ++task_;
+  }
+
+  // TRACE lines of this communicator (this thread may drive several).
+  template <typename... Args>
+  void trace(fmt::format_string<Args...> f, Args&&... args) {
+    LogScope scope(&comm_->log_tag);
+    log_trace(Subsys::Coll, f, std::forward<Args>(args)...);
+  }
+
+  void trace_step_start() {
+    const Task& t = (*tasks_)[task_];
+    std::string ops;
+    for (const OpState& st : ops_) {
+      const char* what = st.op->kind == OpKind::Send ? "send to" : st.op->kind == OpKind::Recv
+                                                                      ? "recv from"
+                                                                      : "recv+reduce from";
+      ops += fmt::format("{}{} rank {} {} B", ops.empty() ? "" : ", ", what, st.op->peer, st.bytes);
+    }
+    trace("{} {} step {}/{}: {}", coll_name(t.coll), algo_name(t.algo), step_ + 1,
+          t.plan.steps.size(), ops.empty() ? "local work only" : ops);
   }
 
   bool do_send(OpState& s) {
@@ -292,6 +323,8 @@ class Exec {
   std::vector<uint64_t> busy_send_, busy_recv_;
   uint64_t pass_ = 1;
   Clock::time_point last_progress_;
+  Clock::time_point step_t0_;
+  double next_wait_report_ = 1.0;  // TRACE: idle seconds of the next "waiting" line
 };
 
 void backoff(unsigned idle_passes) {
