@@ -28,7 +28,7 @@ void* open_lib(const char* soname, std::string* why) {
   void* lib = dlopen(soname, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (!lib) {
     const char* e = dlerror();
-    *why = std::string(soname) + " not found (" + (e ? e : "dlopen failed") +
+    *why = std::string(soname) + " could not be loaded (" + (e ? e : "dlopen failed") +
            "); install UCX (Debian/Ubuntu: apt-get install libucx0; RHEL: ucx) or put its lib "
            "directory on LD_LIBRARY_PATH";
   }
