@@ -10,6 +10,7 @@
 #include "core/comm.h"
 #include "core/enqueue.h"
 #include "core/error.h"
+#include "core/flight_recorder.h"
 #include "core/log.h"
 #include "engine/device_engine.h"
 
@@ -278,6 +279,14 @@ mycollResult_t mycollCommAbort(mycollComm_t comm) {
   return guarded(nullptr, "mycollCommAbort", [&] {
     if (!comm) return;
     valid_comm(comm, "mycollCommAbort");
+    if (comm->flight && !comm->flight_dumped.exchange(true)) {
+      LogScope scope(&comm->log_tag);
+      try {
+        log_warn(Subsys::Init, "flight recorder written to {}", flight_dump(*comm, "abort"));
+      } catch (const std::exception& e) {
+        log_warn(Subsys::Init, "{}", e.what());
+      }
+    }
     comm->aborted = true;
     if (comm->device) comm->device->abort();
     for (auto& c : comm->conns)
@@ -323,6 +332,17 @@ mycollResult_t mycollCommSplit(mycollComm_t comm, int color, int key, mycollComm
     *newcomm = comm_create(unpack_unique_id(uid), static_cast<int>(mine.size()), newrank,
                            comm->cuda_device, comm)
                    .release();
+  });
+}
+
+mycollResult_t mycollCommDump(mycollComm_t comm, const char* path) {
+  return guarded(comm, "mycollCommDump", [&] {
+    valid_comm(comm, "mycollCommDump");
+    if (!comm->flight)
+      throw_error(mycollInvalidUsage, "mycollCommDump: the flight recorder is off (set "
+                                      "MYCOLL_FLIGHT_RECORDER=N before creating the communicator)");
+    std::string where = flight_dump(*comm, "request", path ? path : "");
+    log_info(Subsys::Init, "flight recorder written to {}", where);
   });
 }
 

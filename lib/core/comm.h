@@ -12,6 +12,7 @@
 #include "algorithms/plan.h"
 #include "bootstrap/bootstrap.h"
 #include "core/config.h"
+#include "core/flight_recorder.h"
 #include "mycoll.h"
 #include "transports/transport.h"
 
@@ -63,7 +64,9 @@ struct mycollComm {
 
   std::mutex err_mu;
   std::string last_error;
-  uint64_t op_seq = 0;  // collectives issued, for logs
+  uint64_t op_seq = 0;  // operations issued (collectives, p2p batches): logs, flight recorder
+  std::unique_ptr<mycoll::FlightRecorder> flight;  // MYCOLL_FLIGHT_RECORDER > 0
+  std::atomic<bool> flight_dumped{false};          // written once on failure
 
   // Marks the communicator broken with a reason and tells peers (shuts down
   // every connection so their waits end promptly).

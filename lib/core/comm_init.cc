@@ -10,6 +10,7 @@
 
 #include "core/comm.h"
 #include "core/error.h"
+#include "core/flight_recorder.h"
 #include "core/log.h"
 #include "engine/device_engine.h"
 #include "topo/topo.h"
@@ -26,6 +27,14 @@ void mycollComm::fail(mycollResult_t code, const std::string& reason) {
   async_error.compare_exchange_strong(expected, code);
   for (auto& c : conns)
     if (c) c->shutdown();
+  if (flight && !flight_dumped.exchange(true)) {
+    LogScope scope(&log_tag);
+    try {
+      log_warn(Subsys::Coll, "flight recorder written to {}", flight_dump(*this, reason));
+    } catch (const std::exception& e) {
+      log_warn(Subsys::Coll, "{}", e.what());
+    }
+  }
 }
 
 void mycollComm::check_usable() const {
@@ -36,7 +45,10 @@ void mycollComm::check_usable() const {
                 "communicator is unusable after an earlier failure: " + async_reason);
 }
 
-mycollComm::~mycollComm() { magic = 0; }
+mycollComm::~mycollComm() {
+  magic = 0;
+  if (flight) flight_unregister(this);
+}
 
 namespace mycoll {
 
@@ -218,6 +230,10 @@ std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int 
     log_info(Subsys::Transport, "-> rank {} ({}): {}", r, c->peers[r].hostname, how);
   }
   maybe_dump_topology(*c);  // MYCOLL_TOPO_DUMP_FILE
+  if (c->cfg.flight_ops > 0) {
+    c->flight = std::make_unique<FlightRecorder>(c->cfg.flight_ops);
+    flight_register(c.get());
+  }
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   const std::string dev =
       cuda_device < 0 ? std::string("none")

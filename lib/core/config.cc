@@ -1,5 +1,7 @@
 #include "core/config.h"
 
+#include <signal.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -151,6 +153,21 @@ const std::vector<EnvVar>& env_registry() {
        "RDMA verbs transport: transport retries before a peer counts as dead (0..7)."},
       {"MYCOLL_IB_BUFFER_BYTES", "bytes", "4M",
        "RDMA verbs transport: receive ring per peer (and send staging ring of the same size)."},
+      {"MYCOLL_FLIGHT_RECORDER", "int", "0",
+       "Flight recorder: each communicator keeps its last N operations (sequence number, "
+       "collective, count, dtype, op, root, algorithm, engine, state enqueued/started/done/failed, "
+       "timestamps, the peer it waits on) and writes them as JSON to MYCOLL_FLIGHT_RECORDER_FILE "
+       "when a collective fails (timeout, dead peer), at mycollCommAbort, on mycollCommDump and "
+       "on MYCOLL_FLIGHT_RECORDER_SIGNAL. tools/flight/mycoll-flight reads every rank's file and "
+       "names the rank that is behind. 0 = off (nothing recorded); at most 1000000. GPU "
+       "communicators record the enqueue only."},
+      {"MYCOLL_FLIGHT_RECORDER_FILE", "string", "/tmp/mycoll-flight.%c.%r.json",
+       "Where the flight recorder is written: %c communicator id, %r rank, %h host, %p pid. The "
+       "directory must exist."},
+      {"MYCOLL_FLIGHT_RECORDER_SIGNAL", "string", "",
+       "A signal (USR1, USR2 or its number) that makes every communicator with a flight recorder "
+       "write it, e.g. kill -USR2 <pid> on a job that seems stuck. Unset = none (mycoll installs "
+       "no handler)."},
       {"MYCOLL_HOST_COMM", "bool", "0",
        "1: mycollCommInitRank / mycollCommInitFromEnv make host-only communicators (host "
        "buffers) even where a GPU is present; 0: bind to the calling thread's current CUDA "
@@ -299,6 +316,19 @@ Config Config::from_env() {
   c.gpu_ring_bytes = parse_bytes(env_get("MYCOLL_GPU_RING_BYTES"), "MYCOLL_GPU_RING_BYTES");
   c.gpu_direct_bytes =
       parse_bytes(env_get("MYCOLL_GPU_DIRECT_BYTES"), "MYCOLL_GPU_DIRECT_BYTES");
+  const long long fr = parse_int(env_get("MYCOLL_FLIGHT_RECORDER"), "MYCOLL_FLIGHT_RECORDER");
+  if (fr < 0 || fr > 1000000)
+    throw_error(mycollInvalidArgument, "MYCOLL_FLIGHT_RECORDER must be in 0..1000000");
+  c.flight_ops = static_cast<size_t>(fr);
+  c.flight_file = env_get("MYCOLL_FLIGHT_RECORDER_FILE");
+  const std::string sig = trim(env_get("MYCOLL_FLIGHT_RECORDER_SIGNAL"));
+  if (sig == "USR1" || sig == "SIGUSR1") c.flight_signal = SIGUSR1;
+  else if (sig == "USR2" || sig == "SIGUSR2") c.flight_signal = SIGUSR2;
+  else if (!sig.empty()) c.flight_signal = static_cast<int>(parse_int(sig, "MYCOLL_FLIGHT_RECORDER_SIGNAL"));
+  if (c.flight_signal < 0 || c.flight_signal >= NSIG || c.flight_signal == SIGKILL ||
+      c.flight_signal == SIGSTOP)
+    throw_error(mycollInvalidArgument, "MYCOLL_FLIGHT_RECORDER_SIGNAL='" + sig +
+                                           "' is not USR1, USR2 or a catchable signal number");
   return c;
 }
 

@@ -5,6 +5,7 @@
 
 #include "core/comm.h"
 #include "core/error.h"
+#include "core/flight_recorder.h"
 #include "core/log.h"
 #include "engine/device_engine.h"
 #include "engine/host_engine.h"
@@ -137,7 +138,8 @@ static Task make_collective_task(mycollComm* c, const Call& call) {
   log_info(Subsys::Coll, "op {} {} {} count {} {} {} root {} bytes {} algo {}{}", c->op_seq,
            coll_name(call.coll), redop_name(call.op), call.count, dtype_name(call.dtype), t.in_place ? "in-place" : "out-of-place", call.root, bytes,
            algo_name(t.algo), c->device ? " (device)" : "");
-  ++c->op_seq;
+  t.seq = c->op_seq++;
+  if (c->flight) c->flight->enqueued(t, t.seq, c->device != nullptr);
   return t;
 }
 
@@ -194,7 +196,10 @@ static Task make_p2p_task(mycollComm* c, const std::vector<Call>& calls) {
   }
   step.ops.insert(step.ops.begin(), copies.begin(), copies.end());
   if (!step.ops.empty()) t.plan.steps.push_back(std::move(step));
-  log_info(Subsys::Coll, "p2p batch of {} call(s), {} bytes", calls.size(), t.count);
+  log_info(Subsys::Coll, "op {} p2p batch of {} call(s), {} bytes", c->op_seq, calls.size(),
+           t.count);
+  t.seq = c->op_seq++;
+  if (c->flight) c->flight->enqueued(t, t.seq, c->device != nullptr);
   return t;
 }
 

@@ -10,6 +10,7 @@
 
 #include "core/comm.h"
 #include "core/error.h"
+#include "core/flight_recorder.h"
 #include "core/log.h"
 #include "engine/reduce.h"
 
@@ -91,6 +92,7 @@ class Exec {
     if (idle > 0.005) {
       for (auto& s : ops_)
         if (!s.complete) comm_->conns[s.op->peer]->check_alive();
+      if (comm_->flight) record_waiting();
     }
     if (idle > comm_->cfg.timeout_s)
       throw_error(mycollTimeout, where() + ": no progress for " +
@@ -100,6 +102,10 @@ class Exec {
 
   void fail(const Error& e) {
     failed_ = true;
+    if (comm_->flight && task_ < tasks_->size()) {
+      record_waiting();
+      comm_->flight->failed((*tasks_)[task_].seq);
+    }
     comm_->fail(e.code(), e.what());
   }
 
@@ -138,6 +144,7 @@ class Exec {
 
   void start_task() {
     Task& t = (*tasks_)[task_];
+    if (comm_->flight) comm_->flight->started(t.seq);
     size_t need = t.plan.scratch_count * dtype_size(t.dtype);
     if (comm_->scratch.size() < need) comm_->scratch.resize(need);
   }
@@ -192,8 +199,19 @@ class Exec {
     if (t.op == mycollAvg && t.plan.result.count > 0)
       scale_avg_host(t.dtype, resolve(t.plan.result, dtype_size(t.dtype)), t.plan.result.count,
                      comm_->nranks);
+    if (comm_->flight) comm_->flight->done(t.seq);
     step_ = 0;
     ++task_;
+  }
+
+  // Flight recorder: the first peer the current step still waits on.
+  void record_waiting() {
+    for (const OpState& s : ops_) {
+      if (s.complete) continue;
+      comm_->flight->waiting((*tasks_)[task_].seq, s.op->peer, s.op->kind == OpKind::Send,
+                             s.done, s.bytes);
+      return;
+    }
   }
 
   // TRACE lines of this communicator (this thread may drive several).
