@@ -1,6 +1,17 @@
-# Required: spdlog, threads. Optional (printed loudly): CUDA, ibverbs, UCX, MPI.
+# Required: spdlog, fmt, threads. Optional (printed loudly): CUDA, ibverbs, UCX, MPI.
 find_package(Threads REQUIRED)
 find_package(spdlog REQUIRED)   # Debian: libspdlog-dev (scripts/install-deps.sh)
+find_package(fmt REQUIRED)      # Debian: libfmt-dev
+
+# spdlog and fmt are compiled into the library (header-only), so libmycoll.so
+# needs no libspdlog.so / libfmt.so of one distribution release (a test checks
+# its NEEDED list). Not spdlog::spdlog_header_only: Debian's links fmt::fmt
+# (the shared library).
+add_library(mycoll_log_deps INTERFACE)
+get_target_property(_mycoll_spdlog_inc spdlog::spdlog INTERFACE_INCLUDE_DIRECTORIES)
+target_include_directories(mycoll_log_deps SYSTEM INTERFACE ${_mycoll_spdlog_inc})
+target_compile_definitions(mycoll_log_deps INTERFACE SPDLOG_HEADER_ONLY SPDLOG_FMT_EXTERNAL)
+target_link_libraries(mycoll_log_deps INTERFACE fmt::fmt-header-only)
 
 option(MYCOLL_ENABLE_CUDA "Build the GPU path when a CUDA compiler is found" ON)
 include(CheckLanguage)
@@ -28,9 +39,11 @@ else()
   message(WARNING "mycoll: MPI not found: mycoll-perf built without --vs mpi")
 endif()
 
-# UCX (transports/ucx): needs the headers (libucx-dev) at build time. Without
-# them transports/ucx/ucx_stub.cc is built and MYCOLL_NET=ucx is an error.
-option(MYCOLL_ENABLE_UCX "Build the UCX transport when UCX is found" ON)
+# UCX (transports/ucx): built whenever the headers are found (libucx-dev);
+# libucp/libucs are loaded at run time (transports/ucx/ucxwrap.cc), so the
+# same library loads where UCX is absent and MYCOLL_NET=ucx says what to
+# install. Without the headers transports/ucx/ucx_stub.cc is built instead.
+option(MYCOLL_ENABLE_UCX "Build the UCX transport when its headers are found" ON)
 set(MYCOLL_HAVE_UCX OFF)
 if(MYCOLL_ENABLE_UCX)
   find_package(PkgConfig QUIET)
@@ -38,13 +51,16 @@ if(MYCOLL_ENABLE_UCX)
     pkg_check_modules(MYCOLL_UCX_PC QUIET ucx)
   endif()
   find_path(MYCOLL_UCX_INCLUDE_DIR ucp/api/ucp.h HINTS ${MYCOLL_UCX_PC_INCLUDE_DIRS})
-  find_library(MYCOLL_UCP_LIBRARY ucp HINTS ${MYCOLL_UCX_PC_LIBRARY_DIRS})
-  find_library(MYCOLL_UCS_LIBRARY ucs HINTS ${MYCOLL_UCX_PC_LIBRARY_DIRS})
 endif()
-if(MYCOLL_ENABLE_UCX AND MYCOLL_UCX_INCLUDE_DIR AND MYCOLL_UCP_LIBRARY AND MYCOLL_UCS_LIBRARY)
+if(MYCOLL_ENABLE_UCX AND MYCOLL_UCX_INCLUDE_DIR)
   set(MYCOLL_HAVE_UCX ON)
-  message(STATUS "mycoll: UCX ${MYCOLL_UCX_PC_VERSION} found (${MYCOLL_UCP_LIBRARY}): MYCOLL_NET=ucx enabled")
+  message(STATUS "mycoll: UCX ${MYCOLL_UCX_PC_VERSION} headers found (${MYCOLL_UCX_INCLUDE_DIR}): "
+                 "UCX transport built (libucp loaded at run time)")
 else()
-  message(WARNING "mycoll: UCX not found (need ucp/api/ucp.h and libucp/libucs, e.g. libucx-dev): "
+  message(WARNING "mycoll: UCX headers not found (ucp/api/ucp.h, e.g. libucx-dev): "
                   "MYCOLL_NET=ucx disabled")
 endif()
+
+# nccl.h (lib/nccl, tools --vs nccl) is looked for by those parts; reported
+# here only so the summary names it.
+find_path(MYCOLL_NCCL_H_DIR nccl.h HINTS /usr/local/cuda/include ${CUDAToolkit_INCLUDE_DIRS})

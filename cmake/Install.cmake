@@ -14,3 +14,7 @@ install(FILES ${PROJECT_BINARY_DIR}/mycoll.pc DESTINATION ${CMAKE_INSTALL_LIBDIR
 if(TARGET mycoll-perf)
   install(TARGETS mycoll-perf RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()
+install(PROGRAMS ${PROJECT_SOURCE_DIR}/tools/flight/mycoll-flight DESTINATION ${CMAKE_INSTALL_BINDIR})
+if(TARGET mycoll-perf-mpi)  # loaded by mycoll-perf for --vs mpi (tools/mycoll-perf/mpi_compare.h)
+  install(TARGETS mycoll-perf-mpi LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/mycoll)
+endif()

@@ -107,6 +107,12 @@ MYCOLL_API mycollResult_t mycollCommUserRank(const mycollComm_t comm, int* rank)
 /* CUDA device of comm; -1 for a host-only communicator. */
 MYCOLL_API mycollResult_t mycollCommCuDevice(const mycollComm_t comm, int* device);
 MYCOLL_API mycollResult_t mycollCommGetAsyncError(mycollComm_t comm, mycollResult_t* asyncError);
+/* Writes comm's flight recorder (the last MYCOLL_FLIGHT_RECORDER operations:
+ * sequence number, collective, state, timestamps, peer waited on) as JSON to
+ * path, or to MYCOLL_FLIGHT_RECORDER_FILE when path is NULL (%r rank, %c
+ * communicator id, %h host, %p pid). mycollInvalidUsage when the recorder is
+ * off; tools/flight/mycoll-flight reads every rank's file. Any thread. */
+MYCOLL_API mycollResult_t mycollCommDump(mycollComm_t comm, const char* path);
 
 MYCOLL_API mycollResult_t mycollAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                                           mycollDataType_t datatype, mycollRedOp_t op,

@@ -3,8 +3,12 @@
 # missing). Needs root or sudo. CUDA is optional: with nvcc on PATH (or in
 # /usr/local/cuda/bin) the GPU path is built too.
 set -euo pipefail
+# libucx-dev: the UCX transport is built when its headers are present (UCX
+# itself is loaded at run time); CI checks that it was (test build_config).
+# libibverbs-dev: verbs.h for the RDMA transport (libibverbs loaded at run time).
+# python3: tools/flight/mycoll-flight (the flight recorder's analysis) and its test.
 pkgs=(cmake ninja-build g++ pkg-config libspdlog-dev libfmt-dev libgtest-dev
-      libopenmpi-dev openmpi-bin iproute2 iputils-ping)
+      libopenmpi-dev openmpi-bin libucx-dev libibverbs-dev iproute2 iputils-ping python3)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -245,10 +245,15 @@ int fork_procs_impl(int np, const ProcMain& body, double grace_s) {
 bool launched_by_env() { return env_rank_variable() != nullptr; }
 
 std::string describe(mycollResult_t r, const char* what, mycollComm_t comm) {
-  std::string s = std::string(what) + " failed: " + mycollGetErrorString(r);
-  const char* why = mycollGetLastError(comm);
-  if (why && *why) s += std::string(": ") + why;
-  return s;
+  const std::string head = std::string(what) + " failed: ";
+  const char* last = mycollGetLastError(comm);
+  if (!last || !*last) return head + mycollGetErrorString(r);
+  // The library's message starts with the call's name ("mycollAllReduce:
+  // remote error: ..."): say it once.
+  std::string why = last;
+  const std::string fn = std::string(what).substr(0, std::string(what).find(' ')) + ": ";
+  if (why.compare(0, fn.size(), fn) == 0) why.erase(0, fn.size());
+  return head + why;
 }
 
 void must(mycollResult_t r, const char* what, mycollComm_t comm) {

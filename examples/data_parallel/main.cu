@@ -16,8 +16,9 @@
 //
 // Exit status: 0 when the final loss fell below --target-loss and the
 // replicas ended bitwise identical; 1 when either check failed; 2 on an error
-// (a failed CUDA or mycoll call, a bad flag). Prints "SKIP: ..." and exits 0
-// when the machine has no GPU (or fewer than --np).
+// (a failed CUDA or mycoll call, a bad flag, no GPU or fewer than --np). With
+// --skip-without-gpu a machine without (enough) GPUs prints "SKIP: ..." and
+// exits 0 instead, as ring_allreduce_cuda and mycoll-perf do.
 #include <cuda_runtime.h>
 #include <poll.h>
 #include <signal.h>
@@ -72,6 +73,7 @@ struct Options {
   int print_every = 20;
   double target_loss = 0.5;
   bool broadcast = true;  // --no-broadcast: replicas start different (shows the check fails)
+  bool skip_without_gpu = false;  // "SKIP: ..." and exit 0 instead of an error
 };
 
 // ---------------------------------------------------------------------------
@@ -600,7 +602,7 @@ void select_device(int dev, int rank) {
 void usage(const char* prog) {
   std::fprintf(stderr,
                "usage: %s [--np N] [--steps S] [--batch B] [--lr LR] [--print-every K] "
-               "[--target-loss L] [--no-broadcast]\n"
+               "[--target-loss L] [--no-broadcast] [--skip-without-gpu]\n"
                "  --np N           fork N local ranks, rank r on GPU r (default: all GPUs);\n"
                "                   leave out under torchrun/mpirun/srun (one rank per process)\n"
                "  --steps S        training steps (default 300)\n"
@@ -609,7 +611,9 @@ void usage(const char* prog) {
                "  --print-every K  report the loss every K steps (default 20)\n"
                "  --target-loss L  fail (exit 1) unless the final loss is below L (default 0.5)\n"
                "  --no-broadcast   skip broadcasting rank 0's initial parameters: with 2+ ranks the\n"
-               "                   replicas then differ and the final check fails (exit 1)\n",
+               "                   replicas then differ and the final check fails (exit 1)\n"
+               "  --skip-without-gpu  print 'SKIP: ...' and exit 0 when there are not enough GPUs\n"
+               "                   (default: an error, exit 2)\n",
                prog);
 }
 
@@ -652,6 +656,9 @@ bool parse_args(int argc, char** argv, Options* o) {
     } else if (a == "--no-broadcast") {
       o->broadcast = false;
       continue;  // takes no value
+    } else if (a == "--skip-without-gpu") {
+      o->skip_without_gpu = true;
+      continue;
     } else if (a == "--target-loss") {
       ok = parse_number(v, 0, 1e9, &o->target_loss);
     } else {
@@ -691,11 +698,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (ngpus == 0) {
-    if (why.empty())
-      std::printf("SKIP: no GPU\n");
-    else
-      std::printf("SKIP: no GPU (%s)\n", why.c_str());
-    return 0;
+    const std::string what = why.empty() ? "no GPU" : "no GPU (" + why + ")";
+    if (o.skip_without_gpu) {
+      std::printf("SKIP: %s\n", what.c_str());
+      return 0;
+    }
+    std::fprintf(stderr, "%s: %s\n", argv[0], what.c_str());
+    return 2;
   }
 
   auto body = [&o, under_launcher](mycollComm_t comm, int rank, int nranks) {
@@ -712,8 +721,13 @@ int main(int argc, char** argv) {
   }
   const int np = o.np > 0 ? o.np : ngpus;
   if (np > ngpus) {
-    std::printf("SKIP: --np %d needs %d GPUs, this machine has %d\n", np, np, ngpus);
-    return 0;
+    if (o.skip_without_gpu) {
+      std::printf("SKIP: --np %d needs %d GPUs, this machine has %d\n", np, np, ngpus);
+      return 0;
+    }
+    std::fprintf(stderr, "%s: --np %d needs %d GPUs, this machine has %d\n", argv[0], np, np,
+                 ngpus);
+    return 2;
   }
   return mycoll_examples::launch(np, body, 30.0, [](int rank) { select_device(rank, rank); });
 }

@@ -10,6 +10,7 @@
 #include "core/comm.h"
 #include "core/enqueue.h"
 #include "core/error.h"
+#include "core/flight_recorder.h"
 #include "core/log.h"
 #include "engine/device_engine.h"
 
@@ -18,6 +19,16 @@ using namespace mycoll;
 namespace {
 
 thread_local std::string t_last_error;
+
+// The subsystem an entry point's errors are logged under: communicator
+// life cycle and queries under INIT, collectives, point-to-point and groups
+// under COLL.
+Subsys subsys_of(const char* fn) {
+  static const char* const kInit[] = {"mycollComm", "mycollGetUniqueId", "mycollGetVersion"};
+  for (const char* p : kInit)
+    if (std::strncmp(fn, p, std::strlen(p)) == 0) return Subsys::Init;
+  return Subsys::Coll;
+}
 
 void record(mycollComm* comm, const char* fn, mycollResult_t code, const char* what) {
   std::string msg = std::string(fn) + ": " + mycollGetErrorString(code) + ": " + what;
@@ -28,11 +39,17 @@ void record(mycollComm* comm, const char* fn, mycollResult_t code, const char* w
     std::lock_guard<std::mutex> g(comm->err_mu);
     comm->last_error = msg;
   }
-  log_warn(Subsys::Init, "{}", msg);
+  log_warn(subsys_of(fn), "{}", msg);
+}
+
+// The communicator's log tag while the call runs (null or invalid comm: none).
+const std::string* tag_of(mycollComm* comm) {
+  return comm && comm->magic == mycollComm::kMagic ? &comm->log_tag : nullptr;
 }
 
 template <typename F>
 mycollResult_t guarded(mycollComm* comm, const char* fn, F&& f) {
+  LogScope scope(tag_of(comm));
   try {
     f();
     return mycollSuccess;
@@ -262,6 +279,14 @@ mycollResult_t mycollCommAbort(mycollComm_t comm) {
   return guarded(nullptr, "mycollCommAbort", [&] {
     if (!comm) return;
     valid_comm(comm, "mycollCommAbort");
+    if (comm->flight && !comm->flight_dumped.exchange(true)) {
+      LogScope scope(&comm->log_tag);
+      try {
+        log_warn(Subsys::Init, "flight recorder written to {}", flight_dump(*comm, "abort"));
+      } catch (const std::exception& e) {
+        log_warn(Subsys::Init, "{}", e.what());
+      }
+    }
     comm->aborted = true;
     if (comm->device) comm->device->abort();
     for (auto& c : comm->conns)
@@ -305,8 +330,19 @@ mycollResult_t mycollCommSplit(mycollComm_t comm, int color, int key, mycollComm
     int newrank = 0;
     while (mine[newrank].rank != comm->rank) ++newrank;
     *newcomm = comm_create(unpack_unique_id(uid), static_cast<int>(mine.size()), newrank,
-                           comm->cuda_device)
+                           comm->cuda_device, comm)
                    .release();
+  });
+}
+
+mycollResult_t mycollCommDump(mycollComm_t comm, const char* path) {
+  return guarded(comm, "mycollCommDump", [&] {
+    valid_comm(comm, "mycollCommDump");
+    if (!comm->flight)
+      throw_error(mycollInvalidUsage, "mycollCommDump: the flight recorder is off (set "
+                                      "MYCOLL_FLIGHT_RECORDER=N before creating the communicator)");
+    std::string where = flight_dump(*comm, "request", path ? path : "");
+    log_info(Subsys::Init, "flight recorder written to {}", where);
   });
 }
 

@@ -54,7 +54,7 @@ void stop_roots_at_exit() {
 
 void register_exit_hook_once() {
   static const bool once = [] {
-    logger();  // constructed first, so destroyed after the hook has run
+    // (Logging state is never destroyed, lib/core/log.cc: the hook may log.)
     std::atexit(stop_roots_at_exit);
     pthread_atfork(nullptr, nullptr, [] { g_live_roots.store(0); });
     return true;

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/log.h"
 
 namespace mycoll {
 namespace net {
@@ -308,10 +309,17 @@ Fd accept_nonblocking(int listen_fd, SockAddr* peer) {
   }
 }
 
+// A rank retrying a peer that does not answer (the rendezvous root not up
+// yet, a wrong address) says so after this long, then this often.
+constexpr double kStillWaitingFirstS = 2.0;
+constexpr double kStillWaitingEveryS = 5.0;
+
 Fd connect_to(const SockAddr& addr, const Deadline& d, const std::string& what, bool retry,
               const std::atomic<bool>* cancel, size_t buffer_bytes) {
   int last_err = 0;
   int backoff_ms = 10;
+  const Clock::time_point start = Clock::now();
+  double next_report_s = kStillWaitingFirstS;  // "still waiting" while a retried peer is silent
   for (;;) {
     if (cancel && cancel->load(std::memory_order_acquire))
       throw_error(mycollRemoteError, what + ": aborted while connecting to " + addr.str());
@@ -354,6 +362,13 @@ Fd connect_to(const SockAddr& addr, const Deadline& d, const std::string& what, 
       throw_error(mycollRemoteError,
                   what + ": cannot connect to " + addr.str() + ": " + std::strerror(e));
     if (d.expired()) break;
+    const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+    if (retry && waited >= next_report_s) {
+      next_report_s = waited + kStillWaitingEveryS;
+      log_warn(Subsys::Bootstrap, "{} at {}: no answer yet ({}); still waiting ({:.0f} s so far, "
+               "{:.0f} s left of MYCOLL_TIMEOUT)", what, addr.str(), std::strerror(e), waited,
+               d.seconds_left());
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(std::min(backoff_ms, d.poll_ms())));
     backoff_ms = std::min(backoff_ms * 2, 200);
     if (d.expired()) break;

@@ -12,6 +12,7 @@
 #include "algorithms/plan.h"
 #include "bootstrap/bootstrap.h"
 #include "core/config.h"
+#include "core/flight_recorder.h"
 #include "mycoll.h"
 #include "transports/transport.h"
 
@@ -27,6 +28,12 @@ struct mycollComm {
   int rank = 0;
   int nranks = 1;
   int cuda_device = -1;  // -1: host-only communicator
+  // Communicator id: alike on every rank (from the rendezvous' random tag),
+  // printed as 8 hex digits in every log line; parent_id: the communicator
+  // it was split from (0: none).
+  uint64_t id = 0;
+  uint64_t parent_id = 0;
+  std::string log_tag;  // "comm 5a1f3c2e rank 1/4": prefix of its log lines (LogScope)
   mycoll::Config cfg;
   mycoll::AlgoPolicy algo;
   std::unique_ptr<mycoll::Bootstrap> bootstrap;
@@ -57,7 +64,9 @@ struct mycollComm {
 
   std::mutex err_mu;
   std::string last_error;
-  uint64_t op_seq = 0;  // collectives issued, for logs
+  uint64_t op_seq = 0;  // operations issued (collectives, p2p batches): logs, flight recorder
+  std::unique_ptr<mycoll::FlightRecorder> flight;  // MYCOLL_FLIGHT_RECORDER > 0
+  std::atomic<bool> flight_dumped{false};          // written once on failure
 
   // Marks the communicator broken with a reason and tells peers (shuts down
   // every connection so their waits end promptly).
@@ -77,7 +86,11 @@ namespace mycoll {
 // get the host layout (CollArgs::host_of) when ranks span several hosts.
 Plan comm_build_plan(const mycollComm& c, Algo algo, CollArgs a);
 
+// parent: the communicator split from (its id is logged), or null.
 std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int rank,
-                                        int cuda_device);
+                                        int cuda_device, const mycollComm* parent = nullptr);
+
+// "5a1f3c2e": how logs and dumps name a communicator id.
+std::string comm_id_text(uint64_t id);
 
 }  // namespace mycoll

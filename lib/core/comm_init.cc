@@ -10,6 +10,7 @@
 
 #include "core/comm.h"
 #include "core/error.h"
+#include "core/flight_recorder.h"
 #include "core/log.h"
 #include "engine/device_engine.h"
 #include "topo/topo.h"
@@ -26,6 +27,14 @@ void mycollComm::fail(mycollResult_t code, const std::string& reason) {
   async_error.compare_exchange_strong(expected, code);
   for (auto& c : conns)
     if (c) c->shutdown();
+  if (flight && !flight_dumped.exchange(true)) {
+    LogScope scope(&log_tag);
+    try {
+      log_warn(Subsys::Coll, "flight recorder written to {}", flight_dump(*this, reason));
+    } catch (const std::exception& e) {
+      log_warn(Subsys::Coll, "{}", e.what());
+    }
+  }
 }
 
 void mycollComm::check_usable() const {
@@ -36,7 +45,10 @@ void mycollComm::check_usable() const {
                 "communicator is unusable after an earlier failure: " + async_reason);
 }
 
-mycollComm::~mycollComm() { magic = 0; }
+mycollComm::~mycollComm() {
+  magic = 0;
+  if (flight) flight_unregister(this);
+}
 
 namespace mycoll {
 
@@ -107,16 +119,53 @@ Plan comm_build_plan(const mycollComm& c, Algo algo, CollArgs a) {
   return p;
 }
 
+std::string comm_id_text(uint64_t id) { return fmt::format("{:08x}", id & 0xffffffffu); }
+
+// A few sizes' automatic choice for all-reduce, for the init summary.
+static std::string algo_summary(const mycollComm& c) {
+  std::string s = c.cfg.algo.empty() ? "auto" : c.cfg.algo;
+  s += " (all_reduce";
+  for (size_t bytes : {size_t(8), size_t(64) << 10, size_t(16) << 20})
+    s += fmt::format(" {}:{}", bytes >= (1u << 20) ? std::to_string(bytes >> 20) + "M"
+                              : bytes >= 1024   ? std::to_string(bytes >> 10) + "K"
+                                                : std::to_string(bytes) + "B",
+                     algo_name(c.algo.choose(Coll::AllReduce, c.nranks, bytes)));
+  return s + ")";
+}
+
+static std::string transport_summary(const mycollComm& c) {
+  std::map<std::string, int> count;
+  for (int r = 0; r < c.nranks; ++r)
+    if (r != c.rank) ++count[c.transport_of[r]];
+  std::string s;
+  for (const auto& [name, n] : count) s += fmt::format("{}{}:{}", s.empty() ? "" : ",", name, n);
+  return s.empty() ? "none" : s;
+}
+
 std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int rank,
-                                        int cuda_device) {
+                                        int cuda_device, const mycollComm* parent) {
   auto t0 = std::chrono::steady_clock::now();
   auto c = std::make_unique<mycollComm>();
-  c->cfg = Config::from_env();
-  c->algo = AlgoPolicy::parse(c->cfg.algo);
   c->rank = rank;
   c->nranks = nranks;
   c->cuda_device = cuda_device;
+  c->parent_id = parent ? parent->id : 0;
+  c->log_tag = fmt::format("rank {}/{}", rank, nranks);  // the id comes with the rendezvous
+  LogScope scope(&c->log_tag);
+  log_set_rank(rank);        // MYCOLL_DEBUG_FILE with %r
+  warn_unknown_env_once();   // MYCOLL_* typos
+  c->cfg = Config::from_env();
+  c->algo = AlgoPolicy::parse(c->cfg.algo);
   c->bootstrap = Bootstrap::init(id, rank, nranks, c->cfg.timeout_s, c->cfg.socket_ifname);
+  // Every rank got the same fresh random tag from the root: mix it into an id.
+  uint64_t h = c->bootstrap->tag() + 0x9e3779b97f4a7c15ull;
+  h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+  h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+  c->id = h ^ (h >> 31);
+  c->log_tag = fmt::format("comm {} rank {}/{}", comm_id_text(c->id), rank, nranks);
+  if (parent)
+    log_info(Subsys::Init, "split from comm {} (rank {} there)", comm_id_text(parent->id),
+             parent->rank);
 
   c->peers.resize(nranks);
   c->peers[rank] = local_peer_info(rank, cuda_device, c->bootstrap->local_ip(), c->cfg);
@@ -174,17 +223,28 @@ std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int 
     c->algo.set_ll_coll_bytes(all_ipc && nranks >= 2 ? c->cfg.gpu_ll_coll_bytes : 0);
   }
 
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  log_info(Subsys::Init, "mycoll {}.{}.{} rank {}/{} host {} pid {} device {} hosts {} init {:.1f} ms",
-           MYCOLL_MAJOR, MYCOLL_MINOR, MYCOLL_PATCH, rank, nranks, c->peers[rank].hostname, getpid(),
-           cuda_device, count_hosts(c->peers), ms);
   for (int r = 0; r < nranks; ++r) {
     if (r == rank) continue;
     std::string how = c->conns[r] ? c->conns[r]->describe() : c->transport_of[r];
     if (c->device && c->transport_of[r] == "cuda_ipc") how = c->device->describe_peer(r);
-    log_info(Subsys::Init, "rank {} -> rank {} ({}): {}", rank, r, c->peers[r].hostname, how);
+    log_info(Subsys::Transport, "-> rank {} ({}): {}", r, c->peers[r].hostname, how);
   }
   maybe_dump_topology(*c);  // MYCOLL_TOPO_DUMP_FILE
+  if (c->cfg.flight_ops > 0) {
+    c->flight = std::make_unique<FlightRecorder>(c->cfg.flight_ops);
+    flight_register(c.get());
+  }
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const std::string dev =
+      cuda_device < 0 ? std::string("none")
+                      : fmt::format("cuda:{} bus {}", cuda_device, bus_id_text(c->peers[rank].gpu_bus_id));
+  log_info(Subsys::Init,
+           "Init COMPLETE comm {} rank {} nranks {}{} device {} host {} pid {} hosts {} "
+           "mycoll {}.{}.{} transports {} algorithms {} in {:.1f} ms",
+           comm_id_text(c->id), rank, nranks,
+           parent ? " parent " + comm_id_text(parent->id) : std::string(), dev,
+           c->peers[rank].hostname, getpid(), nhosts, MYCOLL_MAJOR, MYCOLL_MINOR, MYCOLL_PATCH,
+           transport_summary(*c), algo_summary(*c), ms);
   return c;
 }
 

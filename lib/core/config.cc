@@ -1,5 +1,7 @@
 #include "core/config.h"
 
+#include <signal.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -11,17 +13,40 @@ namespace mycoll {
 const std::vector<EnvVar>& env_registry() {
   static const std::vector<EnvVar> vars = {
       {"MYCOLL_DEBUG", "enum", "WARN",
-       "Log level: WARN (default, quiet), INFO (init summary, transport per peer, algorithm per "
-       "collective), TRACE (every step)."},
+       "Log level: NONE, WARN (default: warnings only), INFO (per communicator a short init "
+       "summary ending in one \"Init COMPLETE\" line; per-call lines only with the COLL "
+       "subsystem), TRACE (also every step of every collective: peer, bytes, waits). A malformed "
+       "value is a warning and WARN.",
+       true},
+      {"MYCOLL_DEBUG_SUBSYS", "string", "",
+       "Subsystems INFO and TRACE print, as NCCL_DEBUG_SUBSYS: a comma list of INIT, BOOTSTRAP, "
+       "NET, TRANSPORT, GPU, PROXY, TUNING, ENV, COLL, ALL; a leading ^ prints all but those "
+       "(\"^TRANSPORT\"). Unset = all but COLL (the per-call lines) at INFO, all at TRACE. "
+       "Warnings ignore it. Unknown names are a warning.",
+       true},
       {"MYCOLL_DEBUG_FILE", "string", "",
-       "Write logs to this file instead of stderr; %h is replaced by the hostname, %p by the pid."},
+       "Write logs to this file instead of stderr: %h is replaced by the hostname, %p by the pid, "
+       "%r by the rank (the launcher's rank variable, else the first communicator's rank; lines "
+       "before it are held until then), %% by %. The directory must exist: a file that cannot be "
+       "opened is a warning on stderr, and logs stay on stderr.",
+       true},
+      {"MYCOLL_DEBUG_TIMESTAMP_LEVELS", "string", "WARN",
+       "Levels whose lines start with a timestamp: a comma list of WARN, INFO, TRACE, or ALL, "
+       "NONE.",
+       true},
+      {"MYCOLL_DEBUG_TIMESTAMP_FORMAT", "string", "[%F %T] ",
+       "strftime format of that timestamp, local time; %Nf adds N digits of the second's "
+       "fraction (\"[%T.%3f] \").",
+       true},
       {"MYCOLL_TIMEOUT", "double", "300",
        "Seconds any wait (bootstrap, a peer's data, a flag) may last before the operation fails "
        "with mycollTimeout naming the peer and the operation."},
       {"MYCOLL_TRANSPORT", "string", "",
-       "Force the transport for every peer: shm, socket (host), cuda_ipc (GPU). Unset = automatic "
-       "(shm on one host, socket otherwise; cuda_ipc between GPUs). A transport that cannot serve a "
-       "peer is an error at init."},
+       "Force the transport for every peer: shm (one host), socket (TCP), ib (RDMA verbs), ucx, "
+       "cuda_ipc (GPU communicators on one host). Unset = automatic (shm on one host, cuda_ipc "
+       "between GPUs of one host, MYCOLL_NET between hosts). A transport that cannot serve a "
+       "peer, or is not available here (no RDMA port, no UCX), is mycollInvalidUsage at init "
+       "saying why; it must be alike on every rank."},
       {"MYCOLL_NET", "enum", "",
        "Network transport between hosts: ib (RDMA verbs), ucx, or socket (TCP). Unset = ib when "
        "ranks span several hosts and an active RDMA port exists, else socket. Naming one that is "
@@ -38,7 +63,9 @@ const std::vector<EnvVar>& env_registry() {
       {"MYCOLL_SECRET", "string", "",
        "Shared secret for mycollCommInitFromEnv rendezvous (mycollGetUniqueId makes a random one "
        "itself). Unset = derived from the rendezvous address: the launcher is then the trust "
-       "boundary."},
+       "boundary, and another job on the same host and port could pair with this one. On any "
+       "shared host set a fresh random value per job (e.g. MYCOLL_SECRET=$(openssl rand -hex "
+       "16), exported to every rank)."},
       {"MYCOLL_HOST_ID", "string", "",
        "Override this process' host identity (default: hostname + boot id). Ranks with equal ids "
        "are treated as one host (shm allowed)."},
@@ -126,6 +153,21 @@ const std::vector<EnvVar>& env_registry() {
        "RDMA verbs transport: transport retries before a peer counts as dead (0..7)."},
       {"MYCOLL_IB_BUFFER_BYTES", "bytes", "4M",
        "RDMA verbs transport: receive ring per peer (and send staging ring of the same size)."},
+      {"MYCOLL_FLIGHT_RECORDER", "int", "0",
+       "Flight recorder: each communicator keeps its last N operations (sequence number, "
+       "collective, count, dtype, op, root, algorithm, engine, state enqueued/started/done/failed, "
+       "timestamps, the peer it waits on) and writes them as JSON to MYCOLL_FLIGHT_RECORDER_FILE "
+       "when a collective fails (timeout, dead peer), at mycollCommAbort, on mycollCommDump and "
+       "on MYCOLL_FLIGHT_RECORDER_SIGNAL. tools/flight/mycoll-flight reads every rank's file and "
+       "names the rank that is behind. 0 = off (nothing recorded); at most 1000000. GPU "
+       "communicators record the enqueue only."},
+      {"MYCOLL_FLIGHT_RECORDER_FILE", "string", "/tmp/mycoll-flight.%c.%r.json",
+       "Where the flight recorder is written: %c communicator id, %r rank, %h host, %p pid. The "
+       "directory must exist."},
+      {"MYCOLL_FLIGHT_RECORDER_SIGNAL", "string", "",
+       "A signal (USR1, USR2 or its number) that makes every communicator with a flight recorder "
+       "write it, e.g. kill -USR2 <pid> on a job that seems stuck. Unset = none (mycoll installs "
+       "no handler)."},
       {"MYCOLL_HOST_COMM", "bool", "0",
        "1: mycollCommInitRank / mycollCommInitFromEnv make host-only communicators (host "
        "buffers) even where a GPU is present; 0: bind to the calling thread's current CUDA "
@@ -142,12 +184,26 @@ std::string environment_markdown() {
   std::string md =
       "# Environment variables\n\n"
       "Generated by `mycoll-gen-env-doc` from the registry in `lib/core/config.cc`\n"
-      "(a unit test fails when this file and the registry differ). Every variable\n"
-      "is read once, when a communicator is created; a malformed value is\n"
-      "`mycollInvalidArgument` naming the variable.\n\n"
-      "| variable | type | default | meaning |\n| --- | --- | --- | --- |\n";
+      "(a unit test fails when this file and the registry differ).\n\n"
+      "- **When they are read.** Variables marked *process* are read once per process,\n"
+      "  at the first log line; changing them later has no effect. All others are read\n"
+      "  again by every communicator init (`mycollCommInitRank`, `mycollCommInitAll`,\n"
+      "  `mycollCommInitFromEnv`, `mycollCommSplit`), so two communicators of one process\n"
+      "  may differ; settings that shape connections (`MYCOLL_TRANSPORT`, `MYCOLL_NET`)\n"
+      "  must be alike on every rank of a communicator (checked at init).\n"
+      "- **Malformed values.** A malformed or out-of-range value of a communicator\n"
+      "  variable makes that init fail with `mycollInvalidArgument` naming the variable\n"
+      "  (`mycollGetLastError`); a malformed logging variable is a warning on stderr and\n"
+      "  its default.\n"
+      "- **Typos.** At the first communicator init every `MYCOLL_*` variable of the\n"
+      "  environment that is not listed here is warned about once, with the closest\n"
+      "  name (`MYCOLL_TIMEOUTS is not a mycoll variable ... did you mean MYCOLL_TIMEOUT?`).\n"
+      "- **Shared hosts.** Set a per-job `MYCOLL_SECRET` when launching with\n"
+      "  `mycollCommInitFromEnv` on any host other jobs share (see `MYCOLL_SECRET`).\n\n"
+      "| variable | type | read | default | meaning |\n| --- | --- | --- | --- | --- |\n";
   for (const auto& v : env_registry()) {
     md += std::string("| `") + v.name + "` | " + v.type + " | " +
+          (v.per_process ? "process" : "comm") + " | " +
           (v.default_value[0] ? std::string("`") + v.default_value + "`" : std::string("(unset)")) +
           " | " + v.meaning + " |\n";
   }
@@ -261,6 +317,19 @@ Config Config::from_env() {
   c.gpu_ring_bytes = parse_bytes(env_get("MYCOLL_GPU_RING_BYTES"), "MYCOLL_GPU_RING_BYTES");
   c.gpu_direct_bytes =
       parse_bytes(env_get("MYCOLL_GPU_DIRECT_BYTES"), "MYCOLL_GPU_DIRECT_BYTES");
+  const long long fr = parse_int(env_get("MYCOLL_FLIGHT_RECORDER"), "MYCOLL_FLIGHT_RECORDER");
+  if (fr < 0 || fr > 1000000)
+    throw_error(mycollInvalidArgument, "MYCOLL_FLIGHT_RECORDER must be in 0..1000000");
+  c.flight_ops = static_cast<size_t>(fr);
+  c.flight_file = env_get("MYCOLL_FLIGHT_RECORDER_FILE");
+  const std::string sig = trim(env_get("MYCOLL_FLIGHT_RECORDER_SIGNAL"));
+  if (sig == "USR1" || sig == "SIGUSR1") c.flight_signal = SIGUSR1;
+  else if (sig == "USR2" || sig == "SIGUSR2") c.flight_signal = SIGUSR2;
+  else if (!sig.empty()) c.flight_signal = static_cast<int>(parse_int(sig, "MYCOLL_FLIGHT_RECORDER_SIGNAL"));
+  if (c.flight_signal < 0 || c.flight_signal >= NSIG || c.flight_signal == SIGKILL ||
+      c.flight_signal == SIGSTOP)
+    throw_error(mycollInvalidArgument, "MYCOLL_FLIGHT_RECORDER_SIGNAL='" + sig +
+                                           "' is not USR1, USR2 or a catchable signal number");
   return c;
 }
 

@@ -11,9 +11,12 @@ namespace mycoll {
 
 struct EnvVar {
   const char* name;
-  const char* type;  // "int", "double", "string", "bool", "enum"
+  const char* type;  // "int", "double", "string", "bool", "enum", "bytes"
   const char* default_value;
   const char* meaning;
+  // true: read once per process (at the first log line); false: read again
+  // by every communicator init (mycollCommInit*, mycollCommSplit).
+  bool per_process = false;
 };
 
 // The registry, in documentation order.
@@ -50,6 +53,9 @@ struct Config {
   size_t gpu_ll_coll_bytes = size_t(2) << 20;  // MYCOLL_GPU_LL_COLL_BYTES (0 = off)
   size_t gpu_ring_bytes = size_t(1) << 20;     // MYCOLL_GPU_RING_BYTES (0 = off)
   size_t gpu_direct_bytes = size_t(1) << 20;   // MYCOLL_GPU_DIRECT_BYTES (0 = off)
+  size_t flight_ops = 0;        // MYCOLL_FLIGHT_RECORDER (0 = off)
+  std::string flight_file;      // MYCOLL_FLIGHT_RECORDER_FILE
+  int flight_signal = 0;        // MYCOLL_FLIGHT_RECORDER_SIGNAL (0 = none)
 
   // Parses every variable; throws InvalidArgument naming the variable on a
   // malformed value.

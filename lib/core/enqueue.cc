@@ -5,6 +5,7 @@
 
 #include "core/comm.h"
 #include "core/error.h"
+#include "core/flight_recorder.h"
 #include "core/log.h"
 #include "engine/device_engine.h"
 #include "engine/host_engine.h"
@@ -119,6 +120,7 @@ void validate_call(mycollComm* comm, const Call& call, const char* fn) {
 }
 
 static Task make_collective_task(mycollComm* c, const Call& call) {
+  LogScope scope(&c->log_tag);  // a group may span communicators
   Task t;
   t.coll = call.coll;
   t.dtype = call.dtype;
@@ -133,11 +135,11 @@ static Task make_collective_task(mycollComm* c, const Call& call) {
   t.chunk = std::max<size_t>(1, c->cfg.chunk_bytes / es);
   t.in_place = in_place(c, call);
   if (!c->device) t.plan = comm_build_plan(*c, t.algo, t.args(c->nranks, c->rank));
-  log_info(Subsys::Coll, "rank {} op {} {} {} count {} {} {} root {} bytes {} algo {}{}", c->rank,
-           c->op_seq, coll_name(call.coll), redop_name(call.op), call.count,
-           dtype_name(call.dtype), t.in_place ? "in-place" : "out-of-place", call.root, bytes,
+  log_info(Subsys::Coll, "op {} {} {} count {} {} {} root {} bytes {} algo {}{}", c->op_seq,
+           coll_name(call.coll), redop_name(call.op), call.count, dtype_name(call.dtype), t.in_place ? "in-place" : "out-of-place", call.root, bytes,
            algo_name(t.algo), c->device ? " (device)" : "");
-  ++c->op_seq;
+  t.seq = c->op_seq++;
+  if (c->flight) c->flight->enqueued(t, t.seq, c->device != nullptr);
   return t;
 }
 
@@ -146,6 +148,7 @@ static Task make_collective_task(mycollComm* c, const Call& call) {
 // Slices address memory absolutely: dtype Uint8, base pointers NULL,
 // offsets = addresses. Sends to self are paired with receives from self.
 static Task make_p2p_task(mycollComm* c, const std::vector<Call>& calls) {
+  LogScope scope(&c->log_tag);  // a group may span communicators
   Task t;
   t.coll = Coll::SendRecv;
   t.algo = Algo::Direct;
@@ -193,7 +196,10 @@ static Task make_p2p_task(mycollComm* c, const std::vector<Call>& calls) {
   }
   step.ops.insert(step.ops.begin(), copies.begin(), copies.end());
   if (!step.ops.empty()) t.plan.steps.push_back(std::move(step));
-  log_info(Subsys::Coll, "rank {} p2p batch of {} call(s), {} bytes", c->rank, calls.size(), t.count);
+  log_info(Subsys::Coll, "op {} p2p batch of {} call(s), {} bytes", c->op_seq, calls.size(),
+           t.count);
+  t.seq = c->op_seq++;
+  if (c->flight) c->flight->enqueued(t, t.seq, c->device != nullptr);
   return t;
 }
 

@@ -6,9 +6,11 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <utility>
 
 #include "core/comm.h"
 #include "core/error.h"
+#include "core/flight_recorder.h"
 #include "core/log.h"
 #include "engine/reduce.h"
 
@@ -83,9 +85,14 @@ class Exec {
   void idle_check(Clock::time_point now) {
     if (comm_->aborted.load()) throw_error(mycollRemoteError, where() + ": communicator aborted");
     double idle = std::chrono::duration<double>(now - last_progress_).count();
+    if (log_enabled(LogLevel::Trace, Subsys::Coll) && idle >= next_wait_report_) {
+      next_wait_report_ = idle + 1.0;  // at most one line a second per communicator
+      trace("{}: waiting {:.0f} ms {}", where(), idle * 1e3, waiting_on());
+    }
     if (idle > 0.005) {
       for (auto& s : ops_)
         if (!s.complete) comm_->conns[s.op->peer]->check_alive();
+      if (comm_->flight) record_waiting();
     }
     if (idle > comm_->cfg.timeout_s)
       throw_error(mycollTimeout, where() + ": no progress for " +
@@ -95,6 +102,10 @@ class Exec {
 
   void fail(const Error& e) {
     failed_ = true;
+    if (comm_->flight && task_ < tasks_->size()) {
+      record_waiting();
+      comm_->flight->failed((*tasks_)[task_].seq);
+    }
     comm_->fail(e.code(), e.what());
   }
 
@@ -133,6 +144,7 @@ class Exec {
 
   void start_task() {
     Task& t = (*tasks_)[task_];
+    if (comm_->flight) comm_->flight->started(t.seq);
     size_t need = t.plan.scratch_count * dtype_size(t.dtype);
     if (comm_->scratch.size() < need) comm_->scratch.resize(need);
   }
@@ -171,18 +183,55 @@ class Exec {
       }
     }
     started_ = true;
+    step_t0_ = Clock::now();
+    next_wait_report_ = 1.0;
+    if (log_enabled(LogLevel::Trace, Subsys::Coll) && step_ < t.plan.steps.size()) trace_step_start();
   }
 
   void finish_step() {
     Task& t = (*tasks_)[task_];
+    if (log_enabled(LogLevel::Trace, Subsys::Coll) && step_ < t.plan.steps.size())
+      trace("{} step {}/{} done in {:.1f} us", coll_name(t.coll), step_ + 1, t.plan.steps.size(),
+            std::chrono::duration<double, std::micro>(Clock::now() - step_t0_).count());
     started_ = false;
     ops_.clear();
     if (++step_ < t.plan.steps.size()) return;
     if (t.op == mycollAvg && t.plan.result.count > 0)
       scale_avg_host(t.dtype, resolve(t.plan.result, dtype_size(t.dtype)), t.plan.result.count,
                      comm_->nranks);
+    if (comm_->flight) comm_->flight->done(t.seq);
     step_ = 0;
     ++task_;
+  }
+
+  // Flight recorder: the first peer the current step still waits on.
+  void record_waiting() {
+    for (const OpState& s : ops_) {
+      if (s.complete) continue;
+      comm_->flight->waiting((*tasks_)[task_].seq, s.op->peer, s.op->kind == OpKind::Send,
+                             s.done, s.bytes);
+      return;
+    }
+  }
+
+  // TRACE lines of this communicator (this thread may drive several).
+  template <typename... Args>
+  void trace(fmt::format_string<Args...> f, Args&&... args) {
+    LogScope scope(&comm_->log_tag);
+    log_trace(Subsys::Coll, f, std::forward<Args>(args)...);
+  }
+
+  void trace_step_start() {
+    const Task& t = (*tasks_)[task_];
+    std::string ops;
+    for (const OpState& st : ops_) {
+      const char* what = st.op->kind == OpKind::Send ? "send to" : st.op->kind == OpKind::Recv
+                                                                      ? "recv from"
+                                                                      : "recv+reduce from";
+      ops += fmt::format("{}{} rank {} {} B", ops.empty() ? "" : ", ", what, st.op->peer, st.bytes);
+    }
+    trace("{} {} step {}/{}: {}", coll_name(t.coll), algo_name(t.algo), step_ + 1,
+          t.plan.steps.size(), ops.empty() ? "local work only" : ops);
   }
 
   bool do_send(OpState& s) {
@@ -292,6 +341,8 @@ class Exec {
   std::vector<uint64_t> busy_send_, busy_recv_;
   uint64_t pass_ = 1;
   Clock::time_point last_progress_;
+  Clock::time_point step_t0_;
+  double next_wait_report_ = 1.0;  // TRACE: idle seconds of the next "waiting" line
 };
 
 void backoff(unsigned idle_passes) {

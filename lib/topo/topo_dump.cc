@@ -127,14 +127,14 @@ std::string rdma_json() {
   return o + "]";
 }
 
+}  // namespace
+
 std::string bus_id_text(uint64_t id) {
   char b[32];
   std::snprintf(b, sizeof(b), "%04x:%02x:%02x.0", static_cast<unsigned>(id >> 32),
                 static_cast<unsigned>((id >> 8) & 0xff), static_cast<unsigned>(id & 0xff));
   return b;
 }
-
-}  // namespace
 
 std::string expand_dump_path(const std::string& pattern, int rank) {
   char host[256] = {};

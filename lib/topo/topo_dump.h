@@ -3,6 +3,7 @@
 // connection per peer, network interfaces and RDMA devices).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 struct mycollComm;
@@ -11,6 +12,9 @@ namespace mycoll {
 
 // The JSON document for this rank of comm (self-contained, UTF-8).
 std::string topology_json(const mycollComm& comm);
+
+// "0000:19:00.0" for device_bus_id()'s encoding.
+std::string bus_id_text(uint64_t id);
 
 // "%h" -> hostname, "%p" -> pid, "%r" -> rank, "%%" -> "%".
 std::string expand_dump_path(const std::string& pattern, int rank);

@@ -86,7 +86,7 @@ std::string json_wrong(long long w) { return w < 0 ? "null" : std::to_string(w);
 class Bench {
  public:
   Bench(const BenchSetup& s, const Options& o)
-      : n_(s.nranks), o_(o), mpi_(s.with_mpi), nccl_(s.with_nccl), topology_(s.topology) {
+      : n_(s.nranks), o_(o), mpi_(s.with_mpi ? load_mpi(nullptr) : nullptr), nccl_(s.with_nccl), topology_(s.topology) {
     for (const RankSlot& r : s.slots) {
       slots_.emplace_back();
       slots_.back().r = r;
@@ -449,12 +449,10 @@ class Bench {
       line.vs.time_us = time_batch(nccl_oop, oop);
       if (o_.check) line.vs.wrong = check_run(c, count, t, op, root, false, nccl_oop, w);
     }
-#ifdef MYCOLL_PERF_MPI
     // MPI counts are int: larger sizes (and types MPI lacks) show N/A.
-    if (mpi_ && slots_.size() == 1 && mpi_supports(t) && slots_[0].be->mpi_can_access() &&
+    if (mpi_ && slots_.size() == 1 && mpi_->supports(t) && slots_[0].be->mpi_can_access() &&
         count <= static_cast<size_t>(std::numeric_limits<int>::max()))
       line.vs.time_us = time_mpi(c, oop[0], count, t, op, root, what);
-#endif
     const double factor = c.busbw_factor(n_);
     for (Result* r : {&line.oop, &line.ip, &line.vs}) {
       if (std::isnan(r->time_us)) continue;
@@ -565,17 +563,12 @@ class Bench {
     return static_cast<long long>(reduce_doubles(wrong, mycollSum));
   }
 
-#ifdef MYCOLL_PERF_MPI
   double time_mpi(const CollInfo& c, const Ptrs& p, size_t count, mycollDataType_t t,
                   mycollRedOp_t op, int root, const std::string& what) {
     auto call = [&] {
-      int e = run_mpi(c, p.send, p.recv, count, t, op, root, MPI_COMM_WORLD);
-      if (e != MPI_SUCCESS) {
-        char msg[MPI_MAX_ERROR_STRING];
-        int len = 0;
-        MPI_Error_string(e, msg, &len);
-        throw std::runtime_error("MPI " + what + " failed: " + std::string(msg, len));
-      }
+      std::string err;
+      if (!mpi_->run(c.id, p.send, p.recv, count, t, op, root, &err))
+        throw std::runtime_error("MPI " + what + " failed: " + err);
     };
     for (int i = 0; i < o_.warmup; ++i) call();
     double best = 0;
@@ -588,29 +581,18 @@ class Bench {
 
   template <typename Call>
   double time_mpi_batch(const Call& call) {
-    float one = 1, sum = 0;  // the same 1-element all-reduce barrier as for mycoll
-    MPI_Allreduce(&one, &sum, 1, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    mpi_->allreduce(1.0, MpiAgg::Sum);  // the same 1-element all-reduce barrier as for mycoll
     const auto t0 = Clock::now();
     for (int i = 0; i < o_.iters; ++i) call();
     double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / o_.iters;
     const int rank = slots_[0].r.rank;
-    double agg = 0;
     switch (o_.average) {
-      case 0: {
-        double mine = rank == 0 ? us : 0.0;
-        MPI_Allreduce(&mine, &agg, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-        break;
-      }
-      case 1:
-        MPI_Allreduce(&us, &agg, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-        agg /= n_;
-        break;
-      case 2: MPI_Allreduce(&us, &agg, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD); break;
-      default: MPI_Allreduce(&us, &agg, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD); break;
+      case 0: return mpi_->allreduce(rank == 0 ? us : 0.0, MpiAgg::Sum);
+      case 1: return mpi_->allreduce(us, MpiAgg::Sum) / n_;
+      case 2: return mpi_->allreduce(us, MpiAgg::Min);
+      default: return mpi_->allreduce(us, MpiAgg::Max);
     }
-    return agg;
   }
-#endif
 
   void print_line(const Line& l) {
     std::printf("%12zu  %12zu  %8s  %6s  %6d", l.bytes, l.count, dtype_name(l.type),
@@ -661,7 +643,8 @@ class Bench {
   std::vector<Slot> slots_;
   int n_;
   const Options& o_;
-  bool mpi_, nccl_;
+  const MpiApi* mpi_;  // --vs mpi: the loaded MPI module (main.cc loaded it first)
+  bool nccl_;
   std::string topology_;
   bool lead_ = false;        // this thread drives rank 0: it prints
   std::vector<char> stage_;  // host image of a buffer, for init and checks

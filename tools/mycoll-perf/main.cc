@@ -10,31 +10,37 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <string>
 
 #include "bench.h"
 #include "launch.h"
+#include "mpi_compare.h"
 #include "options.h"
 
 #ifdef MYCOLL_PERF_CUDA
 #include "gpu_launch.h"
 #endif
 
-#ifdef MYCOLL_PERF_MPI
-#include <mpi.h>
-#endif
 
 namespace {
 
 using mycoll_perf::Options;
 
-#ifdef MYCOLL_PERF_MPI
 // Under mpirun: MPI_Init, rank 0's unique id broadcast with MPI_Bcast, then
-// the benchmark with MPI's equivalents timed in the same processes.
+// the benchmark with MPI's equivalents timed in the same processes. MPI is
+// the module mycoll-perf-mpi.so, loaded only here (mpi_compare.h).
 int run_under_mpi(const Options& o) {
-  MPI_Init(nullptr, nullptr);
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  std::string why;
+  const mycoll_perf::MpiApi* mpi = mycoll_perf::load_mpi(&why);
+  if (!mpi) {
+    std::fprintf(stderr, "mycoll-perf: %s\n", why.c_str());
+    return 2;
+  }
+  if (mpi->init() != 0) {
+    std::fprintf(stderr, "mycoll-perf: MPI_Init failed\n");
+    return 2;
+  }
+  const int rank = mpi->rank(), size = mpi->size();
   mycollUniqueId id;
   std::memset(&id, 0, sizeof(id));
   int ok = 1;
@@ -46,12 +52,12 @@ int run_under_mpi(const Options& o) {
       ok = 0;
     }
   }
-  MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  mpi->bcast(&ok, sizeof(ok), 0);
   if (!ok) {
-    MPI_Finalize();
+    mpi->finalize();
     return 2;
   }
-  MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
+  mpi->bcast(&id, sizeof(id), 0);
   mycollComm_t comm = nullptr;
 #ifdef MYCOLL_PERF_CUDA
   if (o.cuda()) {
@@ -59,7 +65,7 @@ int run_under_mpi(const Options& o) {
       mycoll_perf::select_local_gpu();  // the communicator binds to the current device
     } catch (const std::exception& e) {
       std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
-      MPI_Abort(MPI_COMM_WORLD, 2);
+      mpi->abort(2);
       return 2;
     }
   }
@@ -68,19 +74,17 @@ int run_under_mpi(const Options& o) {
   if (r != mycollSuccess) {
     std::fprintf(stderr, "rank %d: %s\n", rank,
                  mycoll_examples::describe(r, "mycollCommInitRank", nullptr).c_str());
-    MPI_Abort(MPI_COMM_WORLD, 2);
+    mpi->abort(2);
     return 2;
   }
   int rc = mycoll_examples::run_rank(comm, [&](mycollComm_t c, int rk, int n) {
     return mycoll_perf::run_benchmark(c, rk, n, o, /*with_mpi=*/true);
   });
   // A failed rank may leave the others inside a collective: end them all.
-  int worst = 0;
-  MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Finalize();
+  const int worst = static_cast<int>(mpi->allreduce(rc, mycoll_perf::MpiAgg::Max));
+  mpi->finalize();
   return worst;
 }
-#endif
 
 // NVLink multicast (NVLS) can take the shared GPU hosts down: NCCL must not
 // use it. Set before anything can initialise NCCL (children inherit it).
@@ -105,16 +109,11 @@ int main(int argc, char** argv) {
   if (!o.cuda()) setenv("MYCOLL_HOST_COMM", "1", 0);
 
   if (o.vs_mpi) {
-#ifdef MYCOLL_PERF_MPI
     if (o.np > 0) {
       std::fprintf(stderr, "mycoll-perf: --vs mpi runs under mpirun; drop --np\n");
       return 2;
     }
     return run_under_mpi(o);
-#else
-    std::fprintf(stderr, "mycoll-perf: built without MPI (CMake did not find it): no --vs mpi\n");
-    return 2;
-#endif
   }
   if (o.cuda()) {
 #ifdef MYCOLL_PERF_CUDA

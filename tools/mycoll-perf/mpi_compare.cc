@@ -1,69 +1,72 @@
-#ifdef MYCOLL_PERF_MPI
-
 #include "mpi_compare.h"
 
-#include <climits>
-#include <cstring>
+#include <dlfcn.h>
+#include <limits.h>
+#include <unistd.h>
 
-#include "datatypes.h"
+#include <vector>
 
 namespace mycoll_perf {
 namespace {
 
-MPI_Datatype mpi_type(mycollDataType_t t) {
-  switch (t) {
-    case mycollInt8: return MPI_INT8_T;
-    case mycollUint8: return MPI_UINT8_T;
-    case mycollInt32: return MPI_INT32_T;
-    case mycollUint32: return MPI_UINT32_T;
-    case mycollInt64: return MPI_INT64_T;
-    case mycollUint64: return MPI_UINT64_T;
-    case mycollFloat32: return MPI_FLOAT;
-    case mycollFloat64: return MPI_DOUBLE;
-    default: return MPI_DATATYPE_NULL;
-  }
+std::string exe_dir() {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  std::string p(buf, static_cast<size_t>(n));
+  size_t slash = p.rfind('/');
+  return slash == std::string::npos ? "." : p.substr(0, slash);
 }
 
-MPI_Op mpi_op(mycollRedOp_t op) {
-  switch (op) {
-    case mycollProd: return MPI_PROD;
-    case mycollMax: return MPI_MAX;
-    case mycollMin: return MPI_MIN;
-    default: return MPI_SUM;  // sum, and avg (see header)
+struct Loaded {
+  const MpiApi* api = nullptr;
+  std::string why;
+};
+
+Loaded load() {
+  Loaded l;
+  const std::string dir = exe_dir();
+  // Build tree: the module sits next to the executable; installed: in
+  // <prefix>/lib*/mycoll/ (MYCOLL_PERF_MPI_MODULE_DIR, relative to bin/).
+  std::vector<std::string> candidates = {dir + "/mycoll-perf-mpi.so"};
+#ifdef MYCOLL_PERF_MPI_MODULE_DIR
+  candidates.push_back(dir + "/" MYCOLL_PERF_MPI_MODULE_DIR "/mycoll-perf-mpi.so");
+#endif
+  std::string tried;
+  for (const std::string& path : candidates) {
+    if (access(path.c_str(), F_OK) != 0) {
+      tried += (tried.empty() ? "" : ", ") + path;
+      continue;
+    }
+    // RTLD_GLOBAL: Open MPI's own components expect libmpi's symbols global.
+    void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+    if (!h) {
+      const char* e = dlerror();
+      l.why = std::string("--vs mpi needs MPI, which did not load: ") + (e ? e : path) +
+              ". Install the MPI this mycoll-perf was built with (Debian/Ubuntu: apt-get install "
+              "openmpi-bin libopenmpi3) or put its lib directory on LD_LIBRARY_PATH";
+      return l;
+    }
+    auto entry = reinterpret_cast<const MpiApi* (*)()>(dlsym(h, MYCOLL_PERF_MPI_ENTRY));
+    if (!entry) {
+      l.why = path + " lacks " MYCOLL_PERF_MPI_ENTRY " (a module of another mycoll-perf?)";
+      return l;
+    }
+    l.api = entry();
+    return l;
   }
+  l.why = "--vs mpi needs the MPI module mycoll-perf-mpi.so, which is not installed (looked for " +
+          tried + "): this mycoll-perf was built where CMake found no MPI; install MPI "
+          "(Debian/Ubuntu: libopenmpi-dev openmpi-bin) and rebuild";
+  return l;
 }
 
 }  // namespace
 
-bool mpi_supports(mycollDataType_t t) { return mpi_type(t) != MPI_DATATYPE_NULL; }
-
-int run_mpi(const CollInfo& c, const void* send, void* recv, size_t count, mycollDataType_t t,
-            mycollRedOp_t op, int root, MPI_Comm comm) {
-  if (count > static_cast<size_t>(INT_MAX)) return MPI_ERR_COUNT;
-  const int n = static_cast<int>(count);
-  const MPI_Datatype dt = mpi_type(t);
-  int rank = 0, size = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
-  switch (c.id) {
-    case CollId::AllReduce: return MPI_Allreduce(send, recv, n, dt, mpi_op(op), comm);
-    case CollId::AllGather: return MPI_Allgather(send, n, dt, recv, n, dt, comm);
-    case CollId::ReduceScatter:
-      return MPI_Reduce_scatter_block(send, recv, n, dt, mpi_op(op), comm);
-    case CollId::Broadcast:
-      if (rank == root && send != recv) std::memcpy(recv, send, count * dtype_size(t));
-      return MPI_Bcast(recv, n, dt, root, comm);
-    case CollId::Reduce: return MPI_Reduce(send, recv, n, dt, mpi_op(op), root, comm);
-    case CollId::AllToAll: return MPI_Alltoall(send, n, dt, recv, n, dt, comm);
-    case CollId::Scatter: return MPI_Scatter(send, n, dt, recv, n, dt, root, comm);
-    case CollId::Gather: return MPI_Gather(send, n, dt, recv, n, dt, root, comm);
-    case CollId::SendRecv:
-      return MPI_Sendrecv(send, n, dt, (rank + 1) % size, 0, recv, n, dt, (rank + size - 1) % size,
-                          0, comm, MPI_STATUS_IGNORE);
-  }
-  return MPI_ERR_OTHER;
+const MpiApi* load_mpi(std::string* why) {
+  static const Loaded l = load();
+  if (!l.api && why) *why = l.why;
+  return l.api;
 }
 
 }  // namespace mycoll_perf
-
-#endif  // MYCOLL_PERF_MPI

@@ -39,7 +39,6 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
-#include <ucp/api/ucp.h>
 
 #include <algorithm>
 #include <atomic>
@@ -55,6 +54,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "transports/transport.h"
+#include "transports/ucx/ucxwrap.h"
 
 namespace mycoll {
 namespace {
@@ -91,11 +91,11 @@ struct Worker {
       log_warn(Subsys::Transport, "ucx: an endpoint did not close in time; worker left allocated");
       return;
     }
-    if (worker) ucp_worker_destroy(worker);
-    if (ctx) ucp_cleanup(ctx);
+    if (worker) ucx().worker_destroy(worker);
+    if (ctx) ucx().cleanup(ctx);
   }
   void progress() {
-    while (ucp_worker_progress(worker) != 0) {
+    while (ucx().worker_progress(worker) != 0) {
     }
   }
 };
@@ -111,7 +111,7 @@ struct Slot {
   size_t off = 0;          // receive: bytes consumed
 
   void release() {
-    if (req) ucp_request_free(req);
+    if (req) ucx().request_free(req);
     req = nullptr;
     busy = done = false;
     len = off = 0;
@@ -142,7 +142,7 @@ ucs_status_t post_send(ucp_ep_h ep, Slot* s, size_t n, uint64_t tag) {
   s->busy = true;
   s->done = false;
   s->len = n;
-  ucs_status_ptr_t r = ucp_tag_send_nbx(ep, s->buf, n, tag, &p);
+  ucs_status_ptr_t r = ucx().tag_send_nbx(ep, s->buf, n, tag, &p);
   if (r == nullptr) {
     s->done = true;
     s->status = UCS_OK;
@@ -167,7 +167,7 @@ ucs_status_t post_recv(ucp_worker_h w, Slot* s, size_t cap, uint64_t tag) {
   s->busy = true;
   s->done = false;
   s->len = s->off = 0;
-  ucs_status_ptr_t r = ucp_tag_recv_nbx(w, s->buf, cap, tag, kFullMask, &p);
+  ucs_status_ptr_t r = ucx().tag_recv_nbx(w, s->buf, cap, tag, kFullMask, &p);
   if (r == nullptr) {  // not expected with NO_IMM_CMPL
     s->done = true;
     s->status = UCS_ERR_NO_MESSAGE;
@@ -215,7 +215,7 @@ std::string lanes_summary(ucp_ep_h ep) {
   size_t size = 0;
   FILE* f = open_memstream(&text, &size);
   if (!f) return "?";
-  ucp_ep_print_info(ep, f);
+  ucx().ep_print_info(ep, f);
   std::fclose(f);
   std::string all(text ? text : "", size);
   std::free(text);
@@ -279,7 +279,7 @@ class UcxConnection final : public Connection {
       p.posted += k;
       pos += k;
       if (st != UCS_OK && st != UCS_INPROGRESS)
-        throw_broken(std::string("send failed: ") + ucs_status_string(st));
+        throw_broken(std::string("send failed: ") + ucx().status_string(st));
     }
     reclaim_sends();
     size_t r = static_cast<size_t>(std::min<uint64_t>(p.completed - p.reported, n));
@@ -299,7 +299,7 @@ class UcxConnection final : public Connection {
     if (s.status != UCS_OK) {
       if (p.close_rx.done && p.close_rx.status == UCS_OK)
         throw_broken("closed by peer (its communicator aborted)");
-      throw_broken(std::string("receive failed: ") + ucs_status_string(s.status) +
+      throw_broken(std::string("receive failed: ") + ucx().status_string(s.status) +
                    (s.status == UCS_ERR_MESSAGE_TRUNCATED
                         ? " (peer's MYCOLL_UCX_CHUNK_BYTES is larger than this rank's)"
                         : " (peer died or aborted?)"));
@@ -321,7 +321,7 @@ class UcxConnection final : public Connection {
     if (!shut_) {
       ucs_status_t st = post_recv(w_->worker, &s, p.chunk, data_tag(p.peer, p.recv_seq + p.window));
       if (st != UCS_OK && st != UCS_INPROGRESS)
-        throw_broken(std::string("posting a receive failed: ") + ucs_status_string(st));
+        throw_broken(std::string("posting a receive failed: ") + ucx().status_string(st));
     }
     ++p.recv_seq;
   }
@@ -329,7 +329,7 @@ class UcxConnection final : public Connection {
   bool progress() override {
     std::lock_guard<std::mutex> g(w_->mu);
     if (shut_) return false;
-    return ucp_worker_progress(w_->worker) != 0;
+    return ucx().worker_progress(w_->worker) != 0;
   }
 
   void check_alive() override {
@@ -370,7 +370,7 @@ class UcxConnection final : public Connection {
                                        ps_->tls + "): " + why);
   }
   std::string ep_reason() const {
-    return std::string(ucs_status_string(ps_->ep_status)) + " (peer died or aborted?)";
+    return std::string(ucx().status_string(ps_->ep_status)) + " (peer died or aborted?)";
   }
 
   // Frees completed sends, oldest first (slots are reused in order).
@@ -395,7 +395,7 @@ class UcxConnection final : public Connection {
     auto t0 = Clock::now();
     while (!done()) {
       if (seconds_since(t0) > seconds) return false;
-      if (ucp_worker_progress(w_->worker) == 0) std::this_thread::yield();
+      if (ucx().worker_progress(w_->worker) == 0) std::this_thread::yield();
     }
     return true;
   }
@@ -406,13 +406,13 @@ class UcxConnection final : public Connection {
     ucp_request_param_t prm{};
     prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     prm.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
-    ucs_status_ptr_t r = ucp_ep_close_nbx(p.ep, &prm);
+    ucs_status_ptr_t r = ucx().ep_close_nbx(p.ep, &prm);
     p.ep = nullptr;
     if (r == nullptr || UCS_PTR_IS_ERR(r)) return;
-    bool ok = wait_locked([&] { return ucp_request_check_status(r) != UCS_INPROGRESS; },
+    bool ok = wait_locked([&] { return ucx().request_check_status(r) != UCS_INPROGRESS; },
                           force ? 5.0 : std::min(timeout_s_, 30.0));
     if (ok) {
-      ucp_request_free(r);
+      ucx().request_free(r);
     } else {
       w_->leak = true;  // UCX still owns state pointing at ps_: never free it
       leaked_ = true;
@@ -449,7 +449,7 @@ class UcxConnection final : public Connection {
     rx.push_back(&p.close_rx);
     rx.push_back(&p.hello_rx);
     for (Slot* s : rx)
-      if (s->busy && !s->done && s->req) ucp_request_cancel(w_->worker, s->req);
+      if (s->busy && !s->done && s->req) ucx().request_cancel(w_->worker, s->req);
     wait_locked([&] {
       for (Slot* s : rx)
         if (s->busy && !s->done && s->req) return false;
@@ -490,24 +490,25 @@ bool probe_ucx(std::string* why) {
   static bool ok = false;
   static std::string reason;
   std::call_once(once, [] {
+    if (!ucx_api(&reason)) return;
     ucp_config_t* config = nullptr;
-    ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
+    ucs_status_t st = ucx().config_read(nullptr, nullptr, &config);
     if (st != UCS_OK) {
-      reason = std::string("UCX configuration could not be read: ") + ucs_status_string(st);
+      reason = std::string("UCX configuration could not be read: ") + ucx().status_string(st);
       return;
     }
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES;
     params.features = UCP_FEATURE_TAG;
     ucp_context_h ctx = nullptr;
-    st = ucp_init(&params, config, &ctx);
-    ucp_config_release(config);
+    st = ucx().init(&params, config, &ctx);
+    ucx().config_release(config);
     if (st != UCS_OK) {
-      reason = std::string("ucp_init failed: ") + ucs_status_string(st) +
+      reason = std::string("ucp_init failed: ") + ucx().status_string(st) +
                " (check UCX_TLS / UCX_NET_DEVICES)";
       return;
     }
-    ucp_cleanup(ctx);
+    ucx().cleanup(ctx);
     ok = true;
   });
   if (why) *why = reason;
@@ -517,13 +518,13 @@ bool probe_ucx(std::string* why) {
 std::shared_ptr<Worker> make_worker(int me, size_t npeers) {
   auto w = std::make_shared<Worker>();
   ucp_config_t* config = nullptr;
-  ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
+  ucs_status_t st = ucx().config_read(nullptr, nullptr, &config);
   if (st != UCS_OK)
-    throw_error(mycollSystemError, std::string("ucx: ucp_config_read: ") + ucs_status_string(st));
+    throw_error(mycollSystemError, std::string("ucx: ucp_config_read: ") + ucx().status_string(st));
   // Eager protocol for every size unless the user chose: a send then
   // completes without the receiver's progress (rendezvous would need the
   // peer's engine to be polling this connection at that moment).
-  if (!std::getenv("UCX_RNDV_THRESH")) ucp_config_modify(config, "RNDV_THRESH", "inf");
+  if (!std::getenv("UCX_RNDV_THRESH")) ucx().config_modify(config, "RNDV_THRESH", "inf");
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
                       UCP_PARAM_FIELD_ESTIMATED_NUM_EPS | UCP_PARAM_FIELD_NAME;
@@ -531,18 +532,18 @@ std::shared_ptr<Worker> make_worker(int me, size_t npeers) {
   params.mt_workers_shared = 0;
   params.estimated_num_eps = npeers;
   params.name = "mycoll";
-  st = ucp_init(&params, config, &w->ctx);
-  ucp_config_release(config);
+  st = ucx().init(&params, config, &w->ctx);
+  ucx().config_release(config);
   if (st != UCS_OK)
     throw_error(mycollSystemError, "ucx: ucp_init on rank " + std::to_string(me) + ": " +
-                                       ucs_status_string(st));
+                                       ucx().status_string(st));
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
-  st = ucp_worker_create(w->ctx, &wp, &w->worker);
+  st = ucx().worker_create(w->ctx, &wp, &w->worker);
   if (st != UCS_OK)
     throw_error(mycollSystemError, "ucx: ucp_worker_create on rank " + std::to_string(me) + ": " +
-                                       ucs_status_string(st));
+                                       ucx().status_string(st));
   return w;
 }
 
@@ -582,10 +583,10 @@ class UcxTransport final : public Transport {
     std::vector<AddrInfo> info(n, AddrInfo{0, 0});
     if (!peers.empty()) {
       w = make_worker(me, peers.size());
-      ucs_status_t st = ucp_worker_get_address(w->worker, &addr, &addr_len);
+      ucs_status_t st = ucx().worker_get_address(w->worker, &addr, &addr_len);
       if (st != UCS_OK)
         throw_error(mycollSystemError,
-                    std::string("ucx: ucp_worker_get_address: ") + ucs_status_string(st));
+                    std::string("ucx: ucp_worker_get_address: ") + ucx().status_string(st));
       info[me] = AddrInfo{addr_len, chunk};
     }
     bs.allgather(info.data(), sizeof(AddrInfo));
@@ -596,7 +597,7 @@ class UcxTransport final : public Transport {
     std::vector<uint8_t> blob(max_len * n, 0);
     if (addr) {
       std::memcpy(blob.data() + max_len * me, addr, addr_len);
-      ucp_worker_release_address(w->worker, addr);
+      ucx().worker_release_address(w->worker, addr);
     }
     bs.allgather(blob.data(), max_len);
     if (peers.empty()) return {};
@@ -642,11 +643,11 @@ class UcxTransport final : public Transport {
         ep.err_mode = peer_failure ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
         ep.err_handler.cb = on_ep_error;
         ep.err_handler.arg = raw;
-        ucs_status_t st = ucp_ep_create(w->worker, &ep, &raw->ep);
+        ucs_status_t st = ucx().ep_create(w->worker, &ep, &raw->ep);
         if (st != UCS_OK)
           throw_error(mycollRemoteError,
                       "ucx: rank " + std::to_string(me) + " cannot create an endpoint to rank " +
-                          std::to_string(p) + ": " + ucs_status_string(st) +
+                          std::to_string(p) + ": " + ucx().status_string(st) +
                           " (no UCX transport reaches it: check UCX_TLS / UCX_NET_DEVICES" +
                           (peer_failure ? "; shared-memory transports need "
                                           "MYCOLL_UCX_ERROR_MODE=none)"
@@ -691,7 +692,7 @@ class UcxTransport final : public Transport {
     std::lock_guard<std::mutex> g(w.mu);
     auto t0 = Clock::now();
     for (;;) {
-      if (ucp_worker_progress(w.worker) == 0) std::this_thread::yield();
+      if (ucx().worker_progress(w.worker) == 0) std::this_thread::yield();
       std::string missing;
       for (PeerState* ps : states) {
         // A peer whose hello arrived got through its own setup up to
@@ -707,12 +708,12 @@ class UcxTransport final : public Transport {
           throw_error(mycollRemoteError, "ucx: rank " + std::to_string(ps->me) +
                                              " lost its endpoint to rank " +
                                              std::to_string(ps->peer) + " during setup: " +
-                                             ucs_status_string(ps->ep_status));
+                                             ucx().status_string(ps->ep_status));
         for (Slot* s : {&ps->hello_rx, &ps->hello_tx})
           if (s->done && s->status != UCS_OK && !(s == &ps->hello_tx && ps->ep_error && peer_spoke))
             throw_error(mycollRemoteError, "ucx: hello with rank " + std::to_string(ps->peer) +
                                                " failed on rank " + std::to_string(ps->me) + ": " +
-                                               ucs_status_string(s->status));
+                                               ucx().status_string(s->status));
         if (ps->hello_rx.done && (ps->hello_rx.len != sizeof(ps->hello_rx_buf) ||
                                   ps->hello_rx_buf[0] != kHelloMagic ||
                                   ps->hello_rx_buf[1] != (bs_tag ^ static_cast<uint64_t>(ps->peer))))

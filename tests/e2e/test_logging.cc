@@ -1,0 +1,261 @@
+// Logs as a user reads them, from real ranks: MYCOLL_DEBUG=INFO is a short
+// init summary per communicator with its id in every line and one
+// "Init COMPLETE" line (a split names its parent), per-call lines only with
+// MYCOLL_DEBUG_SUBSYS=COLL, TRACE shows every step, API errors under the
+// call's subsystem, MYCOLL_* typos warned once, and a rank whose rendezvous
+// root does not answer says so while it waits.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/multiproc.h"
+
+using namespace mycoll_test;
+
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  for (std::string l; std::getline(ss, l);) out.push_back(l);
+  return out;
+}
+
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+std::string scratch_dir(const char* name) {
+  std::string d = "/tmp/mycoll_logtest_" + std::to_string(getpid()) + "_" + name;
+  std::string cmd = "rm -rf '" + d + "' && mkdir -p '" + d + "'";
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
+  return d;
+}
+
+void remove_dir(const std::string& d) {
+  std::string cmd = "rm -rf '" + d + "'";
+  (void)std::system(cmd.c_str());
+}
+
+int all_reduces(mycollComm_t comm, int n) {
+  std::vector<float> buf(16, 1.0f);
+  for (int i = 0; i < n; ++i)
+    if (mycollAllReduce(buf.data(), buf.data(), buf.size(), mycollFloat32, mycollSum, comm,
+                        nullptr) != mycollSuccess)
+      return 1;
+  return 0;
+}
+
+// The comm id of the "Init COMPLETE" line(s) of one rank's log.
+std::vector<std::string> init_complete_ids(const std::string& text) {
+  static const std::regex re("Init COMPLETE comm ([0-9a-f]{8}) rank ([0-9]+) nranks ([0-9]+)");
+  std::vector<std::string> ids;
+  for (const auto& l : lines_of(text)) {
+    std::smatch m;
+    if (std::regex_search(l, m, re)) ids.push_back(m[1]);
+  }
+  return ids;
+}
+
+}  // namespace
+
+TEST(Logging, InfoIsAShortInitSummaryWithCommIdsAndNoPerCallLines) {
+  const std::string dir = scratch_dir("info");
+  LaunchOptions opt;
+  opt.nranks = 3;
+  opt.env = {{"MYCOLL_DEBUG", "INFO"},
+             {"MYCOLL_TIMEOUT", "60"},
+             {"MYCOLL_DEBUG_FILE", dir + "/log.%r"}};
+  auto res = run_ranks(opt, [](mycollComm_t comm, int, int, const mycollUniqueId&) {
+    return all_reduces(comm, 200);
+  });
+  ASSERT_EQ(describe_failures(res), "");
+  std::set<std::string> ids;
+  for (int r = 0; r < 3; ++r) {
+    const std::string text = slurp(dir + "/log." + std::to_string(r));
+    ASSERT_FALSE(text.empty()) << "no log.%r file for rank " << r;
+    auto complete = init_complete_ids(text);
+    ASSERT_EQ(complete.size(), 1u) << text;
+    ids.insert(complete[0]);
+    EXPECT_NE(text.find("rank " + std::to_string(r) + " nranks 3 device none"), std::string::npos)
+        << text;
+    EXPECT_NE(text.find("transports shm:2"), std::string::npos) << text;
+    EXPECT_NE(text.find("algorithms auto (all_reduce 8B:"), std::string::npos) << text;
+    EXPECT_EQ(text.find("[COLL]"), std::string::npos) << "per-call lines at INFO:\n" << text;
+    EXPECT_LT(lines_of(text).size(), 30u) << "INFO is not short:\n" << text;
+    // Every line of the communicator after its rendezvous carries its id.
+    for (const auto& l : lines_of(text))
+      if (l.find("[TRANSPORT]") != std::string::npos || l.find("[INIT]") != std::string::npos)
+        EXPECT_NE(l.find("comm " + complete[0] + " rank " + std::to_string(r) + "/3: "),
+                  std::string::npos)
+            << l;
+  }
+  EXPECT_EQ(ids.size(), 1u) << "ranks disagree on the communicator id";
+  remove_dir(dir);
+}
+
+TEST(Logging, PerCallLinesBehindCollAndSplitNamesItsParent) {
+  const std::string dir = scratch_dir("coll");
+  LaunchOptions opt;
+  opt.nranks = 2;
+  opt.env = {{"MYCOLL_DEBUG", "INFO"},
+             {"MYCOLL_DEBUG_SUBSYS", "INIT,COLL"},
+             {"MYCOLL_TIMEOUT", "60"},
+             {"MYCOLL_DEBUG_FILE", dir + "/log.%r"}};
+  auto res = run_ranks(opt, [](mycollComm_t comm, int rank, int, const mycollUniqueId&) {
+    mycollComm_t sub = nullptr;
+    if (mycollCommSplit(comm, 0, rank, &sub) != mycollSuccess) return 1;
+    int rc = all_reduces(comm, 20) + all_reduces(sub, 5);
+    mycollCommDestroy(sub);
+    return rc;
+  });
+  ASSERT_EQ(describe_failures(res), "");
+  for (int r = 0; r < 2; ++r) {
+    const std::string text = slurp(dir + "/log." + std::to_string(r));
+    auto ids = init_complete_ids(text);
+    ASSERT_EQ(ids.size(), 2u) << text;
+    const std::string parent = ids[0], child = ids[1];
+    EXPECT_NE(parent, child);
+    EXPECT_NE(text.find("Init COMPLETE comm " + child + " rank " + std::to_string(r) +
+                        " nranks 2 parent " + parent),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("comm " + child + " rank " + std::to_string(r) + "/2: split from comm " +
+                        parent),
+              std::string::npos)
+        << text;
+    EXPECT_EQ(count_of(text, "comm " + parent + " rank " + std::to_string(r) +
+                                 "/2: op "),
+              20u)
+        << text;
+    EXPECT_EQ(count_of(text, "comm " + child + " rank " + std::to_string(r) + "/2: op "), 5u)
+        << text;
+    EXPECT_EQ(text.find("[TRANSPORT]"), std::string::npos) << "TRANSPORT not asked for:\n" << text;
+  }
+  remove_dir(dir);
+}
+
+TEST(Logging, TraceShowsEveryStepWithPeerAndBytes) {
+  const std::string dir = scratch_dir("trace");
+  LaunchOptions opt;
+  opt.nranks = 3;
+  opt.env = {{"MYCOLL_DEBUG", "TRACE"},
+             {"MYCOLL_ALGO", "ring"},
+             {"MYCOLL_TIMEOUT", "60"},
+             {"MYCOLL_DEBUG_FILE", dir + "/log.%r"}};
+  auto res = run_ranks(opt, [](mycollComm_t comm, int, int, const mycollUniqueId&) {
+    std::vector<float> buf(3000, 1.0f);  // 12000 B: ring all-reduce chunks of 4000 B
+    return mycollAllReduce(buf.data(), buf.data(), buf.size(), mycollFloat32, mycollSum, comm,
+                           nullptr) == mycollSuccess ? 0 : 1;
+  });
+  ASSERT_EQ(describe_failures(res), "");
+  for (int r = 0; r < 3; ++r) {
+    const std::string text = slurp(dir + "/log." + std::to_string(r));
+    const int next = (r + 1) % 3, prev = (r + 2) % 3;
+    // Ring all-reduce of 3 ranks: 2 reduce-scatter and 2 all-gather steps.
+    for (int step = 1; step <= 4; ++step) {
+      EXPECT_NE(text.find("allreduce ring step " + std::to_string(step) + "/4: send to rank " +
+                          std::to_string(next) + " 4000 B"),
+                std::string::npos)
+          << "step " << step << ":\n" << text;
+      EXPECT_NE(text.find("allreduce step " + std::to_string(step) + "/4 done in"),
+                std::string::npos)
+          << text;
+    }
+    EXPECT_NE(text.find("recv+reduce from rank " + std::to_string(prev) + " 4000 B"),
+              std::string::npos)
+        << text;
+  }
+  remove_dir(dir);
+}
+
+TEST(Logging, ApiErrorsUnderTheCallsSubsystemAndTyposWarnedOnce) {
+  const std::string dir = scratch_dir("errors");
+  LaunchOptions opt;
+  opt.nranks = 2;
+  opt.env = {{"MYCOLL_TIMEOUTS", "5"}, {"MYCOLL_TIMEOUT", "60"},
+             {"MYCOLL_DEBUG_FILE", dir + "/log.%r"}};
+  auto res = run_ranks(opt, [](mycollComm_t comm, int, int, const mycollUniqueId&) {
+    float x = 0;
+    mycollResult_t bad = mycollAllReduce(&x, &x, 1, static_cast<mycollDataType_t>(99), mycollSum,
+                                         comm, nullptr);
+    mycollComm_t sub = nullptr;
+    mycollCommSplit(comm, 0, 0, &sub);  // a second init: the typo is not warned again
+    mycollCommDestroy(sub);
+    return bad == mycollInvalidArgument ? 0 : 1;
+  });
+  ASSERT_EQ(describe_failures(res), "");
+  for (int r = 0; r < 2; ++r) {
+    const std::string text = slurp(dir + "/log." + std::to_string(r));
+    EXPECT_EQ(count_of(text, "MYCOLL_TIMEOUTS is not a mycoll variable (did you mean "
+                             "MYCOLL_TIMEOUT?)"),
+              1u)
+        << text;
+    // WARN lines: timestamped, under COLL, with the communicator's id.
+    static const std::regex re(
+        "^\\[[0-9-]+ [0-9:]+\\] [^ ]+ mycoll WARN \\[COLL\\] comm [0-9a-f]{8} rank [01]/2: "
+        "mycollAllReduce: datatype 99 is not a mycollDataType_t .*\\(invalid argument\\)");
+    bool found = false;
+    for (const auto& l : lines_of(text)) found |= std::regex_search(l, re);
+    EXPECT_TRUE(found) << text;
+    EXPECT_EQ(text.find("[INIT] mycollAllReduce"), std::string::npos) << text;
+  }
+  remove_dir(dir);
+}
+
+TEST(Logging, ARankWaitingForASilentRootSaysSo) {
+  // A port with no listener: bind, read the port, close.
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(s, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(getsockname(s, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const int port = ntohs(a.sin_port);
+  close(s);
+
+  const std::string dir = scratch_dir("root");
+  LaunchOptions opt;
+  opt.nranks = 1;
+  opt.init_comm = false;
+  opt.timeout_s = 60;
+  opt.env = {{"MYCOLL_RANK", "1"},
+             {"MYCOLL_NRANKS", "2"},
+             {"MYCOLL_ADDR", "127.0.0.1:" + std::to_string(port)},
+             {"MYCOLL_TIMEOUT", "4"},
+             {"MYCOLL_DEBUG_FILE", dir + "/log"}};
+  auto res = run_ranks(opt, [](mycollComm_t, int, int, const mycollUniqueId&) {
+    mycollComm_t comm = nullptr;
+    mycollResult_t r = mycollCommInitFromEnv(&comm);
+    return r == mycollTimeout ? 0 : 10 + int(r);
+  });
+  ASSERT_EQ(describe_failures(res), "");
+  const std::string text = slurp(dir + "/log");
+  EXPECT_NE(text.find("root at 127.0.0.1:" + std::to_string(port) +
+                      ": no answer yet (Connection refused); still waiting"),
+            std::string::npos)
+      << text;
+  remove_dir(dir);
+}
