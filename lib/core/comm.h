@@ -53,11 +53,17 @@ struct mycollComm {
   std::atomic<int> async_error{mycollSuccess};
   std::string async_reason;
   std::atomic<bool> aborted{false};
-  std::atomic<int> active_ops{0};
+  // This communicator's handle (lib/core/registry.h) and how many of its
+  // calls wait in an open group (destroying it then is an error).
+  mycollComm_t handle = nullptr;
+  std::atomic<int> queued{0};
 
   std::mutex err_mu;
   std::string last_error;
-  uint64_t op_seq = 0;  // collectives issued, for logs
+  uint64_t op_seq = 0;  // collectives issued: logs, and the sequence number in message headers
+  // Point-to-point messages sent to / received from each rank (host message
+  // headers carry them, so a send matched with the wrong receive is caught).
+  std::vector<uint64_t> p2p_sent, p2p_recvd;
 
   // Marks the communicator broken with a reason and tells peers (shuts down
   // every connection so their waits end promptly).

@@ -116,6 +116,8 @@ std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int 
   c->rank = rank;
   c->nranks = nranks;
   c->cuda_device = cuda_device;
+  c->p2p_sent.assign(nranks, 0);
+  c->p2p_recvd.assign(nranks, 0);
   c->bootstrap = Bootstrap::init(id, rank, nranks, c->cfg.timeout_s, c->cfg.socket_ifname);
 
   c->peers.resize(nranks);
