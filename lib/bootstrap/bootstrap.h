@@ -71,6 +71,20 @@ class Bootstrap {
 
   // Makes every blocked and future call fail promptly (RemoteError).
   virtual void abort() = 0;
+
+  // Root cause propagation: like abort(), with `reason` sent to every rank
+  // this one has a link with (who pass it on), so a rank that learns of a
+  // failure from a neighbour can report what happened first.
+  virtual void fail_with(const std::string& reason) {
+    (void)reason;
+    abort();
+  }
+  // Failure reports received from other ranks ("; "-joined, first first),
+  // waiting up to wait_s for one to arrive. "" when none came.
+  virtual std::string remote_failure(double wait_s) {
+    (void)wait_s;
+    return "";
+  }
 };
 
 // Network helpers shared with the socket transport.

@@ -68,6 +68,9 @@ struct mycollComm {
   // Marks the communicator broken with a reason and tells peers (shuts down
   // every connection so their waits end promptly).
   void fail(mycollResult_t code, const std::string& reason);
+  // After fail(): `own` plus the failure reports other ranks sent (waiting
+  // up to wait_s for one), which then also becomes the sticky reason.
+  std::string with_remote_cause(const std::string& own, double wait_s);
   // Throws the sticky error if the communicator is broken or aborted.
   void check_usable() const;
   ~mycollComm();

@@ -23,9 +23,25 @@ void mycollComm::fail(mycollResult_t code, const std::string& reason) {
     if (async_error.load() == mycollSuccess) async_reason = reason;
   }
   int expected = mycollSuccess;
-  async_error.compare_exchange_strong(expected, code);
+  const bool first = async_error.compare_exchange_strong(expected, code);
+  // Tell the other ranks why (over the bootstrap links, before the
+  // connections close), so they report this cause instead of blaming this
+  // rank for closing.
+  if (first && bootstrap)
+    bootstrap->fail_with(reason.find("rank " + std::to_string(rank)) != std::string::npos
+                             ? reason
+                             : "rank " + std::to_string(rank) + ": " + reason);
   for (auto& c : conns)
     if (c) c->shutdown();
+}
+
+std::string mycollComm::with_remote_cause(const std::string& own, double wait_s) {
+  std::string theirs = bootstrap ? bootstrap->remote_failure(wait_s) : "";
+  if (theirs.empty() || theirs == own) return own;
+  std::string msg = own + "; first failure, reported by the peers: " + theirs;
+  std::lock_guard<std::mutex> g(err_mu);
+  async_reason = msg;
+  return msg;
 }
 
 void mycollComm::check_usable() const {

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <algorithm>
 #include <exception>
 
 #include "core/comm.h"
@@ -112,9 +113,18 @@ class Exec {
                                      waiting_on());
   }
 
-  void fail(const Error& e) {
+  // Marks the communicator failed and returns the error to report: for a
+  // lost or silent peer, with the root cause other ranks reported (a rank
+  // that failed first says why before closing its connections, so the
+  // messenger is not blamed).
+  Error fail(const Error& e) {
     failed_ = true;
     comm_->fail(e.code(), e.what());
+    if (e.code() != mycollRemoteError && e.code() != mycollTimeout) return e;
+    // A peer that timed out at about the same time may report a moment
+    // later; a closed connection's report is already on its way.
+    double wait = e.code() == mycollTimeout ? std::min(3.0, 0.5 + comm_->cfg.timeout_s / 4) : 1.0;
+    return Error(e.code(), comm_->with_remote_cause(e.what(), wait));
   }
 
   std::string where() const {
@@ -378,8 +388,8 @@ void run_host(std::vector<HostWork>& work) {
       try {
         moved |= e.advance();
       } catch (const Error& err) {
-        e.fail(err);
-        if (!first_error) first_error = std::current_exception();
+        Error reported = e.fail(err);
+        if (!first_error) first_error = std::make_exception_ptr(reported);
       }
       if (!e.finished()) all_done = false;
     }
@@ -396,8 +406,8 @@ void run_host(std::vector<HostWork>& work) {
         try {
           e.idle_check(now);
         } catch (const Error& err) {
-          e.fail(err);
-          if (!first_error) first_error = std::current_exception();
+          Error reported = e.fail(err);
+          if (!first_error) first_error = std::make_exception_ptr(reported);
         }
       }
     }
