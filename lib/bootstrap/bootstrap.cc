@@ -149,6 +149,7 @@ class BootstrapImpl final : public Bootstrap {
   std::vector<std::string> remote_;  // failure reports received from peers
   std::vector<std::string> tell_back_;  // reports the I/O thread sends up incoming links
   bool own_told_ = false;               // this rank's own report went out
+  std::string own_;                     // ... and what it said (echoes are not news)
 
   std::vector<std::unique_ptr<Outgoing>> out_;
 };
@@ -450,7 +451,8 @@ bool BootstrapImpl::io_read(Incoming& in) {
       log_warn(Subsys::Bootstrap, "rank {}: rank {} failed: {}", rank_, in.rank, reason);
       {
         std::lock_guard<std::mutex> lk(mu_);
-        if (std::find(remote_.begin(), remote_.end(), reason) == remote_.end() &&
+        if (reason != own_ &&
+            std::find(remote_.begin(), remote_.end(), reason) == remote_.end() &&
             remote_.size() < 16)
           remote_.push_back(reason);
       }
@@ -484,6 +486,7 @@ void BootstrapImpl::abort_internal(const std::string& reason, bool propagate, bo
       first = true;
     }
     tell = propagate && (first || (own && !own_told_));
+    if (own && !own_told_) own_ = why;
     if (own) own_told_ = true;
     if (tell && tell_back_.size() < 16) tell_back_.push_back(why);
   }
