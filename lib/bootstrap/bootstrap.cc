@@ -27,6 +27,7 @@
 #include <mutex>
 #include <thread>
 
+#include "bootstrap/admission.h"
 #include "bootstrap/wire.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -95,7 +96,7 @@ class BootstrapImpl final : public Bootstrap {
 
   void join_root(const Deadline& d);
   void io_loop();
-  void io_accept(std::vector<std::unique_ptr<ServerHandshake>>& pending);
+  void io_accept(std::vector<std::unique_ptr<ServerHandshake>>& pending, net::RejectLog& rejects);
   void io_admit(ServerHandshake& hs, std::vector<std::unique_ptr<Incoming>>& links);
   bool io_read(Incoming& in);  // false: link ended
   void io_link_closed(int peer, const std::string& why);
@@ -213,8 +214,11 @@ void BootstrapImpl::join_root(const Deadline& d) {
           mycollRemoteError,
           me + ": lost root " + root.str() +
               " before the address table arrived (root process gone?): " + io_status_text(st, err));
-    if (fh.magic != kFrameMagic || fh.len > kMaxFrameBytes)
-      throw_error(mycollRemoteError, me + ": root " + root.str() + " sent garbage");
+    if (fh.magic != kFrameMagic || fh.kind == kColl || fh.kind == kP2p ||
+        fh.len > max_frame_bytes(fh.kind, nranks_))
+      throw_error(mycollRemoteError, me + ": root " + root.str() + " sent garbage (frame kind " +
+                                         std::to_string(fh.kind) + ", " + std::to_string(fh.len) +
+                                         " bytes)");
     std::vector<uint8_t> p(fh.len);
     st = net::recv_all(fd.get(), p.data(), p.size(), d, &err, &aborted_);
     if (st != IoStatus::kOk)
@@ -258,6 +262,7 @@ void BootstrapImpl::io_loop() {
   // back[p]: the way back of the outgoing link to p (reports of p's
   // failure when p has no link to this rank); null until p is linked.
   std::vector<std::unique_ptr<Incoming>> back(nranks_);
+  net::RejectLog rejects("rank " + std::to_string(rank_) + " bootstrap listener");
   while (!stop_.load()) {
     // Reports for the ranks that send to this one (they may have no other
     // link to it): up their links, in the reverse direction.
@@ -315,15 +320,9 @@ void BootstrapImpl::io_loop() {
       if (st == ServerHandshake::State::kDone) {
         io_admit(*hs, links);
       } else if (st == ServerHandshake::State::kFailed) {
-        if (hs->hostile())
-          log_warn(Subsys::Bootstrap, "rank {}: dropped connection from {}: {}", rank_,
-                   hs->peer().str(), hs->failure());
-        else
-          log_info(Subsys::Bootstrap, "rank {}: dropped connection from {}: {}", rank_,
-                   hs->peer().str(), hs->failure());
+        rejects.add(hs->peer(), hs->failure(), hs->hostile());
       } else if (hs->deadline().expired()) {
-        log_info(Subsys::Bootstrap, "rank {}: dropped {}: no handshake in time", rank_,
-                 hs->peer().str());
+        rejects.add(hs->peer(), "no handshake in time", false);
       } else {
         still.push_back(std::move(hs));
       }
@@ -337,7 +336,8 @@ void BootstrapImpl::io_loop() {
       Incoming& in = *back[back_polled[i]];
       if (fds[base + nlinks_polled + i].revents && !io_read(in)) in.borrowed = -1;  // ended
     }
-    if (fds[1].revents & POLLIN) io_accept(pending);
+    if (fds[1].revents & POLLIN) io_accept(pending, rejects);
+    rejects.flush();
   }
   for (auto& in : links) ::shutdown(in->get(), SHUT_RDWR);
   listen_.reset();
@@ -351,20 +351,17 @@ std::string BootstrapImpl::remote_failure(double wait_s) {
   return all;
 }
 
-void BootstrapImpl::io_accept(std::vector<std::unique_ptr<ServerHandshake>>& pending) {
+void BootstrapImpl::io_accept(std::vector<std::unique_ptr<ServerHandshake>>& pending,
+                              net::RejectLog& rejects) {
   for (int i = 0; i < 64; ++i) {
     SockAddr peer;
     Fd fd = net::accept_nonblocking(listen_.get(), &peer);
     if (!fd.valid()) return;
-    if (pending.size() >= 1024) {
-      log_warn(Subsys::Bootstrap, "rank {}: too many half-open connections; closing {}", rank_,
-               peer.str());
-      continue;
-    }
     auto hs =
         std::make_unique<ServerHandshake>(std::move(fd), peer, id_.secret, kRolePeer,
-                                          sizeof(PeerHello), Deadline::after(kHandshakeSeconds));
-    if (hs->start() == ServerHandshake::State::kRunning) pending.push_back(std::move(hs));
+                                          sizeof(PeerHello), Deadline::after(net::kPreAuthSeconds));
+    if (hs->start() == ServerHandshake::State::kRunning)
+      net::admit_pending(pending, std::move(hs), rejects);
   }
 }
 
@@ -410,8 +407,11 @@ bool BootstrapImpl::io_read(Incoming& in) {
       dst = reinterpret_cast<uint8_t*>(&in.hdr) + in.hdr_have;
       want = sizeof(in.hdr) - in.hdr_have;
     } else {
+      // Grown as the bytes arrive (64 KiB at a time), never to the declared
+      // length up front.
+      want = std::min<size_t>(in.hdr.len - in.have, 64 * 1024);
+      if (in.payload.size() < in.have + want) in.payload.resize(in.have + want);
       dst = in.payload.data() + in.have;
-      want = in.payload.size() - in.have;
     }
     const bool way_back = !in.fd.valid();
     ssize_t k = want ? ::recv(in.get(), dst, want, MSG_DONTWAIT) : 0;
@@ -432,19 +432,21 @@ bool BootstrapImpl::io_read(Incoming& in) {
       if (in.hdr_have < sizeof(in.hdr)) continue;
       const bool known = in.hdr.kind == kAbort ||
                          (!way_back && (in.hdr.kind == kColl || in.hdr.kind == kP2p));
-      if (in.hdr.magic != kFrameMagic || !known || in.hdr.len > kMaxFrameBytes) {
+      if (in.hdr.magic != kFrameMagic || !known ||
+          in.hdr.len > max_frame_bytes(in.hdr.kind, nranks_)) {
         if (way_back) return false;
         log_warn(Subsys::Bootstrap, "rank {}: corrupt frame from rank {}; dropping the link", rank_,
                  in.rank);
         io_link_closed(in.rank, "sent a corrupt frame");
         return false;
       }
-      in.payload.assign(in.hdr.len, 0);
+      in.payload.clear();
       in.have = 0;
     } else {
       in.have += static_cast<size_t>(k);
     }
-    if (in.have < in.payload.size()) continue;
+    if (in.have < in.hdr.len) continue;
+    in.payload.resize(in.have);
     // A whole frame.
     if (in.hdr.kind == kAbort) {
       std::string reason(in.payload.begin(), in.payload.end());

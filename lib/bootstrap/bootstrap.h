@@ -36,9 +36,11 @@ static_assert(sizeof(UniqueIdData) <= MYCOLL_UNIQUE_ID_BYTES, "id too large");
 // Creates the root listener thread in this process and fills id.
 void create_unique_id(mycollUniqueId* id);
 // Id for rank 0 listening on a given host:port (mycollCommInitFromEnv): the
-// root is then started by rank 0 itself inside Bootstrap::init. The secret is
-// derived from MYCOLL_SECRET when set, else a fixed-but-documented default
-// (the launcher's environment is the trust boundary there).
+// root is then started by rank 0 itself inside Bootstrap::init. The secret
+// mixes MYCOLL_SECRET with the job identity (MYCOLL_JOB_ID or the launcher's
+// job id) so that two jobs never pair; without MYCOLL_SECRET it WARNs that the
+// rendezvous is unauthenticated, or throws InvalidUsage with
+// MYCOLL_REQUIRE_SECRET=1.
 UniqueIdData unique_id_from_address(const std::string& host, int port);
 UniqueIdData unpack_unique_id(const mycollUniqueId& id);  // throws InvalidArgument on bad magic
 // mycollCommInitFromEnv on rank 0: serves the rendezvous for id (from
