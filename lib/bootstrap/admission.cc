@@ -10,15 +10,16 @@ constexpr auto kSummaryInterval = std::chrono::seconds(5);
 void RejectLog::add(const SockAddr& peer, const std::string& why, bool hostile) {
   ++total_;
   ++count_;
-  hostile_ += hostile;
-  evicted_ += why.rfind("evicted", 0) == 0;
+  const bool evicted = why.rfind("evicted", 0) == 0;
+  evicted_ += evicted;
+  hostile_ += hostile && !evicted;
   last_ = peer.str() + ": " + why;
   flush();
 }
 
 void RejectLog::flush(bool force) {
   if (count_ == 0 || (!force && Clock::now() < next_)) return;
-  if (hostile_ > 0)
+  if (hostile_ > 0 || evicted_ > 0)
     log_warn(Subsys::Bootstrap,
              "{}: dropped {} connection(s) ({} failed authentication or sent garbage, {} evicted "
              "as oldest unauthenticated); last from {}",
@@ -44,7 +45,7 @@ void admit_pending(std::vector<std::unique_ptr<ServerHandshake>>& pending,
   else if (pending.size() >= kMaxPending)
     victim = 0;
   if (victim < pending.size()) {
-    log.add(pending[victim]->peer(), "evicted: oldest unauthenticated connection", true);
+    log.add(pending[victim]->peer(), "evicted: oldest unauthenticated connection", false);
     pending.erase(pending.begin() + static_cast<long>(victim));
   }
   pending.push_back(std::move(hs));
