@@ -33,6 +33,7 @@ bool allreduce_works(mycollComm_t c) {
 class Registry : public ::testing::Test {
  protected:
   void SetUp() override { setenv("MYCOLL_HOST_COMM", "1", 1); }
+  void TearDown() override { unsetenv("MYCOLL_HOST_COMM"); }
 };
 
 TEST_F(Registry, StaleHandleIsRejectedEvenWhenItsSlotIsReused) {
