@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/flight_recorder.h"
 #include "core/log.h"
+#include "core/registry.h"
 #include "engine/device_engine.h"
 
 using namespace mycoll;
@@ -35,7 +36,7 @@ void record(mycollComm* comm, const char* fn, mycollResult_t code, const char* w
   if (std::strncmp(what, fn, std::strlen(fn)) == 0)
     msg = std::string(what) + " (" + mycollGetErrorString(code) + ")";
   t_last_error = msg;
-  if (comm && comm->magic == mycollComm::kMagic) {
+  if (comm) {
     std::lock_guard<std::mutex> g(comm->err_mu);
     comm->last_error = msg;
   }
@@ -65,33 +66,29 @@ mycollResult_t guarded(mycollComm* comm, const char* fn, F&& f) {
   }
 }
 
-// Counts the call as active so mycollCommAbort from another thread waits for
-// it to leave before freeing the communicator.
-struct ActiveGuard {
-  mycollComm* c;
-  explicit ActiveGuard(mycollComm* comm)
-      : c(comm && comm->magic == mycollComm::kMagic ? comm : nullptr) {
-    if (c) c->active_ops++;
-  }
-  ~ActiveGuard() {
-    if (c) c->active_ops--;
-  }
-};
+// Runs f(comm) with the handle pinned (lib/core/registry.h): a destroyed or
+// foreign handle is an error before anything is touched, and the
+// communicator cannot be freed under the call (abort from another thread
+// waits for it). kExclusive: a second thread inside a call on the same
+// communicator is InvalidUsage.
+template <typename F>
+mycollResult_t with_comm(mycollComm_t h, const char* fn, PinMode mode, F&& f) {
+  CommPin pin;
+  mycollResult_t r = guarded(nullptr, fn, [&] { pin = pin_comm(h, mode, fn); });
+  if (r != mycollSuccess) return r;
+  return guarded(pin.get(), fn, [&] { f(pin.get()); });
+}
 
-mycollResult_t run_call(mycollComm* comm, const char* fn, const Call& call) {
-  ActiveGuard active(comm);
-  return guarded(comm, fn, [&] {
-    validate_call(comm, call, fn);
-    submit(comm, call);
+mycollResult_t run_call(mycollComm_t comm, const char* fn, const Call& call) {
+  return with_comm(comm, fn, PinMode::kExclusive, [&](mycollComm* c) {
+    validate_call(c, call, fn);
+    submit(c, call);
   });
 }
 
-mycollComm* valid_comm(mycollComm* comm, const char* fn) {
-  check_arg(comm != nullptr, [&] { return std::string(fn) + ": comm is NULL"; });
-  check_arg(comm->magic == mycollComm::kMagic, [&] {
-    return std::string(fn) + ": comm is not a valid communicator (destroyed?)";
-  });
-  return comm;
+// Destroys every handle of a partly built set (InitAll failure).
+void discard(mycollComm_t h) {
+  if (h) registry_retire(pin_comm(h, PinMode::kShared, "discard"), 10.0);
 }
 
 }  // namespace
@@ -121,13 +118,17 @@ const char* mycollGetErrorString(mycollResult_t r) {
 }
 
 const char* mycollGetLastError(mycollComm_t comm) {
-  if (comm && comm->magic == mycollComm::kMagic) {
-    std::lock_guard<std::mutex> g(comm->err_mu);
-    thread_local std::string copy;
-    copy = comm->last_error;
-    return copy.c_str();
+  if (!comm) return t_last_error.c_str();
+  CommPin pin;
+  try {
+    pin = pin_comm(comm, PinMode::kShared, "mycollGetLastError");
+  } catch (const Error&) {
+    return t_last_error.c_str();  // destroyed or not a communicator
   }
-  return t_last_error.c_str();
+  std::lock_guard<std::mutex> g(pin->err_mu);
+  thread_local std::string copy;
+  copy = pin->last_error;
+  return copy.c_str();
 }
 
 mycollResult_t mycollGetUniqueId(mycollUniqueId* id) {
@@ -144,7 +145,7 @@ static void init_rank(mycollComm_t* comm, int nranks, const UniqueIdData& id, in
   check_arg(nranks >= 1, std::string(fn) + ": nranks " + std::to_string(nranks) + " must be >= 1");
   check_arg(rank >= 0 && rank < nranks, std::string(fn) + ": rank " + std::to_string(rank) +
                                             " is out of range [0, " + std::to_string(nranks) + ")");
-  *comm = comm_create(id, nranks, rank, dev).release();
+  *comm = registry_add(comm_create(id, nranks, rank, dev));
 }
 
 // Binds to the calling thread's current CUDA device where GPUs exist (like
@@ -187,7 +188,7 @@ mycollResult_t mycollCommInitAll(mycollComm_t* comms, int ndev, const int* devli
       threads.emplace_back([&, i] {
         try {
           int d = devlist ? devlist[i] : i;
-          comms[i] = comm_create(id, ndev, i, d).release();
+          comms[i] = registry_add(comm_create(id, ndev, i, d));
         } catch (...) {
           errs[i] = std::current_exception();
         }
@@ -197,7 +198,7 @@ mycollResult_t mycollCommInitAll(mycollComm_t* comms, int ndev, const int* devli
     for (int i = 0; i < ndev; ++i) {
       if (errs[i]) {
         for (int j = 0; j < ndev; ++j) {
-          delete comms[j];
+          discard(comms[j]);
           comms[j] = nullptr;
         }
         std::rethrow_exception(errs[i]);
@@ -261,46 +262,60 @@ mycollResult_t mycollCommInitFromEnv(mycollComm_t* comm) {
   });
 }
 
-static void wait_idle(mycollComm* c) {
-  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (c->active_ops.load() > 0 && std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-}
-
 mycollResult_t mycollCommDestroy(mycollComm_t comm) {
-  return guarded(nullptr, "mycollCommDestroy", [&] {
-    if (!comm) return;  // like free(NULL)
-    valid_comm(comm, "mycollCommDestroy");
-    delete comm;
+  if (!comm) return mycollSuccess;  // like free(NULL)
+  const char* fn = "mycollCommDestroy";
+  CommPin pin;
+  mycollResult_t r = guarded(nullptr, fn, [&] { pin = pin_comm(comm, PinMode::kExclusive, fn); });
+  if (r != mycollSuccess) return r;
+  return guarded(pin.get(), fn, [&] {
+    int queued = pin->queued.load();
+    if (queued > 0)
+      throw_error(mycollInvalidUsage,
+                  std::string(fn) + ": " + std::to_string(queued) +
+                      " call(s) on this communicator wait in an open group (mycollGroupStart "
+                      "without mycollGroupEnd); end the group first, or use mycollCommAbort");
+    if (!registry_retire(std::move(pin), 30.0))
+      throw_error(mycollInvalidArgument, std::string(fn) + ": communicator is already being "
+                                                           "destroyed or aborted");
   });
 }
 
+// Safe from any thread at any moment: marks the communicator aborted and
+// breaks every connection (so calls blocked on it, in a group or not, fail
+// promptly), then frees it once they have left; returns within ~5 s even if
+// one does not (the last call to leave frees it then).
 mycollResult_t mycollCommAbort(mycollComm_t comm) {
-  return guarded(nullptr, "mycollCommAbort", [&] {
-    if (!comm) return;
-    valid_comm(comm, "mycollCommAbort");
-    if (comm->flight && !comm->flight_dumped.exchange(true)) {
-      LogScope scope(&comm->log_tag);
+  if (!comm) return mycollSuccess;
+  const char* fn = "mycollCommAbort";
+  CommPin pin;
+  mycollResult_t r = guarded(nullptr, fn, [&] { pin = pin_comm(comm, PinMode::kShared, fn); });
+  if (r != mycollSuccess) return r;
+  return guarded(nullptr, fn, [&] {
+    mycollComm* c = pin.get();
+    if (c->flight && !c->flight_dumped.exchange(true)) {
+      LogScope scope(&c->log_tag);
       try {
-        log_warn(Subsys::Init, "flight recorder written to {}", flight_dump(*comm, "abort"));
+        log_warn(Subsys::Init, "flight recorder written to {}", flight_dump(*c, "abort"));
       } catch (const std::exception& e) {
         log_warn(Subsys::Init, "{}", e.what());
       }
     }
-    comm->aborted = true;
-    if (comm->device) comm->device->abort();
-    for (auto& c : comm->conns)
-      if (c) c->shutdown();
-    if (comm->bootstrap) comm->bootstrap->abort();
-    wait_idle(comm);
-    delete comm;
+    c->aborted = true;
+    if (c->device) c->device->abort();
+    for (auto& conn : c->conns)
+      if (conn) conn->shutdown();
+    if (c->bootstrap) c->bootstrap->abort();
+    if (!registry_retire(std::move(pin), 4.5))
+      throw_error(mycollInvalidArgument, std::string(fn) + ": communicator is already being "
+                                                           "destroyed or aborted");
   });
 }
 
 mycollResult_t mycollCommSplit(mycollComm_t comm, int color, int key, mycollComm_t* newcomm) {
-  return guarded(comm, "mycollCommSplit", [&] {
-    valid_comm(comm, "mycollCommSplit");
+  return with_comm(comm, "mycollCommSplit", PinMode::kExclusive, [&](mycollComm* parent) {
     check_arg(newcomm != nullptr, "mycollCommSplit: newcomm is NULL");
+    mycollComm* comm = parent;
     comm->check_usable();
     *newcomm = nullptr;
     if (color < 0) color = MYCOLL_SPLIT_NOCOLOR;
@@ -329,15 +344,13 @@ mycollResult_t mycollCommSplit(mycollComm_t comm, int color, int key, mycollComm
     if (mine.empty()) return;
     int newrank = 0;
     while (mine[newrank].rank != comm->rank) ++newrank;
-    *newcomm = comm_create(unpack_unique_id(uid), static_cast<int>(mine.size()), newrank,
-                           comm->cuda_device, comm)
-                   .release();
+    *newcomm = registry_add(comm_create(unpack_unique_id(uid), static_cast<int>(mine.size()),
+                                        newrank, comm->cuda_device, comm));
   });
 }
 
-mycollResult_t mycollCommDump(mycollComm_t comm, const char* path) {
-  return guarded(comm, "mycollCommDump", [&] {
-    valid_comm(comm, "mycollCommDump");
+mycollResult_t mycollCommDump(mycollComm_t c0, const char* path) {
+  return with_comm(c0, "mycollCommDump", PinMode::kShared, [&](mycollComm* comm) {
     if (!comm->flight)
       throw_error(mycollInvalidUsage, "mycollCommDump: the flight recorder is off (set "
                                       "MYCOLL_FLIGHT_RECORDER=N before creating the communicator)");
@@ -346,33 +359,29 @@ mycollResult_t mycollCommDump(mycollComm_t comm, const char* path) {
   });
 }
 
-mycollResult_t mycollCommCount(const mycollComm_t comm, int* count) {
-  return guarded(comm, "mycollCommCount", [&] {
-    valid_comm(comm, "mycollCommCount");
+mycollResult_t mycollCommCount(const mycollComm_t c0, int* count) {
+  return with_comm(c0, "mycollCommCount", PinMode::kShared, [&](mycollComm* comm) {
     check_arg(count != nullptr, "mycollCommCount: count is NULL");
     *count = comm->nranks;
   });
 }
 
-mycollResult_t mycollCommUserRank(const mycollComm_t comm, int* rank) {
-  return guarded(comm, "mycollCommUserRank", [&] {
-    valid_comm(comm, "mycollCommUserRank");
+mycollResult_t mycollCommUserRank(const mycollComm_t c0, int* rank) {
+  return with_comm(c0, "mycollCommUserRank", PinMode::kShared, [&](mycollComm* comm) {
     check_arg(rank != nullptr, "mycollCommUserRank: rank is NULL");
     *rank = comm->rank;
   });
 }
 
-mycollResult_t mycollCommCuDevice(const mycollComm_t comm, int* device) {
-  return guarded(comm, "mycollCommCuDevice", [&] {
-    valid_comm(comm, "mycollCommCuDevice");
+mycollResult_t mycollCommCuDevice(const mycollComm_t c0, int* device) {
+  return with_comm(c0, "mycollCommCuDevice", PinMode::kShared, [&](mycollComm* comm) {
     check_arg(device != nullptr, "mycollCommCuDevice: device is NULL");
     *device = comm->cuda_device;
   });
 }
 
-mycollResult_t mycollCommGetAsyncError(mycollComm_t comm, mycollResult_t* asyncError) {
-  return guarded(comm, "mycollCommGetAsyncError", [&] {
-    valid_comm(comm, "mycollCommGetAsyncError");
+mycollResult_t mycollCommGetAsyncError(mycollComm_t c0, mycollResult_t* asyncError) {
+  return with_comm(c0, "mycollCommGetAsyncError", PinMode::kShared, [&](mycollComm* comm) {
     check_arg(asyncError != nullptr, "mycollCommGetAsyncError: asyncError is NULL");
     if (comm->device && comm->async_error.load() == mycollSuccess) {
       std::string why;

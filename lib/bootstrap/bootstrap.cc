@@ -27,6 +27,7 @@
 #include <mutex>
 #include <thread>
 
+#include "bootstrap/admission.h"
 #include "bootstrap/wire.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -70,6 +71,8 @@ class BootstrapImpl final : public Bootstrap {
   void send(int peer, const void* data, size_t bytes) override;
   void recv(int peer, void* data, size_t bytes) override;
   void abort() override { abort_internal("rank " + std::to_string(rank_) + " aborted", true); }
+  void fail_with(const std::string& reason) override { abort_internal(reason, true, true); }
+  std::string remote_failure(double wait_s) override;
 
  private:
   struct Outgoing {
@@ -77,9 +80,14 @@ class BootstrapImpl final : public Bootstrap {
     Fd fd;                     // guarded by mu
     std::atomic<int> raw{-1};  // fd for shutdown() from abort without mu
   };
-  struct Incoming {  // owned by the I/O thread
+  // A link being read by the I/O thread: an incoming link (owned), or the
+  // way back of an outgoing one (borrowed fd; only kAbort travels there).
+  struct Incoming {
     Fd fd;
+    int borrowed = -1;
+    int get() const { return fd.valid() ? fd.get() : borrowed; }
     int rank = -1;
+    bool ended = false;  // read side over; kept to send reports back
     FrameHeader hdr{};
     size_t hdr_have = 0;
     std::vector<uint8_t> payload;
@@ -88,7 +96,7 @@ class BootstrapImpl final : public Bootstrap {
 
   void join_root(const Deadline& d);
   void io_loop();
-  void io_accept(std::vector<std::unique_ptr<ServerHandshake>>& pending);
+  void io_accept(std::vector<std::unique_ptr<ServerHandshake>>& pending, net::RejectLog& rejects);
   void io_admit(ServerHandshake& hs, std::vector<std::unique_ptr<Incoming>>& links);
   bool io_read(Incoming& in);  // false: link ended
   void io_link_closed(int peer, const std::string& why);
@@ -110,7 +118,9 @@ class BootstrapImpl final : public Bootstrap {
   }
   // Marks the bootstrap failed (first reason wins), tells the peers, shuts
   // every socket down. Never throws.
-  void abort_internal(const std::string& reason, bool propagate) noexcept;
+  // own: this rank's own report, sent even when the bootstrap already
+  // failed (by a peer's report), once.
+  void abort_internal(const std::string& reason, bool propagate, bool own = false) noexcept;
   [[noreturn]] void fail(mycollResult_t code, const std::string& msg) {
     abort_internal(msg, true);
     throw Error(code, msg);
@@ -137,6 +147,10 @@ class BootstrapImpl final : public Bootstrap {
   std::vector<std::string> closed_;  // why peer's incoming link ended ("" = not ended)
   std::vector<bool> incoming_present_;
   std::string failed_;  // non-empty: unusable, with the root cause
+  std::vector<std::string> remote_;  // failure reports received from peers
+  std::vector<std::string> tell_back_;  // reports the I/O thread sends up incoming links
+  bool own_told_ = false;               // this rank's own report went out
+  std::string own_;                     // ... and what it said (echoes are not news)
 
   std::vector<std::unique_ptr<Outgoing>> out_;
 };
@@ -200,8 +214,11 @@ void BootstrapImpl::join_root(const Deadline& d) {
           mycollRemoteError,
           me + ": lost root " + root.str() +
               " before the address table arrived (root process gone?): " + io_status_text(st, err));
-    if (fh.magic != kFrameMagic || fh.len > kMaxFrameBytes)
-      throw_error(mycollRemoteError, me + ": root " + root.str() + " sent garbage");
+    if (fh.magic != kFrameMagic || fh.kind == kColl || fh.kind == kP2p ||
+        fh.len > max_frame_bytes(fh.kind, nranks_))
+      throw_error(mycollRemoteError, me + ": root " + root.str() + " sent garbage (frame kind " +
+                                         std::to_string(fh.kind) + ", " + std::to_string(fh.len) +
+                                         " bytes)");
     std::vector<uint8_t> p(fh.len);
     st = net::recv_all(fd.get(), p.data(), p.size(), d, &err, &aborted_);
     if (st != IoStatus::kOk)
@@ -242,7 +259,34 @@ void BootstrapImpl::join_root(const Deadline& d) {
 void BootstrapImpl::io_loop() {
   std::vector<std::unique_ptr<ServerHandshake>> pending;
   std::vector<std::unique_ptr<Incoming>> links;
-  while (!stop_.load() && !aborted_.load()) {
+  // back[p]: the way back of the outgoing link to p (reports of p's
+  // failure when p has no link to this rank); null until p is linked.
+  std::vector<std::unique_ptr<Incoming>> back(nranks_);
+  net::RejectLog rejects("rank " + std::to_string(rank_) + " bootstrap listener");
+  while (!stop_.load()) {
+    // Reports for the ranks that send to this one (they may have no other
+    // link to it): up their links, in the reverse direction.
+    std::vector<std::string> tell;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      tell.swap(tell_back_);
+    }
+    for (const std::string& why : tell) {
+      FrameHeader fh{kFrameMagic, kAbort, why.size()};
+      std::vector<uint8_t> frame(reinterpret_cast<uint8_t*>(&fh),
+                                 reinterpret_cast<uint8_t*>(&fh) + sizeof(fh));
+      frame.insert(frame.end(), why.begin(), why.end());
+      for (auto& in : links)
+        (void)!::send(in->get(), frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    for (int p = 0; p < nranks_; ++p) {
+      int f = out_[p]->raw.load();
+      if (f >= 0 && !back[p]) {
+        back[p] = std::make_unique<Incoming>();
+        back[p]->borrowed = f;
+        back[p]->rank = p;
+      }
+    }
     std::vector<pollfd> fds;
     fds.push_back({wake_.get(), POLLIN, 0});
     fds.push_back({listen_.get(), POLLIN, 0});
@@ -251,7 +295,13 @@ void BootstrapImpl::io_loop() {
       fds.push_back({hs->fd(), POLLIN, 0});
       wake.at = std::min(wake.at, hs->deadline().at);
     }
-    for (auto& in : links) fds.push_back({in->fd.get(), POLLIN, 0});
+    for (auto& in : links) fds.push_back({in->ended ? -1 : in->get(), POLLIN, 0});
+    std::vector<int> back_polled;
+    for (int p = 0; p < nranks_; ++p)
+      if (back[p] && back[p]->borrowed >= 0) {
+        fds.push_back({back[p]->borrowed, POLLIN, 0});
+        back_polled.push_back(p);
+      }
     int rc = ::poll(fds.data(), fds.size(), wake.poll_ms());
     if (rc < 0 && errno != EINTR) {
       abort_internal(std::string("bootstrap I/O thread: poll: ") + std::strerror(errno), true);
@@ -270,49 +320,48 @@ void BootstrapImpl::io_loop() {
       if (st == ServerHandshake::State::kDone) {
         io_admit(*hs, links);
       } else if (st == ServerHandshake::State::kFailed) {
-        if (hs->hostile())
-          log_warn(Subsys::Bootstrap, "rank {}: dropped connection from {}: {}", rank_,
-                   hs->peer().str(), hs->failure());
-        else
-          log_info(Subsys::Bootstrap, "rank {}: dropped connection from {}: {}", rank_,
-                   hs->peer().str(), hs->failure());
+        rejects.add(hs->peer(), hs->failure(), hs->hostile());
       } else if (hs->deadline().expired()) {
-        log_info(Subsys::Bootstrap, "rank {}: dropped {}: no handshake in time", rank_,
-                 hs->peer().str());
+        rejects.add(hs->peer(), "no handshake in time", false);
       } else {
         still.push_back(std::move(hs));
       }
     }
     const size_t base = 2 + pending.size();
-    const size_t nlinks_polled = fds.size() - base;
+    const size_t nlinks_polled = fds.size() - base - back_polled.size();
     pending = std::move(still);
-    std::vector<std::unique_ptr<Incoming>> alive;
-    for (size_t i = 0; i < links.size(); ++i) {
-      if (i < nlinks_polled && fds[base + i].revents && !io_read(*links[i])) continue;
-      alive.push_back(std::move(links[i]));
+    for (size_t i = 0; i < nlinks_polled; ++i)
+      if (!links[i]->ended && fds[base + i].revents && !io_read(*links[i])) links[i]->ended = true;
+    for (size_t i = 0; i < back_polled.size(); ++i) {
+      Incoming& in = *back[back_polled[i]];
+      if (fds[base + nlinks_polled + i].revents && !io_read(in)) in.borrowed = -1;  // ended
     }
-    links = std::move(alive);
-    if (fds[1].revents & POLLIN) io_accept(pending);
+    if (fds[1].revents & POLLIN) io_accept(pending, rejects);
+    rejects.flush();
   }
-  // Stopping or aborted: end every incoming link so peers notice promptly.
-  for (auto& in : links) ::shutdown(in->fd.get(), SHUT_RDWR);
+  for (auto& in : links) ::shutdown(in->get(), SHUT_RDWR);
   listen_.reset();
 }
 
-void BootstrapImpl::io_accept(std::vector<std::unique_ptr<ServerHandshake>>& pending) {
+std::string BootstrapImpl::remote_failure(double wait_s) {
+  std::unique_lock<std::mutex> lk(mu_);
+  cv_.wait_for(lk, std::chrono::duration<double>(wait_s), [&] { return !remote_.empty(); });
+  std::string all;
+  for (const std::string& r : remote_) all += (all.empty() ? "" : "; ") + r;
+  return all;
+}
+
+void BootstrapImpl::io_accept(std::vector<std::unique_ptr<ServerHandshake>>& pending,
+                              net::RejectLog& rejects) {
   for (int i = 0; i < 64; ++i) {
     SockAddr peer;
     Fd fd = net::accept_nonblocking(listen_.get(), &peer);
     if (!fd.valid()) return;
-    if (pending.size() >= 1024) {
-      log_warn(Subsys::Bootstrap, "rank {}: too many half-open connections; closing {}", rank_,
-               peer.str());
-      continue;
-    }
     auto hs =
         std::make_unique<ServerHandshake>(std::move(fd), peer, id_.secret, kRolePeer,
-                                          sizeof(PeerHello), Deadline::after(kHandshakeSeconds));
-    if (hs->start() == ServerHandshake::State::kRunning) pending.push_back(std::move(hs));
+                                          sizeof(PeerHello), Deadline::after(net::kPreAuthSeconds));
+    if (hs->start() == ServerHandshake::State::kRunning)
+      net::admit_pending(pending, std::move(hs), rejects);
   }
 }
 
@@ -358,43 +407,62 @@ bool BootstrapImpl::io_read(Incoming& in) {
       dst = reinterpret_cast<uint8_t*>(&in.hdr) + in.hdr_have;
       want = sizeof(in.hdr) - in.hdr_have;
     } else {
+      // Grown as the bytes arrive (64 KiB at a time), never to the declared
+      // length up front.
+      want = std::min<size_t>(in.hdr.len - in.have, 64 * 1024);
+      if (in.payload.size() < in.have + want) in.payload.resize(in.have + want);
       dst = in.payload.data() + in.have;
-      want = in.payload.size() - in.have;
     }
-    ssize_t k = want ? ::recv(in.fd.get(), dst, want, MSG_DONTWAIT) : 0;
+    const bool way_back = !in.fd.valid();
+    ssize_t k = want ? ::recv(in.get(), dst, want, MSG_DONTWAIT) : 0;
     if (want && k == 0) {
-      io_link_closed(in.rank, in.hdr_have || in.have ? "closed in the middle of a message"
-                                                     : "closed (process exited or aborted?)");
+      if (!way_back)
+        io_link_closed(in.rank, in.hdr_have || in.have ? "closed in the middle of a message"
+                                                       : "closed (process exited or aborted?)");
       return false;
     }
     if (want && k < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
-      io_link_closed(in.rank, std::string("socket error: ") + std::strerror(errno));
+      if (!way_back) io_link_closed(in.rank, std::string("socket error: ") + std::strerror(errno));
       return false;
     }
     if (in.hdr_have < sizeof(in.hdr)) {
       in.hdr_have += static_cast<size_t>(k);
       if (in.hdr_have < sizeof(in.hdr)) continue;
-      const bool known = in.hdr.kind == kColl || in.hdr.kind == kP2p || in.hdr.kind == kAbort;
-      if (in.hdr.magic != kFrameMagic || !known || in.hdr.len > kMaxFrameBytes) {
+      const bool known = in.hdr.kind == kAbort ||
+                         (!way_back && (in.hdr.kind == kColl || in.hdr.kind == kP2p));
+      if (in.hdr.magic != kFrameMagic || !known ||
+          in.hdr.len > max_frame_bytes(in.hdr.kind, nranks_)) {
+        if (way_back) return false;
         log_warn(Subsys::Bootstrap, "rank {}: corrupt frame from rank {}; dropping the link", rank_,
                  in.rank);
         io_link_closed(in.rank, "sent a corrupt frame");
         return false;
       }
-      in.payload.assign(in.hdr.len, 0);
+      in.payload.clear();
       in.have = 0;
     } else {
       in.have += static_cast<size_t>(k);
     }
-    if (in.have < in.payload.size()) continue;
+    if (in.have < in.hdr.len) continue;
+    in.payload.resize(in.have);
     // A whole frame.
     if (in.hdr.kind == kAbort) {
       std::string reason(in.payload.begin(), in.payload.end());
-      log_warn(Subsys::Bootstrap, "rank {}: rank {} aborted: {}", rank_, in.rank, reason);
+      log_warn(Subsys::Bootstrap, "rank {}: rank {} failed: {}", rank_, in.rank, reason);
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (reason != own_ &&
+            std::find(remote_.begin(), remote_.end(), reason) == remote_.end() &&
+            remote_.size() < 16)
+          remote_.push_back(reason);
+      }
       abort_internal(reason, true);
-      return false;
+      in.payload = {};
+      in.hdr_have = 0;
+      in.have = 0;
+      continue;
     }
     {
       std::lock_guard<std::mutex> lk(mu_);
@@ -410,32 +478,40 @@ bool BootstrapImpl::io_read(Incoming& in) {
 
 // ------------------------------------------------------------- failure ----
 
-void BootstrapImpl::abort_internal(const std::string& reason, bool propagate) noexcept {
-  bool first = false;
+void BootstrapImpl::abort_internal(const std::string& reason, bool propagate, bool own) noexcept {
+  bool first = false, tell = false;
+  const std::string why = reason.empty() ? "aborted" : reason;
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (failed_.empty()) {
-      failed_ = reason.empty() ? "aborted" : reason;
+      failed_ = why;
       first = true;
     }
+    tell = propagate && (first || (own && !own_told_));
+    if (own && !own_told_) own_ = why;
+    if (own) own_told_ = true;
+    if (tell && tell_back_.size() < 16) tell_back_.push_back(why);
   }
   cv_.notify_all();
   aborted_.store(true);
-  if (first && propagate) {
+  if (tell) {
     // Best effort, never blocking: skip links a sender is using right now.
-    FrameHeader fh{kFrameMagic, kAbort, reason.size()};
+    FrameHeader fh{kFrameMagic, kAbort, why.size()};
     std::vector<uint8_t> frame(reinterpret_cast<uint8_t*>(&fh),
                                reinterpret_cast<uint8_t*>(&fh) + sizeof(fh));
-    frame.insert(frame.end(), reason.begin(), reason.end());
+    frame.insert(frame.end(), why.begin(), why.end());
     for (auto& o : out_) {
       std::unique_lock<std::mutex> lk(o->mu, std::try_to_lock);
       if (lk.owns_lock() && o->fd.valid())
         (void)!::send(o->fd.get(), frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     }
   }
-  for (auto& o : out_) {
-    int f = o->raw.load();
-    if (f >= 0) ::shutdown(f, SHUT_RDWR);
+  if (first) {
+    // Write side only: the way back may still bring other ranks' reports.
+    for (auto& o : out_) {
+      int f = o->raw.load();
+      if (f >= 0) ::shutdown(f, SHUT_WR);
+    }
   }
   wake_io();
 }
@@ -503,7 +579,12 @@ void BootstrapImpl::send_frame(int peer, uint32_t kind, const void* data, size_t
   if (!err.empty()) {
     std::string why;
     {
-      std::lock_guard<std::mutex> lk(mu_);
+      // A peer that failed first sends its reason back before closing:
+      // give it a moment to arrive, so the report names the root cause
+      // rather than the messenger.
+      std::unique_lock<std::mutex> lk(mu_);
+      if (code != mycollTimeout)
+        cv_.wait_for(lk, std::chrono::milliseconds(500), [&] { return !failed_.empty(); });
       why = failed_;
     }
     if (!why.empty()) fail(mycollRemoteError, what + ": aborted: " + why);

@@ -36,9 +36,11 @@ static_assert(sizeof(UniqueIdData) <= MYCOLL_UNIQUE_ID_BYTES, "id too large");
 // Creates the root listener thread in this process and fills id.
 void create_unique_id(mycollUniqueId* id);
 // Id for rank 0 listening on a given host:port (mycollCommInitFromEnv): the
-// root is then started by rank 0 itself inside Bootstrap::init. The secret is
-// derived from MYCOLL_SECRET when set, else a fixed-but-documented default
-// (the launcher's environment is the trust boundary there).
+// root is then started by rank 0 itself inside Bootstrap::init. The secret
+// mixes MYCOLL_SECRET with the job identity (MYCOLL_JOB_ID or the launcher's
+// job id) so that two jobs never pair; without MYCOLL_SECRET it WARNs that the
+// rendezvous is unauthenticated, or throws InvalidUsage with
+// MYCOLL_REQUIRE_SECRET=1.
 UniqueIdData unique_id_from_address(const std::string& host, int port);
 UniqueIdData unpack_unique_id(const mycollUniqueId& id);  // throws InvalidArgument on bad magic
 // mycollCommInitFromEnv on rank 0: serves the rendezvous for id (from
@@ -71,6 +73,20 @@ class Bootstrap {
 
   // Makes every blocked and future call fail promptly (RemoteError).
   virtual void abort() = 0;
+
+  // Root cause propagation: like abort(), with `reason` sent to every rank
+  // this one has a link with (who pass it on), so a rank that learns of a
+  // failure from a neighbour can report what happened first.
+  virtual void fail_with(const std::string& reason) {
+    (void)reason;
+    abort();
+  }
+  // Failure reports received from other ranks ("; "-joined, first first),
+  // waiting up to wait_s for one to arrive. "" when none came.
+  virtual std::string remote_failure(double wait_s) {
+    (void)wait_s;
+    return "";
+  }
 };
 
 // Network helpers shared with the socket transport.

@@ -18,6 +18,7 @@
 #include <map>
 #include <thread>
 
+#include "bootstrap/admission.h"
 #include "bootstrap/wire.h"
 #include "core/config.h"
 #include "core/error.h"
@@ -34,8 +35,6 @@ using net::SockAddr;
 
 namespace {
 
-// Connections half-open at once; beyond this, new ones are closed at once.
-constexpr size_t kMaxPending = 1024;
 // Progress reports to waiting ranks at most this often.
 constexpr auto kStatusInterval = std::chrono::milliseconds(100);
 
@@ -79,7 +78,8 @@ class Root {
         tag_(tag),
         nranks_(nranks),
         timeout_s_(timeout_s),
-        deadline_(Deadline::after(timeout_s)) {}
+        deadline_(Deadline::after(timeout_s)),
+        rejects_("root " + where_) {}
 
   // Thread body. Never throws.
   void run() {
@@ -147,8 +147,7 @@ class Root {
         ServerHandshake::State st = ServerHandshake::State::kRunning;
         if (fds[1 + i].revents) st = hs->on_readable();
         if (st == ServerHandshake::State::kRunning && hs->deadline().expired()) {
-          log_info(Subsys::Bootstrap, "root {}: dropped {}: no handshake within {} s", where_,
-                   hs->peer().str(), kHandshakeSeconds);
+          rejects_.add(hs->peer(), "no handshake in time", false);
           continue;
         }
         if (st == ServerHandshake::State::kFailed) {
@@ -169,33 +168,21 @@ class Root {
     }
   }
 
-  void drop_log(const ServerHandshake& hs) {
-    if (hs.hostile())
-      log_warn(Subsys::Bootstrap, "root {}: dropped connection from {}: {}", where_,
-               hs.peer().str(), hs.failure());
-    else
-      log_info(Subsys::Bootstrap, "root {}: dropped connection from {}: {}", where_,
-               hs.peer().str(), hs.failure());
-  }
+  void drop_log(const ServerHandshake& hs) { rejects_.add(hs.peer(), hs.failure(), hs.hostile()); }
 
   void accept_new() {
     for (int i = 0; i < 64; ++i) {
       SockAddr peer;
       Fd fd = net::accept_nonblocking(listen_.get(), &peer);
       if (!fd.valid()) return;
-      if (pending_.size() >= kMaxPending) {
-        log_warn(Subsys::Bootstrap, "root {}: too many half-open connections; closing {}", where_,
-                 peer.str());
-        continue;
-      }
-      Deadline d = Deadline::after(std::min(kHandshakeSeconds, deadline_.seconds_left()));
+      Deadline d = Deadline::after(std::min(net::kPreAuthSeconds, deadline_.seconds_left()));
       auto hs = std::make_unique<ServerHandshake>(std::move(fd), peer, secret_, kRoleRoot,
                                                   sizeof(RankHello), d);
       if (hs->start() == ServerHandshake::State::kFailed) {
         drop_log(*hs);
         continue;
       }
-      pending_.push_back(std::move(hs));
+      net::admit_pending(pending_, std::move(hs), rejects_);
     }
   }
 
@@ -340,6 +327,7 @@ class Root {
   std::map<int, Member> members_;
   bool had_member_ = false;
   bool status_dirty_ = false;
+  net::RejectLog rejects_;
 };
 
 void launch_root(Fd listen, SockAddr where, const Secret& secret, uint64_t tag, int nranks,
@@ -382,6 +370,22 @@ void create_unique_id(mycollUniqueId* id) {
   std::memcpy(id->internal, &d, sizeof(d));
 }
 
+// The launcher's name for this job (step), "" when none is known.
+std::string job_identity() {
+  std::string id = env_get("MYCOLL_JOB_ID");
+  if (!id.empty()) return "mycoll:" + id;
+  auto get = [](const char* n) {
+    const char* v = std::getenv(n);
+    return std::string(v ? v : "");
+  };
+  if (!get("SLURM_JOB_ID").empty())
+    return "slurm:" + get("SLURM_JOB_ID") + "." + get("SLURM_STEP_ID");
+  if (!get("PMIX_NAMESPACE").empty()) return "pmix:" + get("PMIX_NAMESPACE");
+  if (!get("OMPI_MCA_ess_base_jobid").empty()) return "ompi:" + get("OMPI_MCA_ess_base_jobid");
+  if (!get("TORCHELASTIC_RUN_ID").empty()) return "torchrun:" + get("TORCHELASTIC_RUN_ID");
+  return "";
+}
+
 UniqueIdData unique_id_from_address(const std::string& host, int port) {
   check_arg(port > 0 && port < 65536,
             "bootstrap: port " + std::to_string(port) + " out of range 1..65535");
@@ -390,13 +394,35 @@ UniqueIdData unique_id_from_address(const std::string& host, int port) {
   d.magic = kIdMagic;
   d.version = kIdVersion;
   addr.to_bytes(d.addr);
-  // Every rank derives the same secret without talking. With MYCOLL_SECRET
-  // unset it is SHA-256("mycoll-default-secret-v1|<host>:<port>"): anyone who
-  // knows the address can compute it, so the launcher's environment (who can
-  // reach that port) is the trust boundary; set MYCOLL_SECRET to do better.
+  // Every rank derives the same secret without talking: from MYCOLL_SECRET,
+  // and the job identity, so that two jobs given one address never pair
+  // (their proofs differ and each root drops the other job's ranks).
+  // Without MYCOLL_SECRET nothing secret goes in: anyone who can reach the
+  // port and knows the job id can join, which is said at WARN (or refused
+  // with MYCOLL_REQUIRE_SECRET=1).
   const std::string user = env_get("MYCOLL_SECRET");
-  const std::string material =
-      user.empty() ? "mycoll-default-secret-v1|" + host + ":" + std::to_string(port) : user;
+  const std::string job = job_identity();
+  if (user.empty()) {
+    const std::string req = env_get("MYCOLL_REQUIRE_SECRET");
+    const std::string where = host + ":" + std::to_string(port);
+    if (req == "1" || req == "true" || req == "yes")
+      throw_error(mycollInvalidUsage,
+                  "mycollCommInitFromEnv: MYCOLL_REQUIRE_SECRET=1 but MYCOLL_SECRET is not set: "
+                  "refusing an unauthenticated rendezvous at " + where +
+                      " (set MYCOLL_SECRET to the same random value on every rank, e.g. "
+                      "MYCOLL_SECRET=$(cat secret-file))");
+    static std::atomic<bool> warned{false};
+    const bool loopback = addr.ip().rfind("127.", 0) == 0 || addr.ip() == "::1";
+    if (!loopback && !warned.exchange(true))
+      log_warn(Subsys::Bootstrap,
+               "rendezvous at {} is unauthenticated (MYCOLL_SECRET unset): any process that can "
+               "reach it{} can join this job. Set MYCOLL_SECRET to the same random value on every "
+               "rank (e.g. MYCOLL_SECRET=$(cat secret-file)) or pass a unique id through the "
+               "launcher; MYCOLL_REQUIRE_SECRET=1 refuses to run without one.",
+               where, job.empty() ? "" : " and knows the job id (" + job + ")");
+  }
+  const std::string material = "mycoll-rendezvous-v2|" + std::to_string(user.size()) + ":" +
+                               user + "|job=" + job + "|" + host + ":" + std::to_string(port);
   auto h = net::sha256(reinterpret_cast<const uint8_t*>(material.data()), material.size());
   std::memcpy(d.secret.data(), h.data(), d.secret.size());
   // The root hands every rank a fresh random tag in the table; this one only

@@ -29,12 +29,14 @@ constexpr uint32_t kFrameMagic = 0x4642594d;  // "MYBF"
 constexpr const char* kRoleRoot = "mycoll-bootstrap-root";
 constexpr const char* kRolePeer = "mycoll-bootstrap-peer";
 
-// Upper bounds that make a corrupted length harmless.
+// Upper bounds that make a corrupted length harmless. Payloads are
+// allocated as their bytes arrive, never from the declared length alone.
 constexpr int32_t kMaxRanks = 1 << 20;
-constexpr uint64_t kMaxFrameBytes = 1ull << 32;
+constexpr uint64_t kMaxFrameBytes = 1ull << 32;  // kColl / kP2p (setup-time data)
+constexpr uint64_t kMaxTextBytes = 64 * 1024;    // kRootError / kAbort text
 
-// Time a freshly accepted connection gets to authenticate and announce itself.
-constexpr double kHandshakeSeconds = 15.0;
+// Time a freshly accepted connection gets to authenticate and announce
+// itself: net::kPreAuthSeconds (bootstrap/admission.h).
 
 enum FrameKind : uint32_t {
   kRootStatus = 1,
@@ -70,6 +72,9 @@ struct PeerHello {
 };
 static_assert(sizeof(PeerHello) == 16, "layout");
 
+// The most payload a frame of `kind` may declare (0: unknown kind).
+constexpr uint64_t max_frame_bytes(uint32_t kind, int nranks);
+
 struct StatusMsg {
   int32_t arrived;
   int32_t nranks;
@@ -87,6 +92,19 @@ struct ErrorHeader {
   int32_t code;  // mycollResult_t
   uint32_t pad;
 };
+
+constexpr uint64_t max_frame_bytes(uint32_t kind, int nranks) {
+  switch (kind) {
+    case kRootStatus: return sizeof(StatusMsg);
+    case kRootTable:
+      return sizeof(TableHeader) + static_cast<uint64_t>(nranks > 0 ? nranks : 0) * net::kAddrBytes;
+    case kRootError: return sizeof(ErrorHeader) + kMaxTextBytes;
+    case kAbort: return kMaxTextBytes;
+    case kColl:
+    case kP2p: return kMaxFrameBytes;
+    default: return 0;
+  }
+}
 
 }  // namespace bswire
 }  // namespace mycoll

@@ -60,17 +60,26 @@ struct mycollComm {
   std::atomic<int> async_error{mycollSuccess};
   std::string async_reason;
   std::atomic<bool> aborted{false};
-  std::atomic<int> active_ops{0};
+  // This communicator's handle (lib/core/registry.h) and how many of its
+  // calls wait in an open group (destroying it then is an error).
+  mycollComm_t handle = nullptr;
+  std::atomic<int> queued{0};
 
   std::mutex err_mu;
   std::string last_error;
-  uint64_t op_seq = 0;  // operations issued (collectives, p2p batches): logs, flight recorder
+  uint64_t op_seq = 0;  // operations issued: logs, flight recorder, host message headers
   std::unique_ptr<mycoll::FlightRecorder> flight;  // MYCOLL_FLIGHT_RECORDER > 0
   std::atomic<bool> flight_dumped{false};          // written once on failure
+  // Point-to-point messages sent to / received from each rank (host message
+  // headers carry them, so a send matched with the wrong receive is caught).
+  std::vector<uint64_t> p2p_sent, p2p_recvd;
 
   // Marks the communicator broken with a reason and tells peers (shuts down
   // every connection so their waits end promptly).
   void fail(mycollResult_t code, const std::string& reason);
+  // After fail(): `own` plus the failure reports other ranks sent (waiting
+  // up to wait_s for one), which then also becomes the sticky reason.
+  std::string with_remote_cause(const std::string& own, double wait_s);
   // Throws the sticky error if the communicator is broken or aborted.
   void check_usable() const;
   ~mycollComm();

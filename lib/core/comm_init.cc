@@ -24,7 +24,14 @@ void mycollComm::fail(mycollResult_t code, const std::string& reason) {
     if (async_error.load() == mycollSuccess) async_reason = reason;
   }
   int expected = mycollSuccess;
-  async_error.compare_exchange_strong(expected, code);
+  const bool first = async_error.compare_exchange_strong(expected, code);
+  // Tell the other ranks why (over the bootstrap links, before the
+  // connections close), so they report this cause instead of blaming this
+  // rank for closing.
+  if (first && bootstrap)
+    bootstrap->fail_with(reason.find("rank " + std::to_string(rank)) != std::string::npos
+                             ? reason
+                             : "rank " + std::to_string(rank) + ": " + reason);
   for (auto& c : conns)
     if (c) c->shutdown();
   if (flight && !flight_dumped.exchange(true)) {
@@ -35,6 +42,15 @@ void mycollComm::fail(mycollResult_t code, const std::string& reason) {
       log_warn(Subsys::Coll, "{}", e.what());
     }
   }
+}
+
+std::string mycollComm::with_remote_cause(const std::string& own, double wait_s) {
+  std::string theirs = bootstrap ? bootstrap->remote_failure(wait_s) : "";
+  if (theirs.empty() || theirs == own) return own;
+  std::string msg = own + "; first failure, reported by the peers: " + theirs;
+  std::lock_guard<std::mutex> g(err_mu);
+  async_reason = msg;
+  return msg;
 }
 
 void mycollComm::check_usable() const {
@@ -156,6 +172,8 @@ std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int 
   warn_unknown_env_once();   // MYCOLL_* typos
   c->cfg = Config::from_env();
   c->algo = AlgoPolicy::parse(c->cfg.algo);
+  c->p2p_sent.assign(nranks, 0);
+  c->p2p_recvd.assign(nranks, 0);
   c->bootstrap = Bootstrap::init(id, rank, nranks, c->cfg.timeout_s, c->cfg.socket_ifname);
   // Every rank got the same fresh random tag from the root: mix it into an id.
   uint64_t h = c->bootstrap->tag() + 0x9e3779b97f4a7c15ull;

@@ -62,10 +62,16 @@ const std::vector<EnvVar>& env_registry() {
        "else loopback."},
       {"MYCOLL_SECRET", "string", "",
        "Shared secret for mycollCommInitFromEnv rendezvous (mycollGetUniqueId makes a random one "
-       "itself). Unset = derived from the rendezvous address: the launcher is then the trust "
-       "boundary, and another job on the same host and port could pair with this one. On any "
-       "shared host set a fresh random value per job (e.g. MYCOLL_SECRET=$(openssl rand -hex "
-       "16), exported to every rank)."},
+       "itself); the same value on every rank, e.g. MYCOLL_SECRET=$(cat secret-file). Unset = "
+       "the rendezvous is unauthenticated (a WARN says so when it is not on loopback): only the "
+       "job identity (MYCOLL_JOB_ID or the launcher's job id) keeps jobs apart."},
+      {"MYCOLL_REQUIRE_SECRET", "bool", "0",
+       "1 = mycollCommInitFromEnv refuses to run an unauthenticated rendezvous (no MYCOLL_SECRET) "
+       "instead of warning."},
+      {"MYCOLL_JOB_ID", "string", "",
+       "Job identity mixed into the rendezvous so two jobs given one address never pair. Unset = "
+       "taken from the launcher: SLURM_JOB_ID/SLURM_STEP_ID, PMIX_NAMESPACE, "
+       "OMPI_MCA_ess_base_jobid, TORCHELASTIC_RUN_ID."},
       {"MYCOLL_HOST_ID", "string", "",
        "Override this process' host identity (default: hostname + boot id). Ranks with equal ids "
        "are treated as one host (shm allowed)."},

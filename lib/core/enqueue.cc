@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/flight_recorder.h"
 #include "core/log.h"
+#include "core/registry.h"
 #include "engine/device_engine.h"
 #include "engine/host_engine.h"
 #include "engine/reduce.h"
@@ -14,9 +15,11 @@
 namespace mycoll {
 namespace {
 
+// Queued calls name their communicator by handle, so group end finds out
+// (without touching freed memory) when one was destroyed or aborted since.
 struct GroupState {
   int depth = 0;
-  std::vector<std::pair<mycollComm*, Call>> calls;
+  std::vector<std::pair<mycollComm_t, Call>> calls;
 };
 thread_local GroupState g_group;
 
@@ -97,6 +100,27 @@ void validate_call(mycollComm* comm, const Call& call, const char* fn) {
     check_arg(call.send != nullptr, [&] { return fmt::format("{}: sendbuff is NULL", fn); });
   if (needs_recv(comm, call))
     check_arg(call.recv != nullptr, [&] { return fmt::format("{}: recvbuff is NULL", fn); });
+  if (call.coll != Coll::SendRecv && needs_send(comm, call) && needs_recv(comm, call)) {
+    // Buffers may be the same (in place) or apart, never partly overlapping:
+    // found here, before any data moves.
+    const size_t blk = call.count * es, n = static_cast<size_t>(comm->nranks);
+    size_t sb = blk, rb = blk;
+    switch (call.coll) {
+      case Coll::AllGather: rb = blk * n; break;
+      case Coll::ReduceScatter: sb = blk * n; break;
+      case Coll::AllToAll: sb = rb = blk * n; break;
+      case Coll::Scatter: sb = blk * n; break;
+      case Coll::Gather: rb = blk * n; break;
+      default: break;
+    }
+    const auto s = reinterpret_cast<uintptr_t>(call.send), r = reinterpret_cast<uintptr_t>(call.recv);
+    const bool overlap = s < r + rb && r < s + sb;
+    check_arg(!overlap || in_place(comm, call), [&] {
+      return fmt::format("{}: sendbuff {} ({} bytes) and recvbuff {} ({} bytes) partly overlap "
+                         "(only the in-place layout is allowed)",
+                         fn, call.send, sb, call.recv, rb);
+    });
+  }
   if (cuda_device_count() > 0) {
     // The driver is asked about every buffer on every call, deliberately
     // without a cache keyed by address: a buffer freed and reallocated at
@@ -129,6 +153,7 @@ static Task make_collective_task(mycollComm* c, const Call& call) {
   t.output = call.recv;
   t.count = call.count;
   t.root = call.root;
+  t.seq = c->op_seq;
   const size_t es = dtype_size(call.dtype);
   size_t bytes = call.count * es * (is_blocked(call.coll) ? c->nranks : 1);
   t.algo = c->algo.choose(call.coll, c->nranks, bytes);
@@ -276,7 +301,8 @@ static void execute_collective(mycollComm* c, const Call& call) {
 
 void submit(mycollComm* comm, const Call& call) {
   if (g_group.depth > 0) {
-    g_group.calls.emplace_back(comm, call);
+    g_group.calls.emplace_back(comm->handle, call);
+    comm->queued.fetch_add(1, std::memory_order_relaxed);
     return;
   }
   if (call.coll != Coll::SendRecv) return execute_collective(comm, call);
@@ -286,13 +312,48 @@ void submit(mycollComm* comm, const Call& call) {
 
 void group_start() { ++g_group.depth; }
 
+// Pins every communicator of the group exclusively (one destroyed, aborted
+// or busy in another thread fails the whole group before anything moves),
+// runs the calls, and on failure records the reason on every communicator
+// of the group (mycollGetLastError(comm) then holds it).
 void group_end() {
   if (g_group.depth == 0)
     throw_error(mycollInvalidUsage, "mycollGroupEnd without a matching mycollGroupStart");
   if (--g_group.depth > 0) return;
-  auto calls = std::move(g_group.calls);
+  auto queued = std::move(g_group.calls);
   g_group.calls.clear();
-  execute(calls);
+  std::vector<mycollComm_t> handles;
+  std::vector<CommPin> pins;
+  std::exception_ptr pin_error;
+  for (auto& [h, call] : queued) {
+    if (std::find(handles.begin(), handles.end(), h) != handles.end()) continue;
+    handles.push_back(h);
+    try {
+      pins.push_back(pin_comm(h, PinMode::kExclusive, "mycollGroupEnd"));
+    } catch (...) {
+      if (!pin_error) pin_error = std::current_exception();
+    }
+  }
+  std::vector<std::pair<mycollComm*, Call>> calls;
+  for (auto& [h, call] : queued) {
+    for (CommPin& p : pins) {
+      if (p->handle != h) continue;
+      p->queued.fetch_sub(1, std::memory_order_relaxed);
+      calls.emplace_back(p.get(), call);
+    }
+  }
+  try {
+    if (pin_error) std::rethrow_exception(pin_error);
+    execute(calls);
+  } catch (const Error& e) {
+    std::string msg = std::string("mycollGroupEnd: ") + mycollGetErrorString(e.code()) + ": " +
+                      e.what();
+    for (CommPin& p : pins) {
+      std::lock_guard<std::mutex> g(p->err_mu);
+      p->last_error = msg;
+    }
+    throw;
+  }
 }
 
 }  // namespace mycoll

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <algorithm>
 #include <exception>
 #include <utility>
 
@@ -19,16 +20,35 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Every message starts with this header, so a peer that called a different
-// collective (or a different count) is an error, not silent corruption.
+// Every message starts with this header: the call it belongs to travels
+// with the data and is checked on arrival, so a peer that made a different
+// call (collective, count, type, op, root) or is a call ahead or behind
+// (sequence) is an InvalidUsage error naming it, never silent corruption.
+// Fields that do not apply to a call are sent as kNone / -1.
 struct MsgHeader {
   uint32_t magic;
-  uint16_t coll;
-  uint16_t dtype;
-  uint64_t bytes;
+  uint8_t coll;
+  uint8_t dtype;
+  uint8_t op;  // reducing collectives; else kNone
+  uint8_t pad;
+  int32_t root;    // rooted collectives; else -1
+  uint32_t pad2;
+  uint64_t count;  // the call's count (point-to-point: this message's bytes)
+  uint64_t bytes;  // payload of this message
+  // Collectives: the call's number on the communicator. Point-to-point: the
+  // message's number from sender to receiver.
+  uint64_t seq;
 };
-static_assert(sizeof(MsgHeader) == 16, "header layout");
-constexpr uint32_t kMsgMagic = 0x4d43534dU;  // "MSCM"
+static_assert(sizeof(MsgHeader) == 40, "header layout");
+constexpr uint32_t kMsgMagic = 0x324d434dU;  // "MCM2"
+constexpr uint8_t kNone = 0xff;
+
+bool is_reducing(Coll c) {
+  return c == Coll::AllReduce || c == Coll::Reduce || c == Coll::ReduceScatter;
+}
+bool is_rooted(Coll c) {
+  return c == Coll::Broadcast || c == Coll::Reduce || c == Coll::Scatter || c == Coll::Gather;
+}
 
 struct OpState {
   const Op* op = nullptr;
@@ -100,13 +120,22 @@ class Exec {
                                      waiting_on());
   }
 
-  void fail(const Error& e) {
+  // Marks the communicator failed and returns the error to report: for a
+  // lost or silent peer, with the root cause other ranks reported (a rank
+  // that failed first says why before closing its connections, so the
+  // messenger is not blamed).
+  Error fail(const Error& e) {
     failed_ = true;
     if (comm_->flight && task_ < tasks_->size()) {
       record_waiting();
       comm_->flight->failed((*tasks_)[task_].seq);
     }
     comm_->fail(e.code(), e.what());
+    if (e.code() != mycollRemoteError && e.code() != mycollTimeout) return e;
+    // A peer that timed out at about the same time may report a moment
+    // later; a closed connection's report is already on its way.
+    double wait = e.code() == mycollTimeout ? std::min(3.0, 0.5 + comm_->cfg.timeout_s / 4) : 1.0;
+    return Error(e.code(), comm_->with_remote_cause(e.what(), wait));
   }
 
   std::string where() const {
@@ -177,8 +206,7 @@ class Exec {
           if (op.kind == OpKind::RecvReduce) st.src = resolve(op.src, es);
           st.bytes = op.dst.count * es;
         }
-        st.hdr = MsgHeader{kMsgMagic, static_cast<uint16_t>(t.coll), static_cast<uint16_t>(t.dtype),
-                           st.bytes};
+        st.hdr = header_for(t, op, st.bytes);
         ops_.push_back(st);
       }
     }
@@ -186,6 +214,25 @@ class Exec {
     step_t0_ = Clock::now();
     next_wait_report_ = 1.0;
     if (log_enabled(LogLevel::Trace, Subsys::Coll) && step_ < t.plan.steps.size()) trace_step_start();
+  }
+
+  MsgHeader header_for(const Task& t, const Op& op, size_t bytes) {
+    MsgHeader h{};
+    h.magic = kMsgMagic;
+    h.coll = static_cast<uint8_t>(t.coll);
+    h.dtype = static_cast<uint8_t>(t.dtype);
+    h.op = is_reducing(t.coll) ? static_cast<uint8_t>(t.op) : kNone;
+    h.root = is_rooted(t.coll) ? t.root : -1;
+    h.bytes = bytes;
+    if (t.coll == Coll::SendRecv) {
+      h.count = bytes;
+      auto& n = op.kind == OpKind::Send ? comm_->p2p_sent : comm_->p2p_recvd;
+      h.seq = n[op.peer]++;
+    } else {
+      h.count = t.count;
+      h.seq = t.seq;
+    }
+    return h;
   }
 
   void finish_step() {
@@ -255,22 +302,41 @@ class Exec {
   }
 
   void check_header(const OpState& s) const {
-    const Task& t = (*tasks_)[task_];
     const MsgHeader& h = s.got;
-    std::string from = "rank " + std::to_string(s.op->peer);
+    const MsgHeader& e = s.hdr;
+    const std::string from = "rank " + std::to_string(s.op->peer);
     if (h.magic != kMsgMagic)
       throw_error(mycollRemoteError, where() + ": garbage from " + from + " (bad message magic)");
-    if (h.coll != static_cast<uint16_t>(t.coll) || h.bytes != s.bytes || h.dtype != t.dtype) {
-      std::string theirs = h.coll < kNumColls ? coll_name(static_cast<Coll>(h.coll)) : "?";
-      throw_error(mycollInvalidUsage,
-                  where() + ": " + from + " sent " + std::to_string(h.bytes) + " bytes of " +
-                      theirs + " (" +
-                      (h.dtype < mycollNumTypes ? dtype_name(static_cast<mycollDataType_t>(h.dtype))
-                                                : "?") +
-                      ") where this rank expected " + std::to_string(s.bytes) + " bytes of " +
-                      coll_name(t.coll) +
-                      ": ranks called different collectives, counts or types");
-    }
+    if (h.coll == e.coll && h.dtype == e.dtype && h.op == e.op && h.root == e.root &&
+        h.count == e.count && h.seq == e.seq && h.bytes == e.bytes)
+      return;
+    auto coll = [](unsigned v) { return v < kNumColls ? coll_name(static_cast<Coll>(v)) : "?"; };
+    auto dtype = [](unsigned v) {
+      return v < mycollNumTypes ? dtype_name(static_cast<mycollDataType_t>(v)) : "?";
+    };
+    auto op = [](unsigned v) {
+      return v == kNone ? "none" : v < mycollNumOps ? redop_name(static_cast<mycollRedOp_t>(v)) : "?";
+    };
+    std::string diff;
+    auto add = [&](const std::string& what, const std::string& theirs, const std::string& mine) {
+      diff += (diff.empty() ? "" : ", ") + what + " " + theirs + " (this rank: " + mine + ")";
+    };
+    const bool p2p = e.coll == static_cast<uint8_t>(Coll::SendRecv);
+    if (h.coll != e.coll) add("collective", coll(h.coll), coll(e.coll));
+    if (h.seq != e.seq)
+      add(p2p ? "message number" : "call number", std::to_string(h.seq), std::to_string(e.seq));
+    if (!p2p && h.count != e.count) add("count", std::to_string(h.count), std::to_string(e.count));
+    if (h.dtype != e.dtype) add("datatype", dtype(h.dtype), dtype(e.dtype));
+    if (h.op != e.op) add("op", op(h.op), op(e.op));
+    if (h.root != e.root) add("root", std::to_string(h.root), std::to_string(e.root));
+    if (h.bytes != e.bytes) add("message bytes", std::to_string(h.bytes), std::to_string(e.bytes));
+    const char* hint = h.seq != e.seq && !p2p
+                           ? ": a rank skipped or added a call (all ranks must make the same "
+                             "calls in the same order)"
+                       : p2p ? ": sends and receives between this pair do not match"
+                             : ": ranks must make the same calls with the same arguments";
+    throw_error(mycollInvalidUsage,
+                where() + ": mismatch with " + from + ", which sent " + diff + hint);
   }
 
   bool do_recv(OpState& s) {
@@ -373,8 +439,8 @@ void run_host(std::vector<HostWork>& work) {
       try {
         moved |= e.advance();
       } catch (const Error& err) {
-        e.fail(err);
-        if (!first_error) first_error = std::current_exception();
+        Error reported = e.fail(err);
+        if (!first_error) first_error = std::make_exception_ptr(reported);
       }
       if (!e.finished()) all_done = false;
     }
@@ -391,8 +457,8 @@ void run_host(std::vector<HostWork>& work) {
         try {
           e.idle_check(now);
         } catch (const Error& err) {
-          e.fail(err);
-          if (!first_error) first_error = std::current_exception();
+          Error reported = e.fail(err);
+          if (!first_error) first_error = std::make_exception_ptr(reported);
         }
       }
     }

@@ -21,6 +21,7 @@
 #include "common/failure_check.h"
 #include "common/multiproc.h"
 #include "core/comm.h"
+#include "core/registry.h"
 #include "transports/ibverbs/ib_device.h"
 #include "transports/ibverbs/ib_transport.h"
 #include "transports/transport.h"
@@ -152,9 +153,9 @@ TEST_P(RdmaCollectives, EveryElementMatchesReference) {
     const CollKind kinds[] = {CollKind::AllReduce, CollKind::Broadcast,     CollKind::Reduce,
                               CollKind::AllGather, CollKind::ReduceScatter, CollKind::AllToAll,
                               CollKind::Scatter,   CollKind::Gather,        CollKind::SendRecvRing};
-    if (!check(comm->conns[(rank + 1) % n] &&
-                   comm->conns[(rank + 1) % n]->describe().rfind("ib ", 0) == 0,
-               "peer connection is ib: " + comm->conns[(rank + 1) % n]->describe()))
+    if (!check(mycoll::registry_peek(comm)->conns[(rank + 1) % n] &&
+                   mycoll::registry_peek(comm)->conns[(rank + 1) % n]->describe().rfind("ib ", 0) == 0,
+               "peer connection is ib: " + mycoll::registry_peek(comm)->conns[(rank + 1) % n]->describe()))
       return 1;
     MemOps mem = host_mem();
     int seed = 0;
@@ -239,7 +240,7 @@ TEST(RdmaFailures, QpForcedIntoErrorIsAnError) {
     check(mycollAllReduce(a.data(), b.data(), a.size(), mycollFloat32, mycollSum, comm,
                           nullptr) == mycollSuccess && b[49999] == 4.0f,
           "allreduce before the fault");
-    if (rank == 1) check(mycoll::ib_force_qp_error(comm->conns[0].get()), "forced the QP to ERR");
+    if (rank == 1) check(mycoll::ib_force_qp_error(mycoll::registry_peek(comm)->conns[0].get()), "forced the QP to ERR");
     auto t0 = Clock::now();
     mycollResult_t r =
         mycollAllReduce(a.data(), b.data(), a.size(), mycollFloat32, mycollSum, comm, nullptr);

@@ -509,6 +509,27 @@ TEST_F(BootEnv, BootAbortUnblocksAndPropagates) {
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 3.0);
 }
 
+// A failure report reaches every rank with a link to the failing one, in
+// either direction: rank 0's ring link goes to rank 1, yet rank 2 (whose
+// ring link goes to rank 0) hears it over the way back, and so does a rank
+// that failed already.
+TEST_F(BootEnv, BootFailureReportsTravelBothWays) {
+  const int n = 3;
+  UniqueIdData id = new_id();
+  std::vector<std::unique_ptr<Bootstrap>> bs(n);
+  expect_all_ok(run_ranks(n, [&](int r) { bs[r] = Bootstrap::init(id, r, n, 20, ""); }));
+  bs[2]->fail_with("rank 2: first");
+  bs[0]->fail_with("rank 0: second");
+  EXPECT_NE(bs[2]->remote_failure(3.0).find("rank 0: second"), std::string::npos);
+  std::string at1;  // rank 1 hears both, in either order
+  for (int i = 0; i < 300 && at1.find("rank 2: first") == std::string::npos; ++i) {
+    at1 = bs[1]->remote_failure(3.0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_NE(at1.find("rank 2: first"), std::string::npos) << at1;
+  EXPECT_NE(bs[0]->remote_failure(3.0).find("rank 2: first"), std::string::npos);
+}
+
 TEST_F(BootEnv, BootSizeMismatchIsAnError) {
   const int n = 2;
   UniqueIdData id = new_id();

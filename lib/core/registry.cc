@@ -1,0 +1,175 @@
+#include "core/registry.h"
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/comm.h"
+#include "core/error.h"
+
+namespace mycoll {
+namespace {
+
+// Slot word: [generation:32 | flags | pins:24].
+constexpr uint64_t kPinMask = (uint64_t(1) << 24) - 1;
+constexpr uint64_t kBusy = uint64_t(1) << 24;    // an exclusive pin is held
+constexpr uint64_t kDead = uint64_t(1) << 25;    // destroy/abort started: no new pins
+constexpr uint64_t kOrphan = uint64_t(1) << 26;  // the last pin to leave frees it
+constexpr uint64_t kLive = uint64_t(1) << 27;    // the slot holds a communicator
+constexpr unsigned kSlots = 1u << 16;
+
+// Handle: bit 63 set (never a user-space address: a stray dereference
+// faults instead of reading someone's memory), generation in bits 24..55,
+// slot in bits 0..23.
+constexpr uint64_t kHandleTag = uint64_t(1) << 63;
+
+struct Slot {
+  std::atomic<uint64_t> state{0};
+  std::atomic<mycollComm*> comm{nullptr};
+};
+
+Slot g_slots[kSlots];
+std::mutex g_free_mu;
+std::vector<unsigned> g_free;  // guarded by g_free_mu
+unsigned g_next_fresh = 0;     // guarded by g_free_mu
+std::atomic<int> g_live{0};
+
+uint32_t gen_of(uint64_t s) { return static_cast<uint32_t>(s >> 32); }
+
+mycollComm_t encode(unsigned slot, uint32_t gen) {
+  return reinterpret_cast<mycollComm_t>(kHandleTag | (uint64_t(gen) << 24) | slot);
+}
+
+bool decode(mycollComm_t h, unsigned* slot, uint32_t* gen) {
+  uint64_t v = reinterpret_cast<uintptr_t>(h);
+  if ((v & kHandleTag) == 0 || ((v >> 56) & 0x7f) != 0) return false;
+  *slot = static_cast<unsigned>(v & 0xffffff);
+  *gen = static_cast<uint32_t>((v >> 24) & 0xffffffffu);
+  return *slot < kSlots;
+}
+
+// Frees the communicator of a dead slot with no pins and recycles the slot
+// under the next generation.
+void free_slot(unsigned i) {
+  Slot& s = g_slots[i];
+  mycollComm* c = s.comm.exchange(nullptr, std::memory_order_acq_rel);
+  const uint32_t gen = gen_of(s.state.load(std::memory_order_acquire));
+  delete c;
+  s.state.store(uint64_t(gen + 1) << 32, std::memory_order_release);
+  g_live.fetch_sub(1);
+  std::lock_guard<std::mutex> g(g_free_mu);
+  g_free.push_back(i);
+}
+
+}  // namespace
+
+CommPin& CommPin::operator=(CommPin&& o) noexcept {
+  if (this != &o) {
+    release();
+    comm_ = o.comm_, slot_ = o.slot_, mode_ = o.mode_;
+    o.comm_ = nullptr;
+  }
+  return *this;
+}
+
+void CommPin::release() noexcept {
+  if (!comm_) return;
+  comm_ = nullptr;
+  const uint64_t dec = 1 + (mode_ == PinMode::kExclusive ? kBusy : 0);
+  uint64_t now = g_slots[slot_].state.fetch_sub(dec, std::memory_order_acq_rel) - dec;
+  if ((now & kOrphan) && (now & kPinMask) == 0) free_slot(slot_);
+}
+
+mycollComm_t registry_add(std::unique_ptr<mycollComm> c) {
+  unsigned i;
+  {
+    std::lock_guard<std::mutex> g(g_free_mu);
+    if (!g_free.empty()) {
+      i = g_free.back();
+      g_free.pop_back();
+    } else if (g_next_fresh < kSlots) {
+      i = g_next_fresh++;
+    } else {
+      throw_error(mycollInvalidUsage, "more than " + std::to_string(kSlots) +
+                                          " communicators alive at once (destroy unused ones)");
+    }
+  }
+  Slot& s = g_slots[i];
+  const uint32_t gen = gen_of(s.state.load(std::memory_order_acquire));
+  mycollComm_t h = encode(i, gen);
+  c->handle = h;
+  s.comm.store(c.release(), std::memory_order_release);
+  g_live.fetch_add(1);
+  s.state.store((uint64_t(gen) << 32) | kLive, std::memory_order_release);
+  return h;
+}
+
+CommPin pin_comm(mycollComm_t h, PinMode mode, const char* fn) {
+  check_arg(h != nullptr, [&] { return std::string(fn) + ": comm is NULL"; });
+  unsigned i = 0;
+  uint32_t gen = 0;
+  bool known = decode(h, &i, &gen);
+  Slot* s = known ? &g_slots[i] : nullptr;
+  uint64_t v = known ? s->state.load(std::memory_order_acquire) : 0;
+  for (;;) {
+    if (!known || gen_of(v) != gen || !(v & kLive) || (v & kDead))
+      throw_error(mycollInvalidArgument,
+                  std::string(fn) + ": comm is not a valid communicator (destroyed?)");
+    if (mode == PinMode::kExclusive && (v & kBusy))
+      throw_error(mycollInvalidUsage,
+                  std::string(fn) +
+                      ": the communicator is in use by another thread at the same time (a "
+                      "communicator takes one call at a time; use one per thread or serialize)");
+    if ((v & kPinMask) == kPinMask) throw_error(mycollInternalError, "communicator pin overflow");
+    uint64_t nv = (v + 1) | (mode == PinMode::kExclusive ? kBusy : 0);
+    if (s->state.compare_exchange_weak(v, nv, std::memory_order_acq_rel,
+                                       std::memory_order_acquire))
+      break;
+  }
+  CommPin p;
+  p.comm_ = s->comm.load(std::memory_order_acquire);
+  p.slot_ = i;
+  p.mode_ = mode;
+  return p;
+}
+
+mycollComm* registry_peek(mycollComm_t h) {
+  unsigned i = 0;
+  uint32_t gen = 0;
+  if (!h || !decode(h, &i, &gen)) return nullptr;
+  uint64_t v = g_slots[i].state.load(std::memory_order_acquire);
+  if (gen_of(v) != gen || !(v & kLive) || (v & kDead)) return nullptr;
+  return g_slots[i].comm.load(std::memory_order_acquire);
+}
+
+bool registry_retire(CommPin pin, double wait_s) {
+  if (!pin.get()) return false;
+  const unsigned i = pin.slot_;
+  Slot& s = g_slots[i];
+  uint64_t v = s.state.load(std::memory_order_acquire);
+  do {
+    if (v & kDead) return false;  // pin released by its destructor
+  } while (!s.state.compare_exchange_weak(v, v | kDead, std::memory_order_acq_rel,
+                                          std::memory_order_acquire));
+  pin.release();
+  auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
+  while ((s.state.load(std::memory_order_acquire) & kPinMask) != 0 &&
+         std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  v = s.state.load(std::memory_order_acquire);
+  for (;;) {
+    if ((v & kPinMask) == 0) {
+      free_slot(i);
+      return true;
+    }
+    if (s.state.compare_exchange_weak(v, v | kOrphan, std::memory_order_acq_rel,
+                                      std::memory_order_acquire))
+      return true;  // the last call to leave frees it
+  }
+}
+
+int registry_live_count() { return g_live.load(); }
+
+}  // namespace mycoll
