@@ -262,11 +262,7 @@ mycollResult_t mycollCommAbort(mycollComm_t comm) {
   return guarded(nullptr, "mycollCommAbort", [&] {
     if (!comm) return;
     valid_comm(comm, "mycollCommAbort");
-    comm->aborted = true;
-    if (comm->device) comm->device->abort();
-    for (auto& c : comm->conns)
-      if (c) c->shutdown();
-    if (comm->bootstrap) comm->bootstrap->abort();
+    comm->interrupt();
     wait_idle(comm);
     delete comm;
   });

@@ -62,6 +62,10 @@ struct mycollComm {
   // Marks the communicator broken with a reason and tells peers (shuts down
   // every connection so their waits end promptly).
   void fail(mycollResult_t code, const std::string& reason);
+  // Abort, first half: marks the communicator aborted and makes every
+  // blocked and future operation on it give up promptly (kernels, transport
+  // connections, bootstrap). Frees nothing; safe while calls are in flight.
+  void interrupt();
   // Throws the sticky error if the communicator is broken or aborted.
   void check_usable() const;
   ~mycollComm();

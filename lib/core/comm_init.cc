@@ -28,6 +28,14 @@ void mycollComm::fail(mycollResult_t code, const std::string& reason) {
     if (c) c->shutdown();
 }
 
+void mycollComm::interrupt() {
+  aborted = true;
+  if (device) device->abort();
+  for (auto& c : conns)
+    if (c) c->shutdown();
+  if (bootstrap) bootstrap->abort();
+}
+
 void mycollComm::check_usable() const {
   if (aborted.load()) throw_error(mycollInvalidUsage, "communicator was aborted");
   int e = async_error.load();
