@@ -39,7 +39,7 @@ void check_mycoll(mycollResult_t r, mycollComm_t comm, const char* fn) {
 }
 
 void record_error(ncclComm* comm, const char* fn, const std::string& what, bool logged) {
-  std::string msg = std::string(fn) + ": " + what;
+  std::string msg = what.compare(0, std::strlen(fn), fn) == 0 ? what : std::string(fn) + ": " + what;
   t_last_error = msg;
   if (comm && comm->magic == ncclComm::kMagic) {
     std::lock_guard<std::mutex> g(comm->mu);
