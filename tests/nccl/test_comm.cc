@@ -215,9 +215,13 @@ int suite_comm(World& w) {
     expect(w, r == ncclInvalidUsage, "allreduce after revoke returned %d", int(r));
     ok(w, ncclCommDestroy(dup), "ncclCommDestroy (revoked)");
   }
-  // Abort of a healthy communicator; the world is unaffected.
-  if (ok(w, ncclCommSplit(w.comm, 0, me, &dup, nullptr), "ncclCommSplit (dup 2)"))
+  // Abort of a healthy communicator; the world is unaffected. (The
+  // allreduce first: an abort tells the other ranks, which must not still
+  // be inside the split's init then.)
+  if (ok(w, ncclCommSplit(w.comm, 0, me, &dup, nullptr), "ncclCommSplit (dup 2)")) {
+    check_allreduce(w, dup, 1, n, "allreduce before abort");
     ok(w, ncclCommAbort(dup), "ncclCommAbort");
+  }
   check_allreduce(w, w.comm, 1, n, "world allreduce after abort of a split");
 
   // Abort while a non-blocking init waits for a rank that never comes: it
