@@ -331,6 +331,7 @@ int suite_shrink(World& w) {
   if (n < 3) return 0;
   int excluded = n - 1;
   ncclComm_t nc = nullptr;
+  check_allreduce(w, w.comm, 1, n, "world allreduce before a rank dies");  // every init is done
   if (me == excluded) {
     std::fflush(stderr);
     _exit(failures() ? 1 : 0);  // a rank that died
