@@ -66,6 +66,7 @@ struct Scratch {
 struct GroupState {
   int depth = 0;
   std::vector<NcclCall> calls;
+  std::vector<ncclComm*> inits;  // communicators whose init runs until the group ends
 };
 thread_local GroupState g_group;
 
@@ -227,6 +228,8 @@ namespace nccl {
 
 bool in_group() { return g_group.depth > 0; }
 
+void group_add_init(ncclComm* comm) { g_group.inits.push_back(comm); }
+
 PreMul resolve_op(ncclComm* comm, ncclRedOp_t op, ncclDataType_t dtype, const char* fn) {
   if (op >= ncclSum && op < ncclNumOps) return PreMul{};
   std::lock_guard<std::mutex> g(comm->mu);
@@ -377,8 +380,24 @@ ncclResult_t ncclGroupEnd() {
       throw_error(mycollInvalidUsage, "ncclGroupEnd without a matching ncclGroupStart");
     if (--g_group.depth > 0) return ncclSuccess;
     std::vector<NcclCall> calls = std::move(g_group.calls);
+    std::vector<ncclComm*> inits = std::move(g_group.inits);
     g_group.calls.clear();
-    if (calls.empty()) return ncclSuccess;
+    g_group.inits.clear();
+    // Communicators created in the group: blocking ones are ready when the
+    // group ends (non-blocking ones are polled by the caller).
+    std::exception_ptr init_error;
+    for (ncclComm* c : inits) {
+      if (!c->blocking) continue;
+      try {
+        wait_init(c);
+      } catch (...) {
+        if (!init_error) init_error = std::current_exception();
+      }
+    }
+    if (calls.empty()) {
+      if (init_error) std::rethrow_exception(init_error);
+      return ncclSuccess;
+    }
     Scratch keep;
     check_mycoll(mycollGroupStart(), nullptr, "ncclGroupEnd");
     // Every queued call reaches mycoll even if one fails, so the group that
@@ -392,6 +411,7 @@ ncclResult_t ncclGroupEnd() {
       }
     }
     mycollResult_t r = mycollGroupEnd();
+    if (init_error) std::rethrow_exception(init_error);
     if (first) std::rethrow_exception(first);
     check_mycoll(r, nullptr, "ncclGroupEnd");
     return ncclSuccess;
@@ -414,7 +434,12 @@ ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
     simInfo->estimatedTime = static_cast<float>(us);
     log_info(Subsys::Tuning, "{}: {} call(s), estimated {:.1f} us (not run)", fn,
              g_group.calls.size(), us);
-    if (--g_group.depth == 0) g_group.calls.clear();
+    if (--g_group.depth == 0) {
+      for (ncclComm* c : g_group.inits)
+        if (c->blocking) wait_init(c);
+      g_group.calls.clear();
+      g_group.inits.clear();
+    }
     return ncclSuccess;
   });
 }

@@ -81,6 +81,8 @@ bool settle_init(ncclComm* w, bool wait) {
 
 }  // namespace
 
+void wait_init(ncclComm* comm) { settle_init(comm, true); }
+
 mycollComm_t ready_comm(ncclComm* comm, const char* fn, bool for_ops) {
   valid_comm(comm, fn);
   settle_init(comm, true);
@@ -219,15 +221,17 @@ ncclResult_t init_common(ncclComm_t* out, int nranks, const ncclUniqueId& commId
   if (rank == 0 && !nccl_comm_id().empty())
     start_root_listener(data, nranks, parse_double(env_get("MYCOLL_TIMEOUT"), "MYCOLL_TIMEOUT"));
   log_info(Subsys::Init, "{}: rank {}/{}{}{} {}", fn, rank, nranks, cv.name.empty() ? "" : " comm ",
-           cv.name, cv.blocking ? "blocking" : "non-blocking (init in a background thread)");
-  if (cv.blocking) {
+           cv.name, cv.blocking && !in_group() ? "blocking" : "in a background thread (non-blocking "
+                                                              "config or inside a group)");
+  const bool grouped = in_group();
+  if (cv.blocking && !grouped) {
     mycollComm_t mc = nullptr;
     check_mycoll(mycollCommInitRank(&mc, nranks, id, rank), nullptr, fn);
     *out = wrap(mc, cv);
     return ncclSuccess;
   }
   auto* w = new ncclComm;
-  w->blocking = false;
+  w->blocking = cv.blocking;
   w->name = cv.name;
   w->rank = rank;
   w->nranks = nranks;
@@ -251,7 +255,8 @@ ncclResult_t init_common(ncclComm_t* out, int nranks, const ncclUniqueId& commId
     job->cv.notify_all();
   }).detach();
   *out = w;
-  return ncclInProgress;
+  if (grouped) group_add_init(w);
+  return cv.blocking ? ncclSuccess : ncclInProgress;
 }
 
 }  // namespace

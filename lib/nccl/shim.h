@@ -168,6 +168,12 @@ PreMul resolve_op(ncclComm* comm, ncclRedOp_t op, ncclDataType_t dtype, const ch
 
 // Whether an ncclGroupStart is open on this thread (coll.cc).
 bool in_group();
+// An init called inside a group runs in the background (so one thread can
+// create the communicators of several ranks); the outermost ncclGroupEnd
+// waits for it (coll.cc).
+void group_add_init(ncclComm* comm);
+// Waits for a background init to finish; throws its error (comm.cc).
+void wait_init(ncclComm* comm);
 
 }  // namespace nccl
 }  // namespace mycoll

@@ -149,6 +149,28 @@ int suite_comm(World& w) {
     ok(w, ncclCommDestroy(c), "ncclCommDestroy (finalized)");
   }
 
+  // One thread creates both ranks of a communicator inside a group (as
+  // single-process multi-device programs do) and runs a collective on both
+  // in one group.
+  if (me == 0) {
+    ncclUniqueId solo;
+    ncclComm_t pair[2] = {nullptr, nullptr};
+    ok(w, ncclGetUniqueId(&solo), "ncclGetUniqueId (grouped init)");
+    ok(w, ncclGroupStart(), "ncclGroupStart (grouped init)");
+    for (int r = 0; r < 2; ++r) ok(w, ncclCommInitRank(&pair[r], 2, solo, r), "grouped ncclCommInitRank");
+    if (ok(w, ncclGroupEnd(), "ncclGroupEnd (grouped init)") && pair[0] && pair[1]) {
+      double in[2] = {3, 4}, outv[2] = {0, 0};
+      ok(w, ncclGroupStart(), "ncclGroupStart (two ranks)");
+      for (int r = 0; r < 2; ++r)
+        ok(w, ncclAllReduce(&in[r], &outv[r], 1, ncclFloat64, ncclSum, pair[r], nullptr),
+           "allreduce of one thread's two ranks");
+      ok(w, ncclGroupEnd(), "ncclGroupEnd (two ranks)");
+      expect(w, outv[0] == 7 && outv[1] == 7, "two ranks in one thread got %g, %g", outv[0], outv[1]);
+    }
+    for (ncclComm_t p : pair)
+      if (p) ok(w, ncclCommDestroy(p), "ncclCommDestroy (grouped init)");
+  }
+
   // Scalable init with two ids.
   ncclUniqueId ids[2] = {shared_id(w, 2), shared_id(w, 3)};
   ncclComm_t sc = nullptr;
