@@ -54,7 +54,12 @@ typedef enum {
   mycollFloat64 = 8,
   mycollDouble = 8,
   mycollBfloat16 = 9,
-  mycollNumTypes = 10
+  /* 8-bit floats (OCP FP8): e4m3 (no infinities, max 448) and e5m2. Reductions
+   * compute in fp32 and round to nearest even, saturating to the largest
+   * finite value (NaN stays NaN). */
+  mycollFloat8e4m3 = 10,
+  mycollFloat8e5m2 = 11,
+  mycollNumTypes = 12
 } mycollDataType_t;
 
 typedef enum {

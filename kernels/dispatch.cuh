@@ -9,6 +9,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -43,6 +44,8 @@ cudaError_t dispatch_dtype_op(mycollDataType_t t, mycollRedOp_t op, const Args& 
     case mycollFloat32: return dispatch_op<Launch, float>(op, a, blocks, s);
     case mycollFloat64: return dispatch_op<Launch, double>(op, a, blocks, s);
     case mycollBfloat16: return dispatch_op<Launch, __nv_bfloat16>(op, a, blocks, s);
+    case mycollFloat8e4m3: return dispatch_op<Launch, __nv_fp8_e4m3>(op, a, blocks, s);
+    case mycollFloat8e5m2: return dispatch_op<Launch, __nv_fp8_e5m2>(op, a, blocks, s);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -67,7 +70,8 @@ cudaError_t preload_dtype_op() {
         preload_ops<Launch, int32_t>(), preload_ops<Launch, uint32_t>(),
         preload_ops<Launch, int64_t>(), preload_ops<Launch, uint64_t>(),
         preload_ops<Launch, __half>(), preload_ops<Launch, float>(),
-        preload_ops<Launch, double>(), preload_ops<Launch, __nv_bfloat16>()})
+        preload_ops<Launch, double>(), preload_ops<Launch, __nv_bfloat16>(),
+        preload_ops<Launch, __nv_fp8_e4m3>(), preload_ops<Launch, __nv_fp8_e5m2>()})
     if (e == cudaSuccess) e = r;
   return e;
 }

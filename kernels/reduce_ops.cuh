@@ -6,6 +6,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
 #include <type_traits>
@@ -73,6 +74,30 @@ struct Red<__nv_bfloat16, OP> {
   }
 };
 
+// fp8 (e4m3, e5m2): each element computed in fp32 with the float rules
+// above (NaN propagates through Max/Min) and rounded back to nearest even,
+// saturating to the largest finite value (the __nv_fp8 constructors use
+// __NV_SATFINITE), as the host does (lib/engine/fp8.h).
+template <typename F8>
+struct RedFp8 {
+  template <int OP>
+  __device__ static F8 apply(F8 a, F8 b) {
+    return F8(Red<float, OP>::apply(float(a), float(b)));
+  }
+};
+template <int OP>
+struct Red<__nv_fp8_e4m3, OP> {
+  __device__ static __nv_fp8_e4m3 apply(__nv_fp8_e4m3 a, __nv_fp8_e4m3 b) {
+    return RedFp8<__nv_fp8_e4m3>::apply<OP>(a, b);
+  }
+};
+template <int OP>
+struct Red<__nv_fp8_e5m2, OP> {
+  __device__ static __nv_fp8_e5m2 apply(__nv_fp8_e5m2 a, __nv_fp8_e5m2 b) {
+    return RedFp8<__nv_fp8_e5m2>::apply<OP>(a, b);
+  }
+};
+
 // 16 packed bytes.
 template <typename T, int OP>
 __device__ __forceinline__ uint4 apply16(uint4 a, uint4 b) {
@@ -101,6 +126,8 @@ __device__ __forceinline__ T div_avg(T x, int n) {
     return __float2half_rn(__half2float(x) / float(n));
   else if constexpr (std::is_same_v<T, __nv_bfloat16>)
     return __float2bfloat16_rn(__bfloat162float(x) / float(n));
+  else if constexpr (std::is_same_v<T, __nv_fp8_e4m3> || std::is_same_v<T, __nv_fp8_e5m2>)
+    return T(float(x) / float(n));
   else if constexpr (std::is_same_v<T, float>)
     return x / float(n);
   else if constexpr (std::is_same_v<T, double>)

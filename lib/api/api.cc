@@ -301,11 +301,7 @@ mycollResult_t mycollCommAbort(mycollComm_t comm) {
         log_warn(Subsys::Init, "{}", e.what());
       }
     }
-    c->aborted = true;
-    if (c->device) c->device->abort();
-    for (auto& conn : c->conns)
-      if (conn) conn->shutdown();
-    if (c->bootstrap) c->bootstrap->abort();
+    c->interrupt();
     if (!registry_retire(std::move(pin), 4.5))
       throw_error(mycollInvalidArgument, std::string(fn) + ": communicator is already being "
                                                            "destroyed or aborted");

@@ -80,6 +80,10 @@ struct mycollComm {
   // After fail(): `own` plus the failure reports other ranks sent (waiting
   // up to wait_s for one), which then also becomes the sticky reason.
   std::string with_remote_cause(const std::string& own, double wait_s);
+  // Abort, first half: marks the communicator aborted and makes every
+  // blocked and future operation on it give up promptly (kernels, transport
+  // connections, bootstrap). Frees nothing; safe while calls are in flight.
+  void interrupt();
   // Throws the sticky error if the communicator is broken or aborted.
   void check_usable() const;
   ~mycollComm();

@@ -53,6 +53,14 @@ std::string mycollComm::with_remote_cause(const std::string& own, double wait_s)
   return msg;
 }
 
+void mycollComm::interrupt() {
+  aborted = true;
+  if (device) device->abort();
+  for (auto& c : conns)
+    if (c) c->shutdown();
+  if (bootstrap) bootstrap->abort();
+}
+
 void mycollComm::check_usable() const {
   if (aborted.load()) throw_error(mycollInvalidUsage, "communicator was aborted");
   int e = async_error.load();

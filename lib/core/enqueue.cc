@@ -72,7 +72,8 @@ void validate_call(mycollComm* comm, const Call& call, const char* fn) {
   });
   comm->check_usable();
   check_arg(call.dtype >= 0 && call.dtype < mycollNumTypes, [&] {
-    return fmt::format("{}: datatype {} is not a mycollDataType_t (0..9)", fn, int(call.dtype));
+    return fmt::format("{}: datatype {} is not a mycollDataType_t (0..{})", fn, int(call.dtype),
+                       int(mycollNumTypes) - 1);
   });
   if (call.coll == Coll::AllReduce || call.coll == Coll::Reduce || call.coll == Coll::ReduceScatter)
     check_arg(call.op >= 0 && call.op < mycollNumOps, [&] {

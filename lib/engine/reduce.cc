@@ -39,6 +39,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "engine/fp8.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -140,6 +141,14 @@ struct Bf16 {
   using Compute = float;
   static MYCOLL_INLINE float load(uint16_t v) { return bf2f(v); }
   static MYCOLL_INLINE uint16_t store(float v) { return f2bf(v); }
+};
+// fp8: computed in fp32, rounded to nearest even with saturation (fp8.h).
+template <typename F>
+struct Fp8 {
+  using Storage = uint8_t;
+  using Compute = float;
+  static MYCOLL_INLINE float load(uint8_t v) { return F::decode(v); }
+  static MYCOLL_INLINE uint8_t store(float v) { return F::encode(v); }
 };
 
 // ---- operations ------------------------------------------------------------
@@ -480,6 +489,8 @@ Tables make_tables() {
   fill_type<Avx2, Native<float>>(t, mycollFloat32);
   fill_type<Avx2, Native<double>>(t, mycollFloat64);
   fill_type<Avx2, Bf16>(t, mycollBfloat16);
+  fill_type<Avx2, Fp8<fp8::E4M3>>(t, mycollFloat8e4m3);
+  fill_type<Avx2, Fp8<fp8::E5M2>>(t, mycollFloat8e5m2);
   return t;
 }
 
@@ -578,7 +589,7 @@ void check_type(mycollDataType_t t, const char* what) {
 
 size_t dtype_size(mycollDataType_t t) {
   switch (t) {
-    case mycollInt8: case mycollUint8: return 1;
+    case mycollInt8: case mycollUint8: case mycollFloat8e4m3: case mycollFloat8e5m2: return 1;
     case mycollFloat16: case mycollBfloat16: return 2;
     case mycollInt32: case mycollUint32: case mycollFloat32: return 4;
     case mycollInt64: case mycollUint64: case mycollFloat64: return 8;
@@ -598,6 +609,8 @@ const char* dtype_name(mycollDataType_t t) {
     case mycollFloat32: return "float32";
     case mycollFloat64: return "float64";
     case mycollBfloat16: return "bfloat16";
+    case mycollFloat8e4m3: return "float8e4m3";
+    case mycollFloat8e5m2: return "float8e5m2";
     default: return "invalid-type";
   }
 }
@@ -652,6 +665,47 @@ void scale_avg_host(mycollDataType_t t, void* dst, size_t n, int divisor) {
   tables().scale[t](dst, n, divisor);
 }
 
+namespace {
+// dst[i] = src[i] * scalar, element loads through memcpy (any alignment,
+// dst == src allowed).
+template <typename E>
+void premul_loop(void* dst, const void* src, size_t n, const void* scalar) {
+  using S = typename E::Storage;
+  S sv;
+  std::memcpy(&sv, scalar, sizeof(S));
+  const auto k = E::load(sv);
+  auto* d = static_cast<uint8_t*>(dst);
+  const auto* s = static_cast<const uint8_t*>(src);
+  for (size_t i = 0; i < n; ++i) {
+    S v;
+    std::memcpy(&v, s + i * sizeof(S), sizeof(S));
+    v = E::store(OpProd::apply(E::load(v), k));
+    std::memcpy(d + i * sizeof(S), &v, sizeof(S));
+  }
+}
+}  // namespace
+
+void premul_host(mycollDataType_t t, void* dst, const void* src, size_t n, const void* scalar) {
+  check_type(t, "premul_host");
+  if (n == 0) return;
+  check_arg(dst && src && scalar, "premul_host: null buffer or scalar with count " + std::to_string(n));
+  switch (t) {
+    case mycollInt8: return premul_loop<Native<int8_t>>(dst, src, n, scalar);
+    case mycollUint8: return premul_loop<Native<uint8_t>>(dst, src, n, scalar);
+    case mycollInt32: return premul_loop<Native<int32_t>>(dst, src, n, scalar);
+    case mycollUint32: return premul_loop<Native<uint32_t>>(dst, src, n, scalar);
+    case mycollInt64: return premul_loop<Native<int64_t>>(dst, src, n, scalar);
+    case mycollUint64: return premul_loop<Native<uint64_t>>(dst, src, n, scalar);
+    case mycollFloat16: return premul_loop<Fp16>(dst, src, n, scalar);
+    case mycollFloat32: return premul_loop<Native<float>>(dst, src, n, scalar);
+    case mycollFloat64: return premul_loop<Native<double>>(dst, src, n, scalar);
+    case mycollBfloat16: return premul_loop<Bf16>(dst, src, n, scalar);
+    case mycollFloat8e4m3: return premul_loop<Fp8<fp8::E4M3>>(dst, src, n, scalar);
+    case mycollFloat8e5m2: return premul_loop<Fp8<fp8::E5M2>>(dst, src, n, scalar);
+    default: break;
+  }
+}
+
 ReduceIsa reduce_isa() {
   const Tables* t = &tables();
   for (ReduceIsa isa : {ReduceIsa::Baseline, ReduceIsa::Avx2, ReduceIsa::Avx2F16c})
@@ -666,6 +720,10 @@ ReduceIsa set_reduce_isa(ReduceIsa isa) {
   return isa;
 }
 
+float fp8e4m3_to_float(uint8_t v) { return fp8::E4M3::decode(v); }
+uint8_t float_to_fp8e4m3(float f) { return fp8::E4M3::encode(f); }
+float fp8e5m2_to_float(uint8_t v) { return fp8::E5M2::decode(v); }
+uint8_t float_to_fp8e5m2(float f) { return fp8::E5M2::encode(f); }
 float half_to_float(uint16_t h) { return h2f(h); }
 uint16_t float_to_half(float f) { return f2h(f); }
 float bf16_to_float(uint16_t b) { return bf2f(b); }

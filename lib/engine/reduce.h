@@ -25,6 +25,11 @@ void reduce_host(mycollDataType_t t, mycollRedOp_t op, void* dst, const void* a,
 // in fp32 and rounded to nearest even).
 void scale_avg_host(mycollDataType_t t, void* dst, size_t n, int divisor);
 
+// dst[i] = src[i] * scalar for i < n, scalar one element of type t (the
+// pre-multiplication of NCCL's PreMulSum). Integers wrap; fp16/bf16/fp8 are
+// computed in fp32 and rounded. dst may equal src; any alignment.
+void premul_host(mycollDataType_t t, void* dst, const void* src, size_t n, const void* scalar);
+
 // Implementation used by reduce_host / scale_avg_host. The best one the CPU
 // supports is picked at first use; every path gives identical results except
 // that the F16C path may return a signalling fp16 NaN quieted.
@@ -39,5 +44,10 @@ float half_to_float(uint16_t h);
 uint16_t float_to_half(float f);
 float bf16_to_float(uint16_t b);
 uint16_t float_to_bf16(float f);
+// fp8 conversions (engine/fp8.h: nearest even, saturating, NaN -> 0x7f).
+float fp8e4m3_to_float(uint8_t v);
+uint8_t float_to_fp8e4m3(float f);
+float fp8e5m2_to_float(uint8_t v);
+uint8_t float_to_fp8e5m2(float f);
 
 }  // namespace mycoll

@@ -71,7 +71,7 @@ TEST(ValidateCall, MessagesNameFunctionValueAndRange) {
   Call c = ok;
   c.dtype = static_cast<mycollDataType_t>(42);
   EXPECT_EQ(msg(&comm, c, "mycollAllReduce"),
-            "mycollAllReduce: datatype 42 is not a mycollDataType_t (0..9)");
+            "mycollAllReduce: datatype 42 is not a mycollDataType_t (0..11)");
   c = ok;
   c.op = static_cast<mycollRedOp_t>(9);
   EXPECT_EQ(msg(&comm, c, "mycollAllReduce"),

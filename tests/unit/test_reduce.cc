@@ -533,7 +533,7 @@ TEST(Reduce, FloatMaxMinNanPropagates) {
 TEST(Reduce, RejectsBadArguments) {
   float buf[8] = {};
   try {
-    reduce_host(static_cast<mycollDataType_t>(11), mycollSum, buf, buf, buf, 1);
+    reduce_host(static_cast<mycollDataType_t>(mycollNumTypes), mycollSum, buf, buf, buf, 1);
     FAIL() << "no throw";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), mycollInvalidArgument);
@@ -550,8 +550,11 @@ TEST(Reduce, Names) {
   EXPECT_EQ(dtype_size(mycollBfloat16), 2u);
   EXPECT_EQ(dtype_size(mycollUint32), 4u);
   EXPECT_EQ(dtype_size(mycollFloat64), 8u);
-  EXPECT_EQ(dtype_size(static_cast<mycollDataType_t>(10)), 0u);
+  EXPECT_EQ(dtype_size(mycollFloat8e4m3), 1u);
+  EXPECT_EQ(dtype_size(mycollFloat8e5m2), 1u);
+  EXPECT_EQ(dtype_size(static_cast<mycollDataType_t>(mycollNumTypes)), 0u);
   EXPECT_STREQ(dtype_name(mycollBfloat16), "bfloat16");
+  EXPECT_STREQ(dtype_name(mycollFloat8e4m3), "float8e4m3");
   EXPECT_STREQ(redop_name(mycollAvg), "avg");
 }
 

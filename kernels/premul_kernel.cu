@@ -1,0 +1,58 @@
+// dst[i] = src[i] * scalar on the GPU (kernels/premul.h): NCCL's PreMulSum is
+// this pass into scratch followed by a Sum collective.
+#include <cuda_runtime.h>
+
+#include <cstring>
+
+#include "kernels/dispatch.cuh"
+#include "kernels/premul.h"
+#include "kernels/reduce_ops.cuh"
+
+namespace mycoll {
+namespace {
+
+struct PremulArgs {
+  void* dst;
+  const void* src;
+  size_t n;
+  const void* scalar_dev;
+  uint64_t scalar_bits;
+};
+
+template <typename T>
+__global__ void premul_kernel(PremulArgs a) {
+  T k;
+  if (a.scalar_dev) {
+    k = *static_cast<const T*>(a.scalar_dev);
+  } else {
+    memcpy(&k, &a.scalar_bits, sizeof(T));
+  }
+  const T* s = static_cast<const T*>(a.src);
+  T* d = static_cast<T*>(a.dst);
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < a.n; i += stride)
+    d[i] = dev::Red<T, mycollProd>::apply(s[i], k);
+}
+
+constexpr int kThreads = 256;
+
+template <typename T, int OP>
+struct Launch {
+  static cudaError_t run(const PremulArgs& a, int blocks, cudaStream_t s) {
+    premul_kernel<T><<<blocks, kThreads, 0, s>>>(a);
+    return cudaGetLastError();
+  }
+};
+
+}  // namespace
+
+int launch_premul(mycollDataType_t t, void* dst, const void* src, size_t n, const void* scalar_dev,
+                  uint64_t scalar_bits, mycollStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  PremulArgs a{dst, src, n, scalar_dev, scalar_bits};
+  const size_t want = (n + kThreads - 1) / kThreads;
+  const int blocks = int(want < 1024 ? want : 1024);
+  return dispatch_dtype_op<Launch>(t, mycollProd, a, blocks, reinterpret_cast<cudaStream_t>(stream));
+}
+
+}  // namespace mycoll

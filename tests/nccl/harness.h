@@ -1,0 +1,76 @@
+// Harness of the nccl.h test program (nccl_api_test): forked ranks, ids
+// passed through shared memory, failure counting, and element codecs and
+// reference values computed independently of mycoll (own fp16/bf16/fp8
+// rounding). Uses only nccl.h and the C/C++ standard libraries.
+#pragma once
+
+#include <nccl.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ntest {
+
+// ---- ranks -------------------------------------------------------------------
+
+struct World {
+  int rank = 0;
+  int nranks = 1;
+  ncclComm_t comm = nullptr;  // the world communicator (blocking init)
+};
+
+// A fresh id from rank 0 to every rank (slot: 0..kIdSlots-1, each used once).
+constexpr int kIdSlots = 16;
+ncclUniqueId shared_id(const World& w, int slot);
+
+// Failure reporting: counts, prints the first few with the rank.
+void fail(const World& w, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+bool expect(const World& w, bool cond, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
+// ncclSuccess expected; on failure prints what and ncclGetLastError.
+bool ok(const World& w, ncclResult_t r, const char* what);
+int failures();
+
+// Runs suite(w) in nranks forked processes (each with a world communicator
+// from ncclCommInitRank unless init_world is false); returns the number of
+// ranks that failed (crash, nonzero exit, timeout after timeout_s).
+using Suite = int (*)(World& w);
+int run_suite(const char* name, int nranks, Suite suite, bool init_world, double timeout_s);
+
+// ---- element codecs and references --------------------------------------
+
+extern const ncclDataType_t kAllTypes[12];
+size_t type_size(ncclDataType_t t);
+const char* type_name(ncclDataType_t t);
+bool is_float(ncclDataType_t t);
+bool is_unsigned(ncclDataType_t t);
+
+// Rounds x to the nearest value of t (nearest even; fp8 saturates to the
+// largest finite value, fp16/bf16 overflow to infinity; integers truncate
+// toward zero and wrap) and stores it at buf[i].
+void store(ncclDataType_t t, void* buf, size_t i, double x);
+double load(ncclDataType_t t, const void* buf, size_t i);
+
+// Input of rank r at index i for op (small values whose sums, products and
+// partial sums are exact in every type, so any reduction order gives the
+// same bits). seed varies tests.
+double input(ncclDataType_t t, ncclRedOp_t op, int r, size_t i, int seed);
+// Values that identify (rank, index) as far as t allows (data movement).
+double tag_value(ncclDataType_t t, int r, size_t i, int seed);
+// PreMulSum scalar used by the tests for t (exactness as above).
+double premul_scalar(ncclDataType_t t);
+
+// Reference of op over ranks 0..n-1 at index i (op: a built-in op, or
+// kPreMul for PreMulSum with premul_scalar(t)); returns the value to store.
+constexpr int kPreMul = 100;
+double reference(ncclDataType_t t, int op, int n, size_t i, int seed);
+
+// Compares count elements of got at [off..) with want(i) bit for bit (as
+// stored by store()); reports the first mismatches naming what.
+bool check_elems(const World& w, ncclDataType_t t, const void* got, size_t off, size_t count,
+                 const std::vector<double>& want, const char* what);
+
+std::vector<char> buffer(ncclDataType_t t, size_t count);
+
+}  // namespace ntest
