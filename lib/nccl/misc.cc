@@ -40,9 +40,9 @@ void check_buffer(mycollComm_t mc, const void* buff, size_t size, const char* fn
   check_arg(size > 0, std::string(fn) + ": size is 0");
   if (cuda_device_count() > 0) {
     const bool dev = is_device_pointer(buff);
-    int dev = -1;
-    mycollCommCuDevice(mc, &dev);
-    const bool want = dev >= 0;
+    int cdev = -1;
+    mycollCommCuDevice(mc, &cdev);
+    const bool want = cdev >= 0;
     check_arg(dev == want, fmt::format("{}: buffer {} is {} memory but the communicator is {}", fn,
                                        buff, dev ? "device" : "host",
                                        want ? "bound to a GPU" : "host-only"));
