@@ -81,8 +81,9 @@ class DeviceFloats {
   size_t n_;
 };
 
-// before_init hook: rank r of a forked run uses GPU r; under a launcher the
-// local rank (LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, ...) picks it.
+// before_init hook: rank r of a forked run uses GPU r % GPUs (ranks share
+// GPUs round-robin when they outnumber them); under a launcher the local
+// rank (LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, ...) modulo the GPUs picks it.
 void select_device(int rank) {
   int have = 0;
   cudaError_t e = cudaGetDeviceCount(&have);
@@ -92,11 +93,8 @@ void select_device(int rank) {
   }
   int dev = rank;
   if (dev < 0) dev = mycoll_examples::env_local_rank();
-  if (dev < 0) dev = std::max(0, mycoll_examples::env_rank()) % have;
-  if (dev >= have) {
-    g_device_error = "GPU " + std::to_string(dev) + " wanted, " + std::to_string(have) + " present";
-    return;
-  }
+  if (dev < 0) dev = std::max(0, mycoll_examples::env_rank());
+  dev %= have;
   e = cudaSetDevice(dev);
   if (e != cudaSuccess) {
     g_device_error = "cudaSetDevice(" + std::to_string(dev) + "): " + cudaGetErrorString(e);
@@ -203,19 +201,19 @@ int main(int argc, char** argv) {
   if (np > 0 || !mycoll_examples::launched_by_env()) {
     const int have = count_gpus();
     if (np == 0) np = have;
-    if (have == 0 || np > have) {
+    if (have == 0) {
       if (skip) {
-        if (have == 0)
-          std::printf("SKIP: no GPU\n");
-        else
-          std::printf("SKIP: %lld GPUs needed, %d present\n", np, have);
+        std::printf("SKIP: no GPU\n");
         return 0;
       }
-      std::fprintf(stderr, "ring_allreduce_cuda: %lld GPUs needed, %d present\n",
-                   np > 0 ? np : 1, have);
+      std::fprintf(stderr, "ring_allreduce_cuda: no GPU\n");
       return 2;
     }
-    std::printf("ring_allreduce_cuda: %lld ranks, one per GPU, %lld floats each\n", np, count);
+    if (np > have)
+      std::printf("ring_allreduce_cuda: %lld ranks on %d GPU(s), sharing them round-robin "
+                  "(timings then measure a shared GPU), %lld floats each\n", np, have, count);
+    else
+      std::printf("ring_allreduce_cuda: %lld ranks, one per GPU, %lld floats each\n", np, count);
     std::fflush(stdout);
   }
   const size_t n = static_cast<size_t>(count);

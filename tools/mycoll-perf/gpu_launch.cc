@@ -86,6 +86,7 @@ int not_enough_gpus(const Options& o, int have, int need, const std::string& why
 struct Proc {
   int proc = 0, nprocs = 1;
   int first_dev = 0;                // this process' first local GPU
+  int ngpus = 1;                    // GPUs present: slots wrap round-robin over them
   Share share;                      // process 0 -> every process
   mycollComm_t env_comm = nullptr;  // launcher mode: this process' communicator (rank = proc)
 };
@@ -154,7 +155,7 @@ int run_thread(const Options& o, const Proc& pc, int t, const Ids& ids) {
   std::vector<RankSlot> slots(G);
   for (int g = 0; g < G; ++g) {
     slots[g].rank = (pc.proc * T + t) * G + g;
-    slots[g].device = pc.first_dev + t * G + g;
+    slots[g].device = (pc.first_dev + t * G + g) % pc.ngpus;
   }
   int rc = 2;
   bool failed = true;
@@ -265,12 +266,16 @@ int run_env(const Options& o) {
                  "OMPI_COMM_WORLD_LOCAL_RANK, ...): rank %d uses local slot %d\n",
                  r, local);
   }
-  if ((local + 1) * per > have)
+  if (have < 1)
     return not_enough_gpus(o, have, (local + 1) * per,
                            "local rank " + std::to_string(local) + " x " + std::to_string(per) +
                                " per process");
+  if ((local + 1) * per > have)
+    std::fprintf(stderr, "mycoll-perf: local rank %d shares a GPU with other ranks (%d GPU(s)): "
+                 "timings measure a shared GPU\n", local, have);
   Proc pc;
-  pc.first_dev = local * per;
+  pc.ngpus = have;
+  pc.first_dev = (local * per) % have;
   cuda_must(cudaSetDevice(pc.first_dev), "cudaSetDevice");
   mycollResult_t r = mycollCommInitFromEnv(&pc.env_comm);
   if (r != mycollSuccess) {
@@ -331,13 +336,27 @@ int run_gpu(const Options& o) {
   const int np = o.np > 0 ? o.np : 1;
   const int per = o.threads * o.gpus;
   const int have = probe_gpus();  // in a child: no CUDA call here before forking
-  if (have < np * per)
-    return not_enough_gpus(o, have, np * per, topology(np, o));
-  auto body = [&o, per](int proc, int nprocs, const Share& share) {
+  if (have < 1) return not_enough_gpus(o, have, np * per, topology(np, o));
+  if (have < np * per) {
+    // Ranks round-robin over the GPUs present (rank r on GPU r % have).
+    if (o.vs_nccl) {
+      std::fprintf(stderr,
+                   "mycoll-perf: --vs nccl needs a GPU per rank (%d ranks, %d GPUs): NCCL refuses "
+                   "ranks sharing a GPU; run without --vs nccl to measure mycoll alone\n",
+                   np * per, have);
+      return 2;
+    }
+    std::printf("# %d ranks on %d GPU(s): ranks share GPUs round-robin, so these timings measure "
+                "a shared GPU (correctness and development, not speed)\n",
+                np * per, have);
+    std::fflush(stdout);
+  }
+  auto body = [&o, per, have](int proc, int nprocs, const Share& share) {
     Proc pc;
     pc.proc = proc;
     pc.nprocs = nprocs;
-    pc.first_dev = proc * per;
+    pc.ngpus = have;
+    pc.first_dev = (proc * per) % have;
     pc.share = share;
     return process_main(o, pc);
   };

@@ -50,11 +50,11 @@ else
   fail "collectives (exit $?): $(grep -m5 -E ' FAIL |Error' "$out/collectives.log" | tr '\n' ' ')"
 fi
 served=$(grep -c "NCCL API 2.28.9 served by mycoll" "$out/collectives.log")
-colls=$(grep -c "\[COLL\]" "$out/collectives.log")
+colls=$(grep -c "Init COMPLETE" "$out/collectives.log")
 if [ "$served" -ge "$nproc" ] && [ "$colls" -gt 0 ] && grep -q "$lib" "$out/collectives.log"; then
-  pass "log: $served processes say 'served by mycoll' ($lib), $colls collective lines"
+  pass "log: $served processes say 'served by mycoll' ($lib), $colls communicators 'Init COMPLETE'"
 else
-  fail "log: $served 'served by mycoll' lines (want $nproc), $colls collective lines"
+  fail "log: $served 'served by mycoll' lines (want $nproc), $colls 'Init COMPLETE' lines"
 fi
 
 # (b) DDP and FSDP2 training against a run without mycoll: real NCCL where
