@@ -7,10 +7,12 @@
 //
 // PreMulSum (sum of scalar x input): the input is multiplied into scratch
 // owned by the call (host: the communicator's buffer, grown, or one per
-// grouped call; GPU: stream-ordered cudaMallocAsync / cudaFreeAsync), then
+// grouped call; GPU: stream-ordered, from the library's own pool), then
 // mycoll sums the scratch into the output, so in-place calls, reduce-scatter
 // and reduce with a NULL non-root output all work unchanged.
 #include <cstring>
+#include <mutex>
+#include <vector>
 
 #include "core/comm.h"
 #include "core/enqueue.h"
@@ -48,6 +50,43 @@ struct NcclCall {
 };
 
 bool reduces(Kind k) { return k == Kind::AllReduce || k == Kind::Reduce || k == Kind::ReduceScatter; }
+
+#if MYCOLL_HAVE_CUDA
+// PreMulSum scratch on GPUs comes from a pool of the library's own per
+// device, never the device's default pool: the default pool lets an
+// allocation on one stream reuse memory freed on another by making the first
+// stream wait for the second (cudaMemPoolReuseAllowInternalDependencies);
+// with collectives on both streams (FSDP's all-gather and reduce-scatter
+// streams) that wait can close a cycle across ranks. Here reuse happens only
+// once the free has completed, and freed memory stays in the pool.
+cudaMemPool_t premul_pool(cudaStream_t s) {
+  static std::mutex mu;
+  static std::vector<std::pair<int, cudaMemPool_t>> pools;
+  int dev = 0;
+  if (cudaStreamGetDevice(s, &dev) != cudaSuccess) {
+    cudaGetLastError();
+    cudaGetDevice(&dev);
+  }
+  std::lock_guard<std::mutex> g(mu);
+  for (auto& [d, p] : pools)
+    if (d == dev) return p;
+  cudaMemPoolProps props = {};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = dev;
+  cudaMemPool_t pool = nullptr;
+  cudaError_t e = cudaMemPoolCreate(&pool, &props);
+  if (e != cudaSuccess)
+    throw_error(mycollUnhandledCudaError,
+                std::string("PreMulSum scratch pool: cudaMemPoolCreate: ") + cudaGetErrorString(e));
+  int no = 0;
+  cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, &no);
+  uint64_t keep = UINT64_MAX;
+  cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+  pools.emplace_back(dev, pool);
+  return pool;
+}
+#endif
 
 // Scratch of PreMulSum calls, released once mycoll has consumed it.
 struct Scratch {
@@ -123,7 +162,7 @@ const void* premultiply(const NcclCall& c, mycollComm_t handle, Scratch& keep, b
   if (mc->cuda_device >= 0) {
 #if MYCOLL_HAVE_CUDA
     void* p = nullptr;
-    cudaError_t e = cudaMallocAsync(&p, n * es, c.stream);
+    cudaError_t e = cudaMallocFromPoolAsync(&p, n * es, premul_pool(c.stream), c.stream);
     if (e == cudaSuccess) {
       keep.dev.emplace_back(p, c.stream);
       e = static_cast<cudaError_t>(launch_premul(t, p, c.send, n, c.pm.on_device ? c.pm.scalar : nullptr,

@@ -18,6 +18,23 @@ def setup(timeout_s=120):
     return rank, world, dev
 
 
+def library_of(symbol):
+    """Path of the mapped file holding the address this process resolves
+    `symbol` to (what PyTorch's calls reach), or None."""
+    import ctypes
+    try:
+        addr = ctypes.cast(getattr(ctypes.CDLL(None), symbol), ctypes.c_void_p).value
+    except AttributeError:
+        return None
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.split()
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            if lo <= addr < hi and len(parts) >= 6:
+                return parts[-1]
+    return None
+
+
 def mapped_libnccl():
     """Paths of every libnccl mapped into this process."""
     paths = set()
