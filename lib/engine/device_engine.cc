@@ -253,6 +253,7 @@ class DeviceCommImpl : public DeviceComm {
     if (d_scratch_) cudaFree(d_scratch_);
     for (void* p : retired_) cudaFree(p);
     if (init_stream_) cudaStreamDestroy(init_stream_);
+    if (order_event_) cudaEventDestroy(order_event_);
     if (d_comm_) cudaFree(d_comm_);
     if (d_remote_) cudaFree(d_remote_);
     if (d_peers_) cudaFree(d_peers_);
@@ -300,7 +301,9 @@ class DeviceCommImpl : public DeviceComm {
     } restore{cur, dev_};
     if (cur != dev_) cuda_check(cudaSetDevice(dev_), "cudaSetDevice");
     if (threads_on_gpu_ > 1 && s != last_checked_stream_) check_shared_stream(s);
+    if (s != last_stream_) order_after_last_stream(s);
     for (Task& t : tasks) launch(t, s);
+    last_stream_ = s;
   }
 
  private:
@@ -379,6 +382,36 @@ class DeviceCommImpl : public DeviceComm {
     }
     cudaGetLastError();
     last_checked_stream_ = s;
+  }
+
+  // The operations of a communicator run one after the other in the order
+  // they were issued, whatever streams they were issued on (as NCCL's do):
+  // every kernel continues the FIFO counters and LL epochs its predecessor
+  // left, so two in flight at once would interleave their messages (wrong
+  // data or a wait that never ends). When the stream changes, the new stream
+  // first waits for everything issued so far on the previous one (an event
+  // recorded at its tail now). Nothing is done while the stream stays the
+  // same. Streams being captured into a CUDA graph are left alone (a graph
+  // is replayed in the order the application launches it).
+  void order_after_last_stream(cudaStream_t s) {
+    if (!last_stream_valid_) {
+      last_stream_valid_ = true;
+      return;
+    }
+    cudaStreamCaptureStatus a = cudaStreamCaptureStatusNone, b = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(last_stream_, &a) != cudaSuccess ||
+        cudaStreamIsCapturing(s, &b) != cudaSuccess) {
+      cudaGetLastError();  // the previous stream is gone: nothing left to wait for on it
+      return;
+    }
+    if (a != cudaStreamCaptureStatusNone || b != cudaStreamCaptureStatusNone) return;
+    if (!order_event_)
+      cuda_check(cudaEventCreateWithFlags(&order_event_, cudaEventDisableTiming),
+                 "cudaEventCreate (stream order)");
+    cuda_check(cudaEventRecord(order_event_, last_stream_), "cudaEventRecord (stream order)");
+    cuda_check(cudaStreamWaitEvent(s, order_event_, 0), "cudaStreamWaitEvent (stream order)");
+    log_trace(Subsys::Gpu, "rank {}: stream changed: the new stream waits for the previous one",
+              c_.rank);
   }
 
   // Where the kernel finds its FIFOs with each peer; starts the proxy thread
@@ -790,6 +823,9 @@ class DeviceCommImpl : public DeviceComm {
   int block_budget_ = 1;   // most thread blocks of one kernel (share_gpu)
   int threads_on_gpu_ = 0;  // ranks of this process on this GPU (this one included)
   cudaStream_t init_stream_ = nullptr;
+  cudaStream_t last_stream_ = nullptr;   // the stream of the last operation (enqueue)
+  bool last_stream_valid_ = false;
+  cudaEvent_t order_event_ = nullptr;
   cudaStream_t last_checked_stream_ = nullptr;
   bool warned_blocking_stream_ = false;
   bool any_proxy_ = false;  // some rank of the communicator has proxy peers

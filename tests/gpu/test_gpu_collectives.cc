@@ -215,6 +215,75 @@ int rooted_after_others_full(mycollComm_t comm, const MemOps& mem) {
   return rooted_after_others(comm, mem, false);
 }
 
+// Collectives of one communicator issued back to back on three streams, no
+// host synchronisation in between (FSDP issues all-gathers and
+// reduce-scatters from different streams): they must run in issue order as
+// with NCCL. All-reduce (one-shot and two-shot kernels), all-gather (LL
+// kernel) and broadcast (plan kernel) into separate outputs, checked after.
+int streams_in_issue_order(mycollComm_t comm, const MemOps&) {
+  int n = 0, rank = 0;
+  mycollCommCount(comm, &n);
+  mycollCommUserRank(comm, &rank);
+  cudaStream_t ss[3];
+  for (auto& st : ss) st = rank_stream();
+  constexpr int kIters = 60;
+  const size_t counts[3] = {1031, 70001, 4099};
+  std::vector<float*> in(kIters), out(kIters);
+  std::vector<size_t> outn(kIters);
+  for (int it = 0; it < kIters; ++it) {
+    const size_t c = counts[it % 3];
+    outn[it] = it % 3 == 1 ? c : (it % 3 == 0 ? c : c * size_t(n));
+    cudaMalloc(&in[it], c * sizeof(float));
+    cudaMalloc(&out[it], outn[it] * sizeof(float));
+    std::vector<float> h(c);
+    for (size_t i = 0; i < c; ++i) h[i] = float(rank * 7 + it + int(i % 11));
+    cudaMemcpy(in[it], h.data(), c * sizeof(float), cudaMemcpyHostToDevice);
+  }
+  cudaDeviceSynchronize();
+  for (int it = 0; it < kIters; ++it) {
+    auto st = reinterpret_cast<mycollStream_t>(ss[it % 3]);
+    const size_t c = counts[it % 3];
+    mycollResult_t r = it % 3 == 0   ? mycollAllReduce(in[it], out[it], c, mycollFloat32, mycollSum, comm, st)
+                       : it % 3 == 1 ? mycollBroadcast(in[it], out[it], c, mycollFloat32, it % n, comm, st)
+                                     : mycollAllGather(in[it], out[it], c, mycollFloat32, comm, st);
+    if (!check(r == mycollSuccess, std::string("issue: ") + mycollGetLastError(comm))) return 1;
+  }
+  for (auto& st : ss) cudaStreamSynchronize(st);
+  mycollResult_t async = mycollSuccess;
+  mycollCommGetAsyncError(comm, &async);
+  if (!check(async == mycollSuccess, std::string("async: ") + mycollGetLastError(comm))) return 1;
+  int bad = 0;
+  for (int it = 0; it < kIters && !bad; ++it) {
+    std::vector<float> h(outn[it]);
+    cudaMemcpy(h.data(), out[it], h.size() * sizeof(float), cudaMemcpyDeviceToHost);
+    const size_t c = counts[it % 3];
+    for (size_t i = 0; i < h.size() && !bad; ++i) {
+      float want = 0;
+      if (it % 3 == 0)
+        for (int r = 0; r < n; ++r) want += float(r * 7 + it + int(i % 11));
+      else if (it % 3 == 1)
+        want = float((it % n) * 7 + it + int(i % 11));
+      else
+        want = float(int(i / c) * 7 + it + int((i % c) % 11));
+      if (!check(h[i] == want, "call " + std::to_string(it) + " element " + std::to_string(i) +
+                                   ": got " + std::to_string(h[i]) + " expected " +
+                                   std::to_string(want)))
+        bad = 1;
+    }
+  }
+  for (int it = 0; it < kIters; ++it) {
+    cudaFree(in[it]);
+    cudaFree(out[it]);
+  }
+  for (auto& st : ss) cudaStreamDestroy(st);
+  return bad;
+}
+
+TEST(GpuStreams, CollectivesOnSeveralStreamsRunInIssueOrder) {
+  SKIP_WITHOUT_GPU();
+  EXPECT_EQ(on_gpus(3, {}, streams_in_issue_order), "");
+}
+
 // The cases above in processes (3 and 5 ranks: more ranks than GPUs on
 // every machine this runs on but 8-GPU ones).
 class GpuShared : public ::testing::TestWithParam<int> {};
