@@ -301,9 +301,11 @@ class DeviceCommImpl : public DeviceComm {
     } restore{cur, dev_};
     if (cur != dev_) cuda_check(cudaSetDevice(dev_), "cudaSetDevice");
     if (threads_on_gpu_ > 1 && s != last_checked_stream_) check_shared_stream(s);
-    if (s != last_stream_) order_after_last_stream(s);
+    const bool capturing = stream_capturing(s);
+    if (order_recorded_ && s != last_stream_ && !capturing)
+      cuda_check(cudaStreamWaitEvent(s, order_event_, 0), "cudaStreamWaitEvent (issue order)");
     for (Task& t : tasks) launch(t, s);
-    last_stream_ = s;
+    mark_issue_order(s, capturing);
   }
 
  private:
@@ -388,30 +390,29 @@ class DeviceCommImpl : public DeviceComm {
   // they were issued, whatever streams they were issued on (as NCCL's do):
   // every kernel continues the FIFO counters and LL epochs its predecessor
   // left, so two in flight at once would interleave their messages (wrong
-  // data or a wait that never ends). When the stream changes, the new stream
-  // first waits for everything issued so far on the previous one (an event
-  // recorded at its tail now). Nothing is done while the stream stays the
-  // same. Streams being captured into a CUDA graph are left alone (a graph
-  // is replayed in the order the application launches it).
-  void order_after_last_stream(cudaStream_t s) {
-    if (!last_stream_valid_) {
-      last_stream_valid_ = true;
-      return;
+  // data or a wait that never ends). After every launch an event is recorded
+  // on its stream; an operation issued on another stream first waits for
+  // that event. The previous stream itself is never touched again (the
+  // application may have destroyed it). Streams being captured into a CUDA
+  // graph take no part: a graph runs where and when the application
+  // launches it.
+  static bool stream_capturing(cudaStream_t s) {
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(s, &st) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
     }
-    cudaStreamCaptureStatus a = cudaStreamCaptureStatusNone, b = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing(last_stream_, &a) != cudaSuccess ||
-        cudaStreamIsCapturing(s, &b) != cudaSuccess) {
-      cudaGetLastError();  // the previous stream is gone: nothing left to wait for on it
-      return;
-    }
-    if (a != cudaStreamCaptureStatusNone || b != cudaStreamCaptureStatusNone) return;
+    return st != cudaStreamCaptureStatusNone;
+  }
+  void mark_issue_order(cudaStream_t s, bool capturing) {
+    last_stream_ = s;
+    order_recorded_ = false;
+    if (capturing) return;
     if (!order_event_)
       cuda_check(cudaEventCreateWithFlags(&order_event_, cudaEventDisableTiming),
-                 "cudaEventCreate (stream order)");
-    cuda_check(cudaEventRecord(order_event_, last_stream_), "cudaEventRecord (stream order)");
-    cuda_check(cudaStreamWaitEvent(s, order_event_, 0), "cudaStreamWaitEvent (stream order)");
-    log_trace(Subsys::Gpu, "rank {}: stream changed: the new stream waits for the previous one",
-              c_.rank);
+                 "cudaEventCreate (issue order)");
+    cuda_check(cudaEventRecord(order_event_, s), "cudaEventRecord (issue order)");
+    order_recorded_ = true;
   }
 
   // Where the kernel finds its FIFOs with each peer; starts the proxy thread
@@ -823,8 +824,8 @@ class DeviceCommImpl : public DeviceComm {
   int block_budget_ = 1;   // most thread blocks of one kernel (share_gpu)
   int threads_on_gpu_ = 0;  // ranks of this process on this GPU (this one included)
   cudaStream_t init_stream_ = nullptr;
-  cudaStream_t last_stream_ = nullptr;   // the stream of the last operation (enqueue)
-  bool last_stream_valid_ = false;
+  cudaStream_t last_stream_ = nullptr;  // the stream of the last operation (compared only)
+  bool order_recorded_ = false;          // order_event_ marks the end of the last operation
   cudaEvent_t order_event_ = nullptr;
   cudaStream_t last_checked_stream_ = nullptr;
   bool warned_blocking_stream_ = false;
