@@ -3,7 +3,8 @@
 # run the GPU tests, compute-sanitizer over a subset, and the benchmark beside
 # NCCL; logs go to OUTDIR (default ./gpu-logs).
 #   scripts/gpu-run.sh OUTDIR [build|test|sanitize|bench|all]...   (default: all)
-# Env: GTEST_FILTER (GPU tests to run), BENCH_COLLS, BENCH_MAX (e.g. 2G),
+# Env: PARTS (named parts of the GPU suite, below; default all), GTEST_FILTER
+#      (instead of the parts), SANITIZE_FILTER, BENCH_COLLS, BENCH_MAX (e.g. 2G),
 #      BENCH_NP (GPUs, default all), JOBS.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -23,14 +24,44 @@ if has build; then
     ninja -C "$build" -j "${JOBS:-$(nproc)}"; } > "$out/build.log" 2>&1 || { echo "build failed"; tail -30 "$out/build.log"; exit 1; }
   echo "build ok ($ngpu GPUs)"
 fi
+# The GPU suite in named parts, each meant to finish within 10 minutes on
+# one H100/H200 with every rank sharing it (ranks round-robin over the GPUs
+# present; with 8 GPUs each rank has its own). PARTS picks some:
+#   PARTS="threads shared" scripts/gpu-run.sh OUT test
+declare -A part=(
+  [threads]="Gpu/GpuThreads.*:GpuStreams.*"
+  [shared]="Gpu/GpuShared.*:Gpu5/*"
+  [procs2]="Gpu/GpuProcesses.*/2gpus_*"
+  [procs3]="Gpu/GpuProcesses.*/3gpus_*"
+  [procs4]="Gpu/GpuProcesses.*/4gpus_*"
+  [procs8]="Gpu/GpuProcesses.*/8gpus_auto"
+  [kernels]="Gpu/GpuOneShot.*:Gpu/GpuTwoShot.*:Gpu/GpuLlColl.*/[234]gpus"
+  [fused]="Gpu/GpuRingKernel.*:Gpu/GpuDirectKernel.*"
+  [p2p]="Gpu/GpuP2pLl.*:GpuP2pLlGiveUp.*"
+  [graphs]="GpuGraph.*"
+  [giveup]="*GiveUp.*"
+  [large]="GpuLarge.*"
+  [proxied]="Gpu/GpuProxied.*"
+)
+order="threads shared procs2 procs3 procs4 kernels fused p2p graphs giveup proxied large procs8"
 if has test; then
-  "$build/tests/mycoll_gpu_tests" --gtest_filter="${GTEST_FILTER:-*}" > "$out/gpu-tests.log" 2>&1 || rc=1
-  grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[==========\]|FAILED:" "$out/gpu-tests.log" | head -40
+  if [ -n "${GTEST_FILTER:-}" ]; then
+    "$build/tests/mycoll_gpu_tests" --gtest_filter="$GTEST_FILTER" > "$out/gpu-tests.log" 2>&1 || rc=1
+    grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[==========\]|FAILED:" "$out/gpu-tests.log" | head -40
+  else
+    for p in ${PARTS:-$order}; do
+      s=$(date +%s)
+      timeout -k 10 "${PART_TIMEOUT:-600}" "$build/tests/mycoll_gpu_tests" --gtest_filter="${part[$p]}" \
+        > "$out/gpu-tests-$p.log" 2>&1 && r=ok || { r=FAILED; rc=1; }
+      echo "part $p: $r ($(( $(date +%s) - s )) s)"
+      grep -E "^\[  FAILED  \] [A-Z]" "$out/gpu-tests-$p.log" | head -10
+    done
+  fi
 fi
 if has sanitize; then
   for tool in memcheck racecheck; do
     compute-sanitizer --tool $tool --target-processes all --error-exitcode 9 \
-      "$build/tests/mycoll_gpu_tests" --gtest_filter="${SANITIZE_FILTER:-GpuSanitize.Subset}" \
+      "$build/tests/mycoll_gpu_tests" --gtest_filter="${SANITIZE_FILTER:-GpuSanitize.Subset:Gpu/GpuShared.*/3ranks}" \
       > "$out/sanitizer-$tool.log" 2>&1 && echo "sanitizer $tool: clean" || { echo "sanitizer $tool: FAILED"; rc=1; }
     grep -E "ERROR SUMMARY|Error|PASSED|FAILED" "$out/sanitizer-$tool.log" | head -5
   done
