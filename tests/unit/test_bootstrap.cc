@@ -18,6 +18,7 @@
 #include "bootstrap/socket_util.h"
 #include "bootstrap/wire.h"
 #include "core/error.h"
+#include "thread_bootstrap.h"
 
 namespace mycoll {
 namespace {
@@ -86,24 +87,6 @@ TEST(Hmac, Rfc4231Vectors) {
 }
 
 // ------------------------------------------------------------- helpers ----
-
-// Runs fn(rank) for every rank in its own thread; returns per-rank errors
-// ("" = success).
-std::vector<std::string> run_ranks(int n, const std::function<void(int)>& fn) {
-  std::vector<std::string> errors(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        fn(r);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-        if (errors[r].empty()) errors[r] = "(exception without message)";
-      }
-    });
-  for (auto& t : threads) t.join();
-  return errors;
-}
 
 void expect_all_ok(const std::vector<std::string>& errors) {
   for (size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
@@ -188,7 +171,7 @@ TEST(BootNet, PickInterface) {
 
 void check_collectives(int n) {
   UniqueIdData id = new_id();
-  auto errors = run_ranks(n, [&](int r) {
+  auto errors = run_rank_threads(n, [&](int r) {
     auto bs = Bootstrap::init(id, r, n, 30, "");
     ASSERT_EQ(bs->rank(), r);
     ASSERT_EQ(bs->nranks(), n);
@@ -247,7 +230,7 @@ TEST_F(BootEnv, BootRootFromAddress) {
       port = probe.port();
     }
     const int n = 3;
-    auto errors = run_ranks(n, [&](int r) {
+    auto errors = run_rank_threads(n, [&](int r) {
       UniqueIdData id = unique_id_from_address(host, port);  // every rank derives the same id
       if (r == 0) start_root_listener(id, n, 10);
       auto bs = Bootstrap::init(id, r, n, 10, "");
@@ -275,7 +258,7 @@ TEST_F(BootEnv, BootSameTagOnAllRanks) {
   const int n = 3;
   UniqueIdData id = new_id();
   std::vector<uint64_t> tags(n);
-  expect_all_ok(run_ranks(n, [&](int r) { tags[r] = Bootstrap::init(id, r, n, 30, "")->tag(); }));
+  expect_all_ok(run_rank_threads(n, [&](int r) { tags[r] = Bootstrap::init(id, r, n, 30, "")->tag(); }));
   EXPECT_EQ(tags[0], tags[1]);
   EXPECT_EQ(tags[0], tags[2]);
 }
@@ -294,7 +277,7 @@ TEST_F(BootEnv, BootHostileClientsDoNotDisturbRendezvous) {
   net::Fd silent = net::connect_to(root, net::Deadline::after(5), "silent", false);
   std::vector<std::string> errors;
   std::thread ranks([&] {
-    errors = run_ranks(n, [&](int r) {
+    errors = run_rank_threads(n, [&](int r) {
       std::this_thread::sleep_for(std::chrono::milliseconds(60 * r));
       auto bs = Bootstrap::init(id, r, n, 20, "");
       std::vector<int32_t> v(n, -1);
@@ -398,7 +381,7 @@ TEST_F(BootEnv, BootMissingRankTimesOut) {
   UniqueIdData id = new_id();
   auto t0 = std::chrono::steady_clock::now();
   std::vector<mycollResult_t> codes(n, mycollSuccess);
-  auto errors = run_ranks(2, [&](int r) {  // rank 2 never comes
+  auto errors = run_rank_threads(2, [&](int r) {  // rank 2 never comes
     try {
       Bootstrap::init(id, r, n, 2.0, "");
     } catch (const Error& e) {
@@ -455,7 +438,7 @@ TEST_F(BootEnv, BootDeadRankIsRemoteErrorNamingIt) {
   const int n = 3;
   UniqueIdData id = new_id();
   std::vector<mycollResult_t> codes(n, mycollSuccess);
-  auto errors = run_ranks(n, [&](int r) {
+  auto errors = run_rank_threads(n, [&](int r) {
     auto bs = Bootstrap::init(id, r, n, 20, "");
     bs->barrier();
     if (r == 2) {
@@ -481,7 +464,7 @@ TEST_F(BootEnv, BootAbortUnblocksAndPropagates) {
   const int n = 2;
   UniqueIdData id = new_id();
   std::vector<std::unique_ptr<Bootstrap>> bs(n);
-  expect_all_ok(run_ranks(n, [&](int r) { bs[r] = Bootstrap::init(id, r, n, 20, ""); }));
+  expect_all_ok(run_rank_threads(n, [&](int r) { bs[r] = Bootstrap::init(id, r, n, 20, ""); }));
   std::thread killer([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     bs[1]->abort();
@@ -517,7 +500,7 @@ TEST_F(BootEnv, BootFailureReportsTravelBothWays) {
   const int n = 3;
   UniqueIdData id = new_id();
   std::vector<std::unique_ptr<Bootstrap>> bs(n);
-  expect_all_ok(run_ranks(n, [&](int r) { bs[r] = Bootstrap::init(id, r, n, 20, ""); }));
+  expect_all_ok(run_rank_threads(n, [&](int r) { bs[r] = Bootstrap::init(id, r, n, 20, ""); }));
   bs[2]->fail_with("rank 2: first");
   bs[0]->fail_with("rank 0: second");
   EXPECT_NE(bs[2]->remote_failure(3.0).find("rank 0: second"), std::string::npos);
@@ -533,7 +516,7 @@ TEST_F(BootEnv, BootFailureReportsTravelBothWays) {
 TEST_F(BootEnv, BootSizeMismatchIsAnError) {
   const int n = 2;
   UniqueIdData id = new_id();
-  auto errors = run_ranks(n, [&](int r) {
+  auto errors = run_rank_threads(n, [&](int r) {
     auto bs = Bootstrap::init(id, r, n, 10, "");
     std::vector<uint8_t> buf(100);
     if (r == 0) bs->send(1, buf.data(), 10);

@@ -12,24 +12,10 @@
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/socket_util.h"
 #include "core/error.h"
+#include "thread_bootstrap.h"
 
 namespace mycoll {
 namespace {
-
-std::vector<std::string> run_threads(int n, const std::function<void(int)>& fn) {
-  std::vector<std::string> errors(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        fn(r);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  return errors;
-}
 
 class Hostile : public ::testing::Test {
  protected:
@@ -55,7 +41,7 @@ TEST_F(Hostile, IdleConnectionFloodDoesNotLockRanksOut) {
     flood.push_back(net::connect_to(root, net::Deadline::after(5), "flood", true));
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // root accepts them
   auto t0 = std::chrono::steady_clock::now();
-  auto errors = run_threads(3, [&](int r) {
+  auto errors = run_rank_threads(3, [&](int r) {
     auto bs = Bootstrap::init(id, r, 3, 20, "");
     bs->barrier();
   });

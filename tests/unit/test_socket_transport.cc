@@ -14,6 +14,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "transports/transport.h"
+#include "thread_bootstrap.h"
 
 namespace mycoll {
 namespace {
@@ -37,21 +38,6 @@ void gen(int src, int dst, size_t pos, uint8_t* out, size_t len) {
     for (size_t k = 0; k < take; ++k) out[i + k] = static_cast<uint8_t>(w >> (8 * (in_word + k)));
     i += take;
   }
-}
-
-std::vector<std::string> run_ranks(int n, const std::function<void(int)>& fn) {
-  std::vector<std::string> errors(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        fn(r);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  return errors;
 }
 
 UniqueIdData new_id() {
@@ -78,7 +64,7 @@ std::vector<int> all_but(int me, int n) {
 // in one thread per rank; verifies every received byte.
 void stream_all_pairs(int n, const std::function<size_t(int, int)>& bytes) {
   UniqueIdData id = new_id();
-  auto errors = run_ranks(n, [&](int me) {
+  auto errors = run_rank_threads(n, [&](int me) {
     auto bs = Bootstrap::init(id, me, n, 30, "");
     std::vector<PeerInfo> all(n);
     std::vector<int> peers = all_but(me, n);
@@ -195,7 +181,7 @@ TEST(SocketTransport, SubsetOfPeersAndEmptyList) {
   // Rank 2 has no peers but still takes part in the collective connect.
   const int n = 3;
   UniqueIdData id = new_id();
-  auto errors = run_ranks(n, [&](int me) {
+  auto errors = run_rank_threads(n, [&](int me) {
     auto bs = Bootstrap::init(id, me, n, 30, "");
     std::vector<PeerInfo> all(n);
     std::vector<int> peers;
@@ -227,7 +213,7 @@ void check_peer_gone(bool destroy) {
   const int n = 2;
   UniqueIdData id = new_id();
   std::vector<std::string> seen(n);
-  auto errors = run_ranks(n, [&](int me) {
+  auto errors = run_rank_threads(n, [&](int me) {
     auto bs = Bootstrap::init(id, me, n, 30, "");
     std::vector<PeerInfo> all(n);
     auto conns = make_socket_transport()->connect(*bs, all, {1 - me}, test_config());

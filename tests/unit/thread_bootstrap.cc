@@ -159,4 +159,20 @@ void run_ranks(int n, const std::function<void(Bootstrap&)>& fn, double timeout_
   if (first) std::rethrow_exception(first);
 }
 
+std::vector<std::string> run_rank_threads(int n, const std::function<void(int)>& fn) {
+  std::vector<std::string> errors(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        fn(r);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+        if (errors[r].empty()) errors[r] = "(exception without message)";
+      }
+    });
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
 }  // namespace mycoll

@@ -57,4 +57,8 @@ std::vector<std::unique_ptr<ThreadBootstrap>> make_thread_bootstraps(int n,
 // exception after all threads ended.
 void run_ranks(int n, const std::function<void(Bootstrap&)>& fn, double timeout_s = 60);
 
+// Runs fn(rank) for every rank in its own thread (no bootstrap); returns each
+// rank's exception message ("" = success).
+std::vector<std::string> run_rank_threads(int n, const std::function<void(int)>& fn);
+
 }  // namespace mycoll
