@@ -202,9 +202,15 @@ void BootstrapImpl::join_root(const Deadline& d) {
                 me + ": cannot register with root " + root.str() + ": " + io_status_text(st, err));
 
   int arrived = 1, expected = nranks_;
+  // The root gives up at the same MYCOLL_TIMEOUT and then reports which ranks
+  // are missing; its clock may have started a little later than ours, so we
+  // wait a short grace for that report rather than race it with a message
+  // that cannot name them.
+  Deadline dw = d;
+  dw.at += std::chrono::milliseconds(1500);
   for (;;) {
     FrameHeader fh;
-    st = net::recv_all(fd.get(), &fh, sizeof(fh), d, &err, &aborted_);
+    st = net::recv_all(fd.get(), &fh, sizeof(fh), dw, &err, &aborted_);
     if (st == IoStatus::kTimeout)
       throw_error(mycollTimeout, fmt::format("bootstrap: rank {} timed out after {:.1f} s waiting "
                                              "at root {}: {} of {} ranks arrived",
@@ -220,7 +226,7 @@ void BootstrapImpl::join_root(const Deadline& d) {
                                          std::to_string(fh.kind) + ", " + std::to_string(fh.len) +
                                          " bytes)");
     std::vector<uint8_t> p(fh.len);
-    st = net::recv_all(fd.get(), p.data(), p.size(), d, &err, &aborted_);
+    st = net::recv_all(fd.get(), p.data(), p.size(), dw, &err, &aborted_);
     if (st != IoStatus::kOk)
       throw_error(st == IoStatus::kTimeout ? mycollTimeout : mycollRemoteError,
                   me + ": reading from root " + root.str() + ": " + io_status_text(st, err));

@@ -67,7 +67,8 @@ struct mycollComm {
 
   std::mutex err_mu;
   std::string last_error;
-  uint64_t op_seq = 0;  // operations issued: logs, flight recorder, host message headers
+  uint64_t op_seq = 0;    // operations issued (collectives, p2p batches): logs, flight recorder
+  uint64_t coll_seq = 0;  // collectives issued: the call number in host message headers
   std::unique_ptr<mycoll::FlightRecorder> flight;  // MYCOLL_FLIGHT_RECORDER > 0
   std::atomic<bool> flight_dumped{false};          // written once on failure
   // Point-to-point messages sent to / received from each rank (host message

@@ -165,6 +165,7 @@ static Task make_collective_task(mycollComm* c, const Call& call) {
            coll_name(call.coll), redop_name(call.op), call.count, dtype_name(call.dtype), t.in_place ? "in-place" : "out-of-place", call.root, bytes,
            algo_name(t.algo), c->device ? " (device)" : "");
   t.seq = c->op_seq++;
+  t.coll_seq = c->coll_seq++;
   if (c->flight) c->flight->enqueued(t, t.seq, c->device != nullptr);
   return t;
 }

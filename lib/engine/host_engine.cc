@@ -230,7 +230,7 @@ class Exec {
       h.seq = n[op.peer]++;
     } else {
       h.count = t.count;
-      h.seq = t.seq;
+      h.seq = t.coll_seq;
     }
     return h;
   }

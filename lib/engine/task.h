@@ -20,7 +20,9 @@ struct Task {
   int root = 0;
   bool in_place = false;
   size_t chunk = 0;  // pipelining chunk in elements (tree/chain)
-  uint64_t seq = 0;  // the communicator's operation number (logs, flight recorder, host headers)
+  uint64_t seq = 0;       // the communicator's operation number (logs, flight recorder)
+  uint64_t coll_seq = 0;  // collectives only: the call number in host message headers (every
+                          // rank makes the same collectives; p2p batches may group differently)
   // Built for host execution; GPU communicators build per-channel plans
   // from the fields above instead.
   Plan plan;

@@ -219,7 +219,8 @@ ncclResult_t submit(NcclCall c) {
     mycollComm_t mc = ready_comm(c.comm, c.fn);
     if (reduces(c.kind)) c.pm = resolve_op(c.comm, c.op, c.dtype, c.fn);
     if (g_group.depth > 0) {
-      validate_call(mc, to_mycoll(c), c.fn);
+      CommPin pinned = pin_comm(mc, PinMode::kShared, c.fn);  // the handle is a registry code
+      validate_call(pinned.get(), to_mycoll(c), c.fn);
       g_group.calls.push_back(c);
       return ncclSuccess;
     }

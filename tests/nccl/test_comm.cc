@@ -383,6 +383,7 @@ int suite_env(World& w) {
   setenv("NCCL_DEBUG", "INFO", 1);
   setenv("NCCL_DEBUG_FILE", log_pattern.c_str(), 1);
   setenv("NCCL_ALGO", "Tree", 1);
+  setenv("NCCL_DEBUG_SUBSYS", "ALL", 1);  // per-call lines (COLL) are off by default
   setenv("NCCL_SOCKET_IFNAME", "bogus0", 1);
   setenv("MYCOLL_SOCKET_IFNAME", "lo", 1);
   setenv("NCCL_NVLS_ENABLE", "0", 1);
