@@ -1,5 +1,7 @@
 #include "multiproc.h"
 
+#include <sys/stat.h>
+
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -8,6 +10,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 namespace mycoll_test {
@@ -157,5 +161,27 @@ std::string describe_failures(const std::vector<RankResult>& r) {
   }
   return s;
 }
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+bool contains(const char* s, const char* what) { return s && std::strstr(s, what) != nullptr; }
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::string scratch_dir(const std::string& prefix, const char* name) {
+  const std::string d = "/tmp/mycoll_" + prefix + "_" + std::to_string(getpid()) + "_" + name;
+  remove_dir(d);
+  if (mkdir(d.c_str(), 0700) != 0) return "";
+  return d;
+}
+
+void remove_dir(const std::string& dir) { (void)std::system(("rm -rf '" + dir + "'").c_str()); }
 
 }  // namespace mycoll_test

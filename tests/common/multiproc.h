@@ -3,6 +3,7 @@
 // so the parent holds no library state (no threads before fork).
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <string>
@@ -42,5 +43,13 @@ std::string describe_failures(const std::vector<RankResult>& r);
 // counts it; check() returns cond.
 bool check(bool cond, const std::string& what);
 int failures();
+
+// Small helpers of the e2e tests.
+double seconds_since(std::chrono::steady_clock::time_point t0);
+bool contains(const char* s, const char* what);  // false for a null s
+std::string read_text_file(const std::string& path);  // "" when missing
+// A fresh empty folder /tmp/mycoll_<prefix>_<pid>_<name>; remove_dir deletes one.
+std::string scratch_dir(const std::string& prefix, const char* name);
+void remove_dir(const std::string& dir);
 
 }  // namespace mycoll_test

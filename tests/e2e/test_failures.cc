@@ -18,11 +18,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-bool contains(const char* s, const char* what) { return s && std::strstr(s, what) != nullptr; }
 
 class Failures : public ::testing::TestWithParam<std::string> {};
 

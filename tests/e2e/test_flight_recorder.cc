@@ -24,21 +24,6 @@ using namespace mycoll_test;
 
 namespace {
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-std::string scratch_dir(const char* name) {
-  std::string d = "/tmp/mycoll_frtest_" + std::to_string(getpid()) + "_" + name;
-  EXPECT_EQ(std::system(("rm -rf '" + d + "' && mkdir -p '" + d + "'").c_str()), 0);
-  return d;
-}
-
-void remove_dir(const std::string& d) { (void)std::system(("rm -rf '" + d + "'").c_str()); }
-
 // Runs the analysis tool; returns its output, *status its exit status.
 std::string run_tool(const std::string& args, int* status) {
   const std::string cmd =
@@ -68,7 +53,7 @@ std::string comm_id_of(const std::string& dump) {
 }  // namespace
 
 TEST(FlightRecorder, ToolNamesTheRankThatSkippedACollective) {
-  const std::string dir = scratch_dir("skip");
+  const std::string dir = scratch_dir("frtest", "skip");
   LaunchOptions opt;
   opt.nranks = 3;
   opt.timeout_s = 120;
@@ -97,7 +82,7 @@ TEST(FlightRecorder, ToolNamesTheRankThatSkippedACollective) {
     pclose(p);
     path = name;
     path.erase(path.find_last_not_of("\n") + 1);
-    const std::string doc = slurp(path);
+    const std::string doc = read_text_file(path);
     if (id.empty()) id = comm_id_of(doc);
     EXPECT_EQ(comm_id_of(doc), id) << doc;
     EXPECT_EQ(path, dir + "/fr." + id + "." + std::to_string(r) + ".json");
@@ -131,7 +116,7 @@ TEST(FlightRecorder, ToolNamesTheRankThatSkippedACollective) {
 }
 
 TEST(FlightRecorder, SignalWritesDumpsAndLevelRanksAreReportedLevel) {
-  const std::string dir = scratch_dir("signal");
+  const std::string dir = scratch_dir("frtest", "signal");
   LaunchOptions opt;
   opt.nranks = 2;
   opt.env = {{"MYCOLL_FLIGHT_RECORDER", "4"},
@@ -144,10 +129,10 @@ TEST(FlightRecorder, SignalWritesDumpsAndLevelRanksAreReportedLevel) {
       if (all_reduce(comm) != mycollSuccess) return 1;
     const std::string path = dir + "/fr." + std::to_string(rank) + ".json";
     raise(SIGUSR2);  // a thread writes the dump: wait for it (bounded)
-    for (int i = 0; i < 1000 && slurp(path).find("\"reason\": \"signal\"") == std::string::npos; ++i)
+    for (int i = 0; i < 1000 && read_text_file(path).find("\"reason\": \"signal\"") == std::string::npos; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    if (slurp(path).find("\"reason\": \"signal\"") == std::string::npos) return 2;
-    if (slurp(path).find("\"seq\": 2, \"coll\": \"allreduce\"") == std::string::npos) return 3;
+    if (read_text_file(path).find("\"reason\": \"signal\"") == std::string::npos) return 2;
+    if (read_text_file(path).find("\"seq\": 2, \"coll\": \"allreduce\"") == std::string::npos) return 3;
     if (all_reduce(comm) != mycollSuccess) return 4;  // both dumps are written
     if (rank == 0) {  // level ranks: the tool finds nobody behind
       int status = -1;
@@ -164,7 +149,7 @@ TEST(FlightRecorder, SignalWritesDumpsAndLevelRanksAreReportedLevel) {
 }
 
 TEST(FlightRecorder, AbortWritesTheDumpAndOffMeansDumpSaysSo) {
-  const std::string dir = scratch_dir("abort1");
+  const std::string dir = scratch_dir("frtest", "abort1");
   LaunchOptions opt;
   opt.nranks = 1;
   opt.init_comm = false;
@@ -176,7 +161,7 @@ TEST(FlightRecorder, AbortWritesTheDumpAndOffMeansDumpSaysSo) {
     if (mycollCommInitRank(&comm, 1, id, 0) != mycollSuccess) return 1;
     if (all_reduce(comm) != mycollSuccess) return 2;
     if (mycollCommAbort(comm) != mycollSuccess) return 3;
-    const std::string doc = slurp(dir + "/fr.0.json");
+    const std::string doc = read_text_file(dir + "/fr.0.json");
     if (doc.find("\"reason\": \"abort\"") == std::string::npos ||
         doc.find("\"state\": \"done\"") == std::string::npos) {
       std::fprintf(stderr, "abort dump:\n%s\n", doc.c_str());

@@ -25,13 +25,6 @@ using namespace mycoll_test;
 
 namespace {
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> out;
   std::stringstream ss(text);
@@ -43,18 +36,6 @@ size_t count_of(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
   return n;
-}
-
-std::string scratch_dir(const char* name) {
-  std::string d = "/tmp/mycoll_logtest_" + std::to_string(getpid()) + "_" + name;
-  std::string cmd = "rm -rf '" + d + "' && mkdir -p '" + d + "'";
-  EXPECT_EQ(std::system(cmd.c_str()), 0);
-  return d;
-}
-
-void remove_dir(const std::string& d) {
-  std::string cmd = "rm -rf '" + d + "'";
-  (void)std::system(cmd.c_str());
 }
 
 int all_reduces(mycollComm_t comm, int n) {
@@ -80,7 +61,7 @@ std::vector<std::string> init_complete_ids(const std::string& text) {
 }  // namespace
 
 TEST(Logging, InfoIsAShortInitSummaryWithCommIdsAndNoPerCallLines) {
-  const std::string dir = scratch_dir("info");
+  const std::string dir = scratch_dir("logtest", "info");
   LaunchOptions opt;
   opt.nranks = 3;
   opt.env = {{"MYCOLL_DEBUG", "INFO"},
@@ -92,7 +73,7 @@ TEST(Logging, InfoIsAShortInitSummaryWithCommIdsAndNoPerCallLines) {
   ASSERT_EQ(describe_failures(res), "");
   std::set<std::string> ids;
   for (int r = 0; r < 3; ++r) {
-    const std::string text = slurp(dir + "/log." + std::to_string(r));
+    const std::string text = read_text_file(dir + "/log." + std::to_string(r));
     ASSERT_FALSE(text.empty()) << "no log.%r file for rank " << r;
     auto complete = init_complete_ids(text);
     ASSERT_EQ(complete.size(), 1u) << text;
@@ -115,7 +96,7 @@ TEST(Logging, InfoIsAShortInitSummaryWithCommIdsAndNoPerCallLines) {
 }
 
 TEST(Logging, PerCallLinesBehindCollAndSplitNamesItsParent) {
-  const std::string dir = scratch_dir("coll");
+  const std::string dir = scratch_dir("logtest", "coll");
   LaunchOptions opt;
   opt.nranks = 2;
   opt.env = {{"MYCOLL_DEBUG", "INFO"},
@@ -131,7 +112,7 @@ TEST(Logging, PerCallLinesBehindCollAndSplitNamesItsParent) {
   });
   ASSERT_EQ(describe_failures(res), "");
   for (int r = 0; r < 2; ++r) {
-    const std::string text = slurp(dir + "/log." + std::to_string(r));
+    const std::string text = read_text_file(dir + "/log." + std::to_string(r));
     auto ids = init_complete_ids(text);
     ASSERT_EQ(ids.size(), 2u) << text;
     const std::string parent = ids[0], child = ids[1];
@@ -156,7 +137,7 @@ TEST(Logging, PerCallLinesBehindCollAndSplitNamesItsParent) {
 }
 
 TEST(Logging, TraceShowsEveryStepWithPeerAndBytes) {
-  const std::string dir = scratch_dir("trace");
+  const std::string dir = scratch_dir("logtest", "trace");
   LaunchOptions opt;
   opt.nranks = 3;
   opt.env = {{"MYCOLL_DEBUG", "TRACE"},
@@ -170,7 +151,7 @@ TEST(Logging, TraceShowsEveryStepWithPeerAndBytes) {
   });
   ASSERT_EQ(describe_failures(res), "");
   for (int r = 0; r < 3; ++r) {
-    const std::string text = slurp(dir + "/log." + std::to_string(r));
+    const std::string text = read_text_file(dir + "/log." + std::to_string(r));
     const int next = (r + 1) % 3, prev = (r + 2) % 3;
     // Ring all-reduce of 3 ranks: 2 reduce-scatter and 2 all-gather steps.
     for (int step = 1; step <= 4; ++step) {
@@ -190,7 +171,7 @@ TEST(Logging, TraceShowsEveryStepWithPeerAndBytes) {
 }
 
 TEST(Logging, ApiErrorsUnderTheCallsSubsystemAndTyposWarnedOnce) {
-  const std::string dir = scratch_dir("errors");
+  const std::string dir = scratch_dir("logtest", "errors");
   LaunchOptions opt;
   opt.nranks = 2;
   opt.env = {{"MYCOLL_TIMEOUTS", "5"}, {"MYCOLL_TIMEOUT", "60"},
@@ -206,7 +187,7 @@ TEST(Logging, ApiErrorsUnderTheCallsSubsystemAndTyposWarnedOnce) {
   });
   ASSERT_EQ(describe_failures(res), "");
   for (int r = 0; r < 2; ++r) {
-    const std::string text = slurp(dir + "/log." + std::to_string(r));
+    const std::string text = read_text_file(dir + "/log." + std::to_string(r));
     EXPECT_EQ(count_of(text, "MYCOLL_TIMEOUTS is not a mycoll variable (did you mean "
                              "MYCOLL_TIMEOUT?)"),
               1u)
@@ -236,7 +217,7 @@ TEST(Logging, ARankWaitingForASilentRootSaysSo) {
   const int port = ntohs(a.sin_port);
   close(s);
 
-  const std::string dir = scratch_dir("root");
+  const std::string dir = scratch_dir("logtest", "root");
   LaunchOptions opt;
   opt.nranks = 1;
   opt.init_comm = false;
@@ -252,7 +233,7 @@ TEST(Logging, ARankWaitingForASilentRootSaysSo) {
     return r == mycollTimeout ? 0 : 10 + int(r);
   });
   ASSERT_EQ(describe_failures(res), "");
-  const std::string text = slurp(dir + "/log");
+  const std::string text = read_text_file(dir + "/log");
   EXPECT_NE(text.find("root at 127.0.0.1:" + std::to_string(port) +
                       ": no answer yet (Connection refused); still waiting"),
             std::string::npos)
