@@ -55,6 +55,32 @@ class Connection {
   // The engine calls it when it has nothing else to do on this peer.
   virtual bool progress() { return false; }
 
+  // ---- Records (optional): small whole messages beside the byte stream ----
+  // A record is up to record_max() bytes delivered as one unit, in order
+  // with other records; it is published by a single flag store and polled
+  // in place, so a small message costs one cache-line handoff. Records and
+  // the byte stream are two independent ordered channels: a caller that
+  // mixes them must order them itself (the host engine sends a message's
+  // header as a record and, when the payload does not fit, the payload on
+  // the stream right after). record_max() == 0: no records (the default).
+  virtual size_t record_max() const { return 0; }
+  // Sends hdr (hn bytes) followed by data (n bytes) as one record;
+  // hn + n <= record_max(). Returns false, sending nothing, when no record
+  // slot is free. Never blocks.
+  virtual bool send_record(const void* hdr, size_t hn, const void* data, size_t n) {
+    (void)hdr, (void)hn, (void)data, (void)n;
+    return false;
+  }
+  // Exposes the next received record in place: returns its length and sets
+  // *data, or returns 0 when none has arrived. The bytes stay valid and
+  // unchanged until consume_record(). Never blocks.
+  virtual size_t peek_record(const void** data) {
+    (void)data;
+    return 0;
+  }
+  // Releases the record exposed by peek_record().
+  virtual void consume_record() {}
+
   // Throws Error(RemoteError, ...) when the peer is known to be gone
   // (closed socket, dead process, connection marked broken).
   virtual void check_alive() = 0;

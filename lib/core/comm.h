@@ -18,6 +18,8 @@
 
 namespace mycoll {
 class DeviceComm;  // lib/engine/device_engine.h (GPU communicators only)
+struct HostState;  // lib/engine/host_engine.h (host communicators only)
+void destroy_host_state(HostState* s);
 }
 
 // The opaque handle of the C API.
@@ -54,6 +56,10 @@ struct mycollComm {
 
   // Host engine scratch, grown on demand and reused.
   std::vector<char> scratch;
+  // Host engine state kept between calls (plan cache, progress buffers),
+  // made at the first host collective.
+  std::unique_ptr<mycoll::HostState, void (*)(mycoll::HostState*)> host_state{
+      nullptr, &mycoll::destroy_host_state};
 
   // Sticky failure: set when a collective failed mid-flight (stream state
   // lost); every later call returns it. mycollSuccess while healthy.

@@ -160,7 +160,11 @@ static Task make_collective_task(mycollComm* c, const Call& call) {
   t.algo = c->algo.choose(call.coll, c->nranks, bytes);
   t.chunk = std::max<size_t>(1, c->cfg.chunk_bytes / es);
   t.in_place = in_place(c, call);
-  if (!c->device) t.plan = comm_build_plan(*c, t.algo, t.args(c->nranks, c->rank));
+  if (!c->device) {
+    const PlanKey key{t.coll, t.algo, t.in_place, t.root, t.count, t.chunk};
+    t.cached_plan = host_plan_cache(c).get(
+        key, [&] { return comm_build_plan(*c, t.algo, t.args(c->nranks, c->rank)); });
+  }
   log_info(Subsys::Coll, "op {} {} {} count {} {} {} root {} bytes {} algo {}{}", c->op_seq,
            coll_name(call.coll), redop_name(call.op), call.count, dtype_name(call.dtype), t.in_place ? "in-place" : "out-of-place", call.root, bytes,
            algo_name(t.algo), c->device ? " (device)" : "");

@@ -1,11 +1,21 @@
+// Host engine (see host_engine.h and docs/architecture.md).
+//
+// The per-call path is kept free of allocation, syscalls, locks and clock
+// reads: plans come from the communicator's PlanCache, the op states and
+// per-peer marks live in its HostState (reused), and time is read only
+// once a pass has moved nothing 256 times in a row. On connections with
+// records (shm) a message's header travels as a record, with the payload
+// inside it when it fits (one cache line for an 8-byte all-reduce); the
+// receiver checks the header and copies or reduces straight out of the
+// record.
 #include "engine/host_engine.h"
 
 #include <sched.h>
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <algorithm>
 #include <exception>
 #include <utility>
 
@@ -52,6 +62,7 @@ bool is_rooted(Coll c) {
 
 struct OpState {
   const Op* op = nullptr;
+  Connection* conn = nullptr;
   char* dst = nullptr;
   const char* src = nullptr;
   size_t bytes = 0;
@@ -60,16 +71,47 @@ struct OpState {
   size_t hdr_done = 0;
   size_t done = 0;
   bool complete = false;
+  bool records = false;  // the header travels as a record (conn->record_max() > 0)
   unsigned char carry[16];
   size_t carry_n = 0;
 };
 
+}  // namespace
+
+struct HostState {
+  PlanCache plans;
+  std::vector<OpState> ops;  // the current step's transfers (capacity kept)
+  // busy_*[peer] == pass: an earlier op of this pass already moves data in
+  // that direction with that peer (messages of a pair match in order).
+  std::vector<uint64_t> busy_send, busy_recv;
+  uint64_t pass = 1;  // never reset, so stale marks never match
+  // record_max() of each peer's connection (0: none, or self).
+  std::vector<size_t> rec_max;
+};
+
+void destroy_host_state(HostState* s) { delete s; }
+
+namespace {
+
+HostState& host_state(mycollComm* comm) {
+  if (!comm->host_state) {
+    auto* s = new HostState;
+    comm->host_state.reset(s);
+    const size_t n = static_cast<size_t>(comm->nranks);
+    s->busy_send.assign(n, 0);
+    s->busy_recv.assign(n, 0);
+    s->rec_max.assign(n, 0);
+    for (size_t r = 0; r < n && r < comm->conns.size(); ++r)
+      if (comm->conns[r]) s->rec_max[r] = comm->conns[r]->record_max();
+  }
+  return *comm->host_state;
+}
+
 class Exec {
  public:
-  Exec(mycollComm* comm, std::vector<Task>* tasks) : comm_(comm), tasks_(tasks) {
-    busy_send_.assign(comm->nranks, 0);
-    busy_recv_.assign(comm->nranks, 0);
-    last_progress_ = Clock::now();
+  Exec(mycollComm* comm, std::vector<Task>* tasks)
+      : comm_(comm), st_(&host_state(comm)), tasks_(tasks) {
+    st_->ops.clear();
   }
 
   bool finished() const { return failed_ || task_ >= tasks_->size(); }
@@ -78,40 +120,50 @@ class Exec {
   // One pass over the current step. Returns true if any byte moved.
   bool advance() {
     bool moved = false;
+    std::vector<OpState>& ops = st_->ops;
     while (!finished()) {
       if (!started_) start_step();
       bool step_moved = false;
       bool all_done = true;
-      for (auto& s : ops_) {
+      const uint64_t pass = st_->pass;
+      for (OpState& s : ops) {
         if (s.complete) continue;
-        int peer = s.op->peer;
-        auto& busy = s.op->kind == OpKind::Send ? busy_send_ : busy_recv_;
-        if (busy[peer] != pass_) {
-          busy[peer] = pass_;  // first incomplete op in this direction to peer: it may move
-          step_moved |= s.op->kind == OpKind::Send ? do_send(s) : do_recv(s);
+        const int peer = s.op->peer;
+        const bool send = s.op->kind == OpKind::Send;
+        uint64_t& busy = send ? st_->busy_send[peer] : st_->busy_recv[peer];
+        if (busy != pass) {
+          busy = pass;  // first incomplete op in this direction to peer: it may move
+          step_moved |= send ? do_send(s) : do_recv(s);
         }
         if (!s.complete) all_done = false;
       }
-      ++pass_;
+      ++st_->pass;
       moved |= step_moved;
       if (!all_done) break;
       finish_step();
     }
-    if (moved) last_progress_ = Clock::now();
+    if (moved) idle_since_valid_ = false;
     return moved;
   }
 
-  // Called when a whole pass moved nothing.
+  // Called when passes keep moving nothing (every 256th idle pass, or
+  // every pass once backing off). The idle time counts from the first
+  // such call after the last progress.
   void idle_check(Clock::time_point now) {
     if (comm_->aborted.load()) throw_error(mycollRemoteError, where() + ": communicator aborted");
-    double idle = std::chrono::duration<double>(now - last_progress_).count();
+    if (!idle_since_valid_) {
+      idle_since_ = now;
+      idle_since_valid_ = true;
+      next_wait_report_ = 1.0;
+    }
+    double idle = std::chrono::duration<double>(now - idle_since_).count();
     if (log_enabled(LogLevel::Trace, Subsys::Coll) && idle >= next_wait_report_) {
       next_wait_report_ = idle + 1.0;  // at most one line a second per communicator
       trace("{}: waiting {:.0f} ms {}", where(), idle * 1e3, waiting_on());
     }
     if (idle > 0.005) {
-      for (auto& s : ops_)
-        if (!s.complete) comm_->conns[s.op->peer]->check_alive();
+      for (auto& s : st_->ops)
+        if (!s.complete) s.conn->check_alive();
       if (comm_->flight) record_waiting();
     }
     if (idle > comm_->cfg.timeout_s)
@@ -143,25 +195,24 @@ class Exec {
     const Task& t = (*tasks_)[task_];
     return std::string(coll_name(t.coll)) + " (" + algo_name(t.algo) + ", " +
            std::to_string(t.count) + " x " + dtype_name(t.dtype) + ", step " +
-           std::to_string(step_ + 1) + "/" + std::to_string(t.plan.steps.size()) + ") on rank " +
-           std::to_string(comm_->rank);
+           std::to_string(step_ + 1) + "/" + std::to_string(t.host_plan().steps.size()) +
+           ") on rank " + std::to_string(comm_->rank);
   }
 
  private:
   std::string waiting_on() const {
     std::string w;
-    for (auto& s : ops_) {
+    for (auto& s : st_->ops) {
       if (s.complete) continue;
       const char* dir = s.op->kind == OpKind::Send ? "sending to" : "receiving from";
       w += std::string(w.empty() ? "" : ", ") + dir + " rank " + std::to_string(s.op->peer) + " (" +
-           comm_->conns[s.op->peer]->describe() + ", " + std::to_string(s.done) + "/" +
-           std::to_string(s.bytes) + " bytes)";
+           s.conn->describe() + ", " + std::to_string(s.done) + "/" + std::to_string(s.bytes) +
+           " bytes)";
     }
     return w.empty() ? "" : "while " + w;
   }
 
-  char* resolve(const Slice& sl, size_t es) {
-    const Task& t = (*tasks_)[task_];
+  char* resolve(const Task& t, const Slice& sl, size_t es) {
     char* base = nullptr;
     switch (sl.buf) {
       case Buf::Input: base = const_cast<char*>(static_cast<const char*>(t.input)); break;
@@ -171,80 +222,83 @@ class Exec {
     return base + sl.offset * es;
   }
 
-  void start_task() {
-    Task& t = (*tasks_)[task_];
+  void start_task(const Task& t) {
     if (comm_->flight) comm_->flight->started(t.seq);
-    size_t need = t.plan.scratch_count * dtype_size(t.dtype);
+    size_t need = t.host_plan().scratch_count * dtype_size(t.dtype);
     if (comm_->scratch.size() < need) comm_->scratch.resize(need);
   }
 
   void start_step() {
-    if (step_ == 0) start_task();
-    Task& t = (*tasks_)[task_];
-    size_t es = dtype_size(t.dtype);
-    ops_.clear();
-    if (step_ < t.plan.steps.size()) {
-      for (const Op& op : t.plan.steps[step_].ops) {
+    const Task& t = (*tasks_)[task_];
+    if (step_ == 0) start_task(t);
+    const Plan& plan = t.host_plan();
+    const size_t es = dtype_size(t.dtype);
+    std::vector<OpState>& ops = st_->ops;
+    ops.clear();
+    if (step_ < plan.steps.size()) {
+      for (const Op& op : plan.steps[step_].ops) {
         if (op.kind == OpKind::Copy) {
-          char* d = resolve(op.dst, es);
-          char* s = resolve(op.src, es);
+          char* d = resolve(t, op.dst, es);
+          char* s = resolve(t, op.src, es);
           if (d != s && op.src.count) std::memmove(d, s, op.src.count * es);
           continue;
         }
         if (op.kind == OpKind::Reduce) {
-          char* d = resolve(op.dst, es);
-          reduce_host(t.dtype, t.op, d, d, resolve(op.src, es), op.dst.count);
+          char* d = resolve(t, op.dst, es);
+          reduce_host(t.dtype, t.op, d, d, resolve(t, op.src, es), op.dst.count);
           continue;
         }
-        OpState st;
+        ops.emplace_back();
+        OpState& st = ops.back();
         st.op = &op;
+        st.conn = comm_->conns[op.peer].get();
+        st.records = st_->rec_max[op.peer] > 0;
         if (op.kind == OpKind::Send) {
-          st.src = resolve(op.src, es);
+          st.src = resolve(t, op.src, es);
           st.bytes = op.src.count * es;
         } else {
-          st.dst = resolve(op.dst, es);
-          if (op.kind == OpKind::RecvReduce) st.src = resolve(op.src, es);
+          st.dst = resolve(t, op.dst, es);
+          if (op.kind == OpKind::RecvReduce) st.src = resolve(t, op.src, es);
           st.bytes = op.dst.count * es;
         }
-        st.hdr = header_for(t, op, st.bytes);
-        ops_.push_back(st);
+        header_for(t, op, st.bytes, &st.hdr);
       }
     }
     started_ = true;
-    step_t0_ = Clock::now();
-    next_wait_report_ = 1.0;
-    if (log_enabled(LogLevel::Trace, Subsys::Coll) && step_ < t.plan.steps.size()) trace_step_start();
+    if (log_enabled(LogLevel::Trace, Subsys::Coll) && step_ < plan.steps.size()) {
+      step_t0_ = Clock::now();
+      trace_step_start();
+    }
   }
 
-  MsgHeader header_for(const Task& t, const Op& op, size_t bytes) {
-    MsgHeader h{};
-    h.magic = kMsgMagic;
-    h.coll = static_cast<uint8_t>(t.coll);
-    h.dtype = static_cast<uint8_t>(t.dtype);
-    h.op = is_reducing(t.coll) ? static_cast<uint8_t>(t.op) : kNone;
-    h.root = is_rooted(t.coll) ? t.root : -1;
-    h.bytes = bytes;
+  void header_for(const Task& t, const Op& op, size_t bytes, MsgHeader* h) {
+    h->magic = kMsgMagic;
+    h->coll = static_cast<uint8_t>(t.coll);
+    h->dtype = static_cast<uint8_t>(t.dtype);
+    h->op = is_reducing(t.coll) ? static_cast<uint8_t>(t.op) : kNone;
+    h->root = is_rooted(t.coll) ? t.root : -1;
+    h->bytes = bytes;
     if (t.coll == Coll::SendRecv) {
-      h.count = bytes;
+      h->count = bytes;
       auto& n = op.kind == OpKind::Send ? comm_->p2p_sent : comm_->p2p_recvd;
-      h.seq = n[op.peer]++;
+      h->seq = n[op.peer]++;
     } else {
-      h.count = t.count;
-      h.seq = t.coll_seq;
+      h->count = t.count;
+      h->seq = t.coll_seq;
     }
-    return h;
   }
 
   void finish_step() {
-    Task& t = (*tasks_)[task_];
-    if (log_enabled(LogLevel::Trace, Subsys::Coll) && step_ < t.plan.steps.size())
-      trace("{} step {}/{} done in {:.1f} us", coll_name(t.coll), step_ + 1, t.plan.steps.size(),
+    const Task& t = (*tasks_)[task_];
+    const Plan& plan = t.host_plan();
+    if (log_enabled(LogLevel::Trace, Subsys::Coll) && step_ < plan.steps.size())
+      trace("{} step {}/{} done in {:.1f} us", coll_name(t.coll), step_ + 1, plan.steps.size(),
             std::chrono::duration<double, std::micro>(Clock::now() - step_t0_).count());
     started_ = false;
-    ops_.clear();
-    if (++step_ < t.plan.steps.size()) return;
-    if (t.op == mycollAvg && t.plan.result.count > 0)
-      scale_avg_host(t.dtype, resolve(t.plan.result, dtype_size(t.dtype)), t.plan.result.count,
+    st_->ops.clear();
+    if (++step_ < plan.steps.size()) return;
+    if (t.op == mycollAvg && plan.result.count > 0)
+      scale_avg_host(t.dtype, resolve(t, plan.result, dtype_size(t.dtype)), plan.result.count,
                      comm_->nranks);
     if (comm_->flight) comm_->flight->done(t.seq);
     step_ = 0;
@@ -253,7 +307,7 @@ class Exec {
 
   // Flight recorder: the first peer the current step still waits on.
   void record_waiting() {
-    for (const OpState& s : ops_) {
+    for (const OpState& s : st_->ops) {
       if (s.complete) continue;
       comm_->flight->waiting((*tasks_)[task_].seq, s.op->peer, s.op->kind == OpKind::Send,
                              s.done, s.bytes);
@@ -271,25 +325,37 @@ class Exec {
   void trace_step_start() {
     const Task& t = (*tasks_)[task_];
     std::string ops;
-    for (const OpState& st : ops_) {
+    for (const OpState& st : st_->ops) {
       const char* what = st.op->kind == OpKind::Send ? "send to" : st.op->kind == OpKind::Recv
                                                                       ? "recv from"
                                                                       : "recv+reduce from";
       ops += fmt::format("{}{} rank {} {} B", ops.empty() ? "" : ", ", what, st.op->peer, st.bytes);
     }
     trace("{} {} step {}/{}: {}", coll_name(t.coll), algo_name(t.algo), step_ + 1,
-          t.plan.steps.size(), ops.empty() ? "local work only" : ops);
+          t.host_plan().steps.size(), ops.empty() ? "local work only" : ops);
   }
 
   bool do_send(OpState& s) {
-    Connection& c = *comm_->conns[s.op->peer];
+    Connection& c = *s.conn;
     bool moved = false;
-    while (s.hdr_done < sizeof(MsgHeader)) {
-      size_t n = c.send_some(reinterpret_cast<const char*>(&s.hdr) + s.hdr_done,
-                             sizeof(MsgHeader) - s.hdr_done);
-      if (n == 0) return moved;
-      s.hdr_done += n;
-      moved = true;
+    if (s.records) {
+      // The header as a record, the payload inside it when it fits.
+      if (s.hdr_done == 0) {
+        const bool inline_payload = sizeof(MsgHeader) + s.bytes <= st_->rec_max[s.op->peer];
+        if (!c.send_record(&s.hdr, sizeof(MsgHeader), s.src, inline_payload ? s.bytes : 0))
+          return false;
+        s.hdr_done = sizeof(MsgHeader);
+        moved = true;
+        if (inline_payload) s.done = s.bytes;
+      }
+    } else {
+      while (s.hdr_done < sizeof(MsgHeader)) {
+        size_t n = c.send_some(reinterpret_cast<const char*>(&s.hdr) + s.hdr_done,
+                               sizeof(MsgHeader) - s.hdr_done);
+        if (n == 0) return moved;
+        s.hdr_done += n;
+        moved = true;
+      }
     }
     while (s.done < s.bytes) {
       size_t n = c.send_some(s.src + s.done, s.bytes - s.done);
@@ -339,16 +405,58 @@ class Exec {
                 where() + ": mismatch with " + from + ", which sent " + diff + hint);
   }
 
+  // Records: takes the header record; a payload inside it is copied or
+  // reduced in place. Returns false when no record has arrived.
+  bool recv_header_record(OpState& s) {
+    Connection& c = *s.conn;
+    const void* p = nullptr;
+    const size_t len = c.peek_record(&p);
+    if (len == 0) return false;
+    if (len < sizeof(MsgHeader))
+      throw_error(mycollRemoteError, where() + ": garbage from rank " + std::to_string(s.op->peer) +
+                                         " (a " + std::to_string(len) + "-byte record)");
+    std::memcpy(&s.got, p, sizeof(MsgHeader));
+    s.hdr_done = sizeof(MsgHeader);
+    check_header(s);  // s.got.bytes == s.bytes from here on
+    const size_t payload = len - sizeof(MsgHeader);
+    if (payload == s.bytes) {
+      const char* data = static_cast<const char*>(p) + sizeof(MsgHeader);
+      if (payload > 0) {
+        if (s.op->kind == OpKind::Recv) {
+          std::memcpy(s.dst, data, payload);
+        } else {
+          const Task& t = (*tasks_)[task_];
+          reduce_host(t.dtype, t.op, s.dst, s.src, data, payload / dtype_size(t.dtype));
+        }
+      }
+      s.done = s.bytes;
+    } else if (payload != 0) {
+      throw_error(mycollRemoteError, where() + ": garbage from rank " + std::to_string(s.op->peer) +
+                                         " (a record with " + std::to_string(payload) +
+                                         " payload bytes for a message of " +
+                                         std::to_string(s.bytes) + ")");
+    }
+    c.consume_record();
+    return true;
+  }
+
   bool do_recv(OpState& s) {
-    Connection& c = *comm_->conns[s.op->peer];
+    Connection& c = *s.conn;
     bool moved = false;
-    while (s.hdr_done < sizeof(MsgHeader)) {
-      size_t n = c.recv_some(reinterpret_cast<char*>(&s.got) + s.hdr_done,
-                             sizeof(MsgHeader) - s.hdr_done);
-      if (n == 0) return moved;
-      s.hdr_done += n;
-      moved = true;
-      if (s.hdr_done == sizeof(MsgHeader)) check_header(s);
+    if (s.records) {
+      if (s.hdr_done == 0) {
+        if (!recv_header_record(s)) return false;
+        moved = true;
+      }
+    } else {
+      while (s.hdr_done < sizeof(MsgHeader)) {
+        size_t n = c.recv_some(reinterpret_cast<char*>(&s.got) + s.hdr_done,
+                               sizeof(MsgHeader) - s.hdr_done);
+        if (n == 0) return moved;
+        s.hdr_done += n;
+        moved = true;
+        if (s.hdr_done == sizeof(MsgHeader)) check_header(s);
+      }
     }
     if (s.op->kind == OpKind::Recv) {
       while (s.done < s.bytes) {
@@ -357,7 +465,7 @@ class Exec {
         s.done += n;
         moved = true;
       }
-    } else {
+    } else if (s.done < s.bytes) {
       moved |= recv_reduce(c, s);
     }
     s.complete = s.done == s.bytes;
@@ -398,15 +506,14 @@ class Exec {
   }
 
   mycollComm* comm_;
+  HostState* st_;
   std::vector<Task>* tasks_;
   size_t task_ = 0;
   size_t step_ = 0;
   bool started_ = false;
   bool failed_ = false;
-  std::vector<OpState> ops_;
-  std::vector<uint64_t> busy_send_, busy_recv_;
-  uint64_t pass_ = 1;
-  Clock::time_point last_progress_;
+  bool idle_since_valid_ = false;
+  Clock::time_point idle_since_;
   Clock::time_point step_t0_;
   double next_wait_report_ = 1.0;  // TRACE: idle seconds of the next "waiting" line
 };
@@ -424,12 +531,9 @@ void backoff(unsigned idle_passes) {
   }
 }
 
-}  // namespace
-
-void run_host(std::vector<HostWork>& work) {
-  std::vector<Exec> execs;
-  execs.reserve(work.size());
-  for (auto& w : work) execs.emplace_back(w.comm, &w.tasks);
+// The progress loop over every communicator's Exec (see run_host).
+template <typename Execs>
+void progress_all(Execs& execs) {
   std::exception_ptr first_error;
   unsigned idle = 0;
   for (;;) {
@@ -465,6 +569,22 @@ void run_host(std::vector<HostWork>& work) {
     backoff(idle);
   }
   if (first_error) std::rethrow_exception(first_error);
+}
+
+}  // namespace
+
+PlanCache& host_plan_cache(mycollComm* comm) { return host_state(comm).plans; }
+
+void run_host(std::vector<HostWork>& work) {
+  if (work.size() == 1) {  // one communicator: no list of Execs to allocate
+    Exec one[1] = {Exec(work[0].comm, &work[0].tasks)};
+    progress_all(one);
+    return;
+  }
+  std::vector<Exec> execs;
+  execs.reserve(work.size());
+  for (auto& w : work) execs.emplace_back(w.comm, &w.tasks);
+  progress_all(execs);
 }
 
 }  // namespace mycoll

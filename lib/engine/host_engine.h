@@ -6,11 +6,17 @@
 
 #include <vector>
 
+#include "engine/plan_cache.h"
 #include "engine/task.h"
 
 struct mycollComm;
 
 namespace mycoll {
+
+// The host engine's per-communicator state (mycollComm::host_state).
+struct HostState;
+// The communicator's plan cache (made with its HostState on first use).
+PlanCache& host_plan_cache(mycollComm* comm);
 
 struct HostWork {
   mycollComm* comm = nullptr;

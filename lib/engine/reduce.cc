@@ -633,7 +633,7 @@ void reduce_host(mycollDataType_t t, mycollRedOp_t op, void* dst, const void* a,
     throw_error(mycollInvalidArgument,
                 "reduce_host: invalid reduction op " + std::to_string(static_cast<int>(op)));
   if (n == 0) return;
-  check_arg(dst && a && b, "reduce_host: null buffer with count " + std::to_string(n));
+  check_arg(dst && a && b, [&] { return "reduce_host: null buffer with count " + std::to_string(n); });
   const size_t bytes = n * dtype_size(t);
   auto d0 = reinterpret_cast<uintptr_t>(dst);
   auto overlaps_partially = [&](const void* p) {

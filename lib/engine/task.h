@@ -2,6 +2,7 @@
 // communicator, ready for an engine: the plan plus where its buffers are.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "algorithms/plan.h"
@@ -24,8 +25,11 @@ struct Task {
   uint64_t coll_seq = 0;  // collectives only: the call number in host message headers (every
                           // rank makes the same collectives; p2p batches may group differently)
   // Built for host execution; GPU communicators build per-channel plans
-  // from the fields above instead.
+  // from the fields above instead. Host collectives share a cached plan
+  // (cached_plan, lib/engine/plan_cache.h) and leave `plan` empty.
   Plan plan;
+  std::shared_ptr<const Plan> cached_plan;
+  const Plan& host_plan() const { return cached_plan ? *cached_plan : plan; }
 
   // The plan arguments of this task on rank `rank` of `nranks`.
   CollArgs args(int nranks, int rank) const {

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -315,6 +316,138 @@ TEST(ShmTransport, FullFifoAcceptsNothingUntilRead) {
       EXPECT_EQ(conn.recv_some(got.data(), got.size()), 5000u);
       for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], uint8_t(i * 7)) << i;
       bs.barrier();
+    }
+    bs.barrier();
+  });
+}
+
+// Records beside the byte stream: every ordered pair sends `count` records
+// of random length (1..record_max) and interleaves stream bytes; every
+// record and byte is compared with what the sender's generator produced, so
+// a lost, repeated, reordered or torn record shows. The slot ring laps many
+// times and is seen full.
+void records_all_pairs(int n, int count, size_t fifo_bytes) {
+  run_ranks(n, [&](Bootstrap& bs) {
+    const int me = bs.rank();
+    ConnectedRank c = connect_all(bs, fifo_bytes);
+    const size_t np = c.peers.size();
+    // Record k from a to b: length and bytes from a generator seeded by
+    // (a, b, k), computed independently by the receiver.
+    auto record_of = [](int from, int to, int k, size_t max, std::vector<uint8_t>* out) {
+      std::mt19937_64 g(uint64_t(from) * 1000003 + uint64_t(to) * 7919 + uint64_t(k) * 31 + 5);
+      const size_t len = g() % 4 == 0 ? max : 1 + g() % max;  // full slots too
+      out->resize(len);
+      for (auto& b : *out) b = static_cast<uint8_t>(g() >> 40);
+    };
+    struct Peer {
+      int sent = 0, got = 0;
+      size_t stream_sent = 0, stream_got = 0;
+      bool saw_full = false;
+    };
+    std::vector<Peer> ps(np);
+    std::vector<uint8_t> rec, want, sbuf(3000), rbuf(3000);
+    std::mt19937_64 rng(77 + me);
+    const auto deadline = Clock::now() + std::chrono::seconds(120);
+    const size_t stream_total = size_t(count) * 100;
+    bool done = false;
+    while (!done) {
+      done = true;
+      for (size_t i = 0; i < np; ++i) {
+        Peer& p = ps[i];
+        Connection& conn = *c.conns[i];
+        const int peer = c.peers[i];
+        const std::string where = "rank " + std::to_string(me) + " <-> " + std::to_string(peer);
+        const size_t max = conn.record_max();
+        require(max >= 64, where + ": record_max " + std::to_string(max));
+        // Send a burst (the receiver sometimes lags, so slots run out).
+        for (int b = 0, burst = int(rng() % 70); b < burst && p.sent < count; ++b) {
+          record_of(me, peer, p.sent, max, &rec);
+          const size_t split = rng() % (rec.size() + 1);  // header / body split is the caller's
+          if (!conn.send_record(rec.data(), split, rec.data() + split, rec.size() - split)) {
+            p.saw_full = true;
+            break;
+          }
+          ++p.sent;
+        }
+        if (p.stream_sent < stream_total) {
+          const size_t k = std::min<size_t>(1 + rng() % sbuf.size(), stream_total - p.stream_sent);
+          for (size_t j = 0; j < k; ++j) sbuf[j] = uint8_t((p.stream_sent + j) * 13 + me);
+          p.stream_sent += conn.send_some(sbuf.data(), k);
+        }
+        if (rng() % 3 != 0) {
+          for (int b = 0, burst = int(rng() % 70); b < burst && p.got < count; ++b) {
+            const void* data = nullptr;
+            const size_t len = conn.peek_record(&data);
+            if (len == 0) break;
+            record_of(peer, me, p.got, max, &want);
+            require(len == want.size() && std::memcmp(data, want.data(), len) == 0,
+                    where + ": record " + std::to_string(p.got) + " differs (length " +
+                        std::to_string(len) + ", expected " + std::to_string(want.size()) + ")");
+            const void* again = nullptr;
+            require(conn.peek_record(&again) == len && again == data,
+                    where + ": peek_record is not stable until consume_record");
+            conn.consume_record();
+            ++p.got;
+          }
+        }
+        if (p.stream_got < stream_total) {
+          const size_t k = conn.recv_some(rbuf.data(), std::min(rbuf.size(), stream_total - p.stream_got));
+          for (size_t j = 0; j < k; ++j)
+            require(rbuf[j] == uint8_t((p.stream_got + j) * 13 + peer),
+                    where + ": stream byte " + std::to_string(p.stream_got + j) + " differs");
+          p.stream_got += k;
+        }
+        if (p.sent < count || p.got < count || p.stream_sent < stream_total ||
+            p.stream_got < stream_total)
+          done = false;
+      }
+      require(Clock::now() < deadline, "rank " + std::to_string(me) + " stuck");
+    }
+    bs.barrier();
+    for (size_t i = 0; i < np; ++i) {
+      const void* data = nullptr;
+      EXPECT_EQ(c.conns[i]->peek_record(&data), 0u) << "an extra record arrived";
+      EXPECT_TRUE(ps[i].saw_full) << "the slot ring was never seen full";
+      EXPECT_THROW(c.conns[i]->send_record(rec.data(), c.conns[i]->record_max() + 1, nullptr, 0),
+                   Error);
+    }
+    bs.barrier();  // nobody unmaps while a peer still reads
+  });
+}
+
+TEST(ShmTransport, TwoRanksRecordsBesideTheStream) { records_all_pairs(2, 20000, 4u << 20); }
+TEST(ShmTransport, ThreeRanksRecordsSmallFifo) { records_all_pairs(3, 5000, 4096); }
+
+TEST(ShmTransport, RecordGeometryIsPowersOfTwo) {
+  for (uint64_t cap : {uint64_t(4096), uint64_t(65536), uint64_t(100000), uint64_t(1) << 20,
+                       uint64_t(3) << 20, uint64_t(4) << 20, uint64_t(1) << 30}) {
+    const shm::RecordGeometry g = shm::record_geometry(cap);
+    EXPECT_EQ(g.slots & (g.slots - 1), 0u) << cap;
+    EXPECT_EQ(g.slot_bytes % 64, 0u) << cap;
+    EXPECT_GE(g.slots, 16u) << cap;
+    EXPECT_LE(g.slot_bytes, 4096u) << cap;
+    EXPECT_LE(uint64_t(g.slots) * g.slot_bytes, std::max<uint64_t>(8192, cap / 8)) << cap;
+  }
+}
+
+TEST(ShmTransport, UnreadRecordIsDrainedBeforePeerLossIsReported) {
+  run_ranks(2, [](Bootstrap& bs) {
+    ConnectedRank c = connect_all(bs, 1 << 16);
+    Connection& conn = *c.conns[0];
+    if (bs.rank() == 0) {
+      const char msg[3] = {7, 8, 9};
+      EXPECT_TRUE(conn.send_record(msg, 1, msg + 1, 2));
+      conn.shutdown();
+    }
+    bs.barrier();
+    if (bs.rank() == 1) {
+      EXPECT_NO_THROW(conn.check_alive()) << "an unread record: first check defers";
+      EXPECT_THROW(conn.check_alive(), Error) << "no progress since the last check";
+      const void* p = nullptr;
+      ASSERT_EQ(conn.peek_record(&p), 3u);
+      EXPECT_EQ(static_cast<const char*>(p)[2], 9);
+      conn.consume_record();
+      EXPECT_THROW(conn.check_alive(), Error) << "drained";
     }
     bs.barrier();
   });

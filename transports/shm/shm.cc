@@ -32,6 +32,8 @@ namespace shm {
 namespace {
 
 constexpr size_t kPage = 4096;
+// Bytes of a record slot's word (sequence and length) before its body.
+constexpr size_t kRecWord = 8;
 // Publish / release granularity: the writer makes data visible (and the
 // reader frees space) at least every this many bytes, so both sides stream
 // instead of taking turns over the whole ring; it also keeps a peeked block
@@ -79,6 +81,15 @@ std::string errno_text(int e) { return std::strerror(e); }
   throw_error(mycollSystemError, what + ": " + errno_text(e));
 }
 
+// The word of record i's slot in a slot area.
+std::atomic<uint64_t>* slot_word(uint8_t* area, uint32_t slot_bytes, uint32_t slots, uint64_t i) {
+  return reinterpret_cast<std::atomic<uint64_t>*>(area + (i & (slots - 1)) * slot_bytes);
+}
+const std::atomic<uint64_t>* slot_word(const uint8_t* area, uint32_t slot_bytes, uint32_t slots,
+                                       uint64_t i) {
+  return reinterpret_cast<const std::atomic<uint64_t>*>(area + (i & (slots - 1)) * slot_bytes);
+}
+
 class ShmConnection final : public Connection {
  public:
   ShmConnection(int peer, std::unique_ptr<Fifo> out, std::unique_ptr<Fifo> in)
@@ -93,13 +104,28 @@ class ShmConnection final : public Connection {
         icap_(in_->capacity()),
         oslice_(slice_of(ocap_)),
         islice_(slice_of(icap_)),
-        my_pid_(getpid()) {
+        my_pid_(getpid()),
+        orec_(out_->records()),
+        irec_(in_->records()),
+        orec_slots_(orec_ ? oh_->rec_slots : 0),
+        orec_bytes_(orec_ ? oh_->rec_slot_bytes : 0),
+        irec_slots_(irec_ ? ih_->rec_slots : 0),
+        irec_bytes_(irec_ ? ih_->rec_slot_bytes : 0) {
     // Resume from the counters in case the FIFOs were used before (they
     // are fresh after connect; this keeps the object honest anyway).
     head_ = oh_->head.load(std::memory_order_relaxed);
     tail_seen_ = oh_->tail.load(std::memory_order_acquire);
     tail_ = ih_->tail.load(std::memory_order_relaxed);
     head_seen_ = ih_->head.load(std::memory_order_acquire);
+    // Records: the writer's count is the reader's tail plus what is in
+    // flight, which the slots' words say; fresh FIFOs start at 0.
+    rec_tail_ = ih_->rec_tail.load(std::memory_order_relaxed);
+    rec_tail_seen_ = oh_->rec_tail.load(std::memory_order_acquire);
+    rec_head_ = rec_tail_seen_;
+    while (orec_slots_ > 0 && rec_head_ - rec_tail_seen_ < orec_slots_ &&
+           (slot_word(orec_, orec_bytes_, orec_slots_, rec_head_)->load(std::memory_order_acquire) >>
+            16) == rec_head_ + 1)
+      ++rec_head_;
   }
 
   ~ShmConnection() override = default;
@@ -166,6 +192,45 @@ class ShmConnection final : public Connection {
     return got;
   }
 
+  size_t record_max() const override { return orec_slots_ ? orec_bytes_ - kRecWord : 0; }
+
+  bool send_record(const void* hdr, size_t hn, const void* data, size_t n) override {
+    const size_t len = hn + n;
+    if (len == 0 || len > record_max())
+      throw_error(mycollInternalError, "shm: record of " + std::to_string(len) +
+                                           " bytes to rank " + std::to_string(peer_) +
+                                           " (1.." + std::to_string(record_max()) + " allowed)");
+    if (rec_head_ - rec_tail_seen_ >= orec_slots_) {
+      rec_tail_seen_ = oh_->rec_tail.load(std::memory_order_acquire);
+      if (rec_head_ - rec_tail_seen_ >= orec_slots_) return false;
+    }
+    std::atomic<uint64_t>* w = slot_word(orec_, orec_bytes_, orec_slots_, rec_head_);
+    uint8_t* body = reinterpret_cast<uint8_t*>(w) + kRecWord;
+    std::memcpy(body, hdr, hn);
+    if (n) std::memcpy(body + hn, data, n);
+    ++rec_head_;
+    w->store(rec_head_ << 16 | len, std::memory_order_release);
+    return true;
+  }
+
+  size_t peek_record(const void** data) override {
+    if (irec_slots_ == 0) return 0;
+    const std::atomic<uint64_t>* w = slot_word(irec_, irec_bytes_, irec_slots_, rec_tail_);
+    const uint64_t word = w->load(std::memory_order_acquire);
+    if ((word >> 16) != rec_tail_ + 1) return 0;
+    const size_t len = word & 0xffff;
+    if (len == 0 || len > irec_bytes_ - kRecWord)
+      throw_error(mycollRemoteError, "shm: corrupt record from rank " + std::to_string(peer_) +
+                                         " (length " + std::to_string(len) + ")");
+    *data = reinterpret_cast<const uint8_t*>(w) + kRecWord;
+    return len;
+  }
+
+  void consume_record() override {
+    ++rec_tail_;
+    ih_->rec_tail.store(rec_tail_, std::memory_order_release);
+  }
+
   void check_alive() override {
     if (local_closed_.load(std::memory_order_acquire))
       throw_error(mycollRemoteError, "shm channel to peer rank " + std::to_string(peer_) +
@@ -199,8 +264,10 @@ class ShmConnection final : public Connection {
     // have sent its last message and exited): give the engine one more
     // pass to take them; if it does not move the tail, report the peer.
     const uint64_t head = ih_->head.load(std::memory_order_acquire);
-    if (head != tail_ && tail_ != deferred_tail_) {
-      deferred_tail_ = tail_;
+    const void* rec = nullptr;
+    const bool unread = head != tail_ || peek_record(&rec) > 0;
+    if (unread && tail_ + rec_tail_ != deferred_tail_) {
+      deferred_tail_ = tail_ + rec_tail_;
       return;
     }
     throw_error(mycollRemoteError, why);
@@ -224,6 +291,16 @@ class ShmConnection final : public Connection {
   const uint64_t ocap_, icap_;
   const size_t oslice_, islice_;
   const pid_t my_pid_;
+  uint8_t* const orec_;
+  const uint8_t* const irec_;
+  const uint32_t orec_slots_, orec_bytes_;
+  const uint32_t irec_slots_, irec_bytes_;
+
+  // Records, send side: records written; last rec_tail read from the peer.
+  uint64_t rec_head_ = 0;
+  uint64_t rec_tail_seen_ = 0;
+  // Records, receive side: records consumed.
+  uint64_t rec_tail_ = 0;
 
   // Send side.
   uint64_t head_ = 0;       // our copy of out head (we are its only writer)
@@ -341,7 +418,16 @@ Fifo::Fifo(std::string name, void* base, size_t map_bytes)
       map_bytes_(map_bytes),
       header_(static_cast<FifoHeader*>(base)),
       data_(static_cast<uint8_t*>(base) + kFifoDataOffset),
+      records_(header_->rec_slots ? static_cast<uint8_t*>(base) + header_->rec_offset : nullptr),
       capacity_(header_->capacity) {}
+
+RecordGeometry record_geometry(uint64_t capacity) {
+  // Powers of two: the slot of record i is i & (slots - 1).
+  uint64_t area = 8 * 1024;
+  while (area < 256 * 1024 && area * 2 <= capacity / 8) area *= 2;
+  const uint64_t slot = std::min<uint64_t>(4096, area / 16);
+  return RecordGeometry{static_cast<uint32_t>(area / slot), static_cast<uint32_t>(slot)};
+}
 
 Fifo::~Fifo() {
   if (base_) munmap(base_, map_bytes_);
@@ -349,7 +435,8 @@ Fifo::~Fifo() {
 
 std::unique_ptr<Fifo> Fifo::create(const std::string& name, size_t capacity) {
   const uint64_t cap = (static_cast<uint64_t>(capacity) + kPage - 1) / kPage * kPage;
-  const size_t total = kFifoDataOffset + cap;
+  const RecordGeometry geo = record_geometry(cap);
+  const size_t total = kFifoDataOffset + cap + static_cast<size_t>(geo.slots) * geo.slot_bytes;
   int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) fail_sys("shm: cannot create FIFO " + name, errno);
   auto cleanup = [&](int e, const std::string& what) {
@@ -371,6 +458,10 @@ std::unique_ptr<Fifo> Fifo::create(const std::string& name, size_t capacity) {
   close(fd);
   auto* h = new (base) FifoHeader();
   h->capacity = cap;
+  h->rec_slots = geo.slots;
+  h->rec_slot_bytes = geo.slot_bytes;
+  h->rec_offset = kFifoDataOffset + cap;
+  h->rec_tail.store(0, std::memory_order_relaxed);
   h->head.store(0, std::memory_order_relaxed);
   h->tail.store(0, std::memory_order_relaxed);
   h->closed.store(0, std::memory_order_relaxed);
@@ -403,7 +494,11 @@ std::unique_ptr<Fifo> Fifo::open(const std::string& name) {
   if (base == MAP_FAILED) fail_sys("shm: cannot map FIFO " + name, e);
   auto* h = static_cast<FifoHeader*>(base);
   if (h->magic.load(std::memory_order_acquire) != kFifoMagic || h->capacity == 0 ||
-      kFifoDataOffset + h->capacity > total) {
+      kFifoDataOffset + h->capacity > total ||
+      (h->rec_slots != 0 &&
+       ((h->rec_slots & (h->rec_slots - 1)) != 0 || h->rec_slot_bytes < 64 || h->rec_slot_bytes % 64 != 0 || h->rec_slot_bytes > 65536 ||
+        h->rec_offset % 64 != 0 || h->rec_offset < kFifoDataOffset + h->capacity ||
+        h->rec_offset + uint64_t(h->rec_slots) * h->rec_slot_bytes > total))) {
     munmap(base, total);
     throw_error(mycollSystemError,
                 "shm: " + name + " is not an initialised mycoll FIFO (bad magic or size)");

@@ -7,17 +7,29 @@
 // again and the creator unlinks the name: nothing is left in /dev/shm after
 // connect, even if a process dies later.
 //
-// Mapping layout (FifoHeader, then the data ring at kFifoDataOffset):
-//   constant fields (magic, capacity), pids and pid namespaces of both ends,
-//   `closed` bits; then `head` (bytes ever written, written by the writer)
-//   and `tail` (bytes ever consumed, written by the reader) on their own
-//   cache lines. Free space = capacity - (head - tail). Both counters are
-//   64-bit and never wrap in practice. The writer publishes data with a
-//   release store of head; the reader releases space with a release store
-//   of tail; each side reads the other's counter with acquire.
+// Mapping layout (FifoHeader, then the data ring at kFifoDataOffset, then
+// the record slots at rec_offset):
+//   constant fields (magic, capacity, record geometry), pids and pid
+//   namespaces of both ends, `closed` bits; then `head` (bytes ever written,
+//   written by the writer), `tail` (bytes ever consumed, written by the
+//   reader) and `rec_tail` (records ever consumed, written by the reader) on
+//   their own cache lines. Free space = capacity - (head - tail). The
+//   counters are 64-bit and never wrap in practice. The writer publishes
+//   data with a release store of head; the reader releases space with a
+//   release store of tail; each side reads the other's counter with acquire.
+//
+// Records (Connection::send_record / peek_record): rec_slots (a power of
+// two) slots of rec_slot_bytes each, 64-byte aligned. Slot i % rec_slots carries record
+// i: a 64-bit word ((i + 1) << 16 | length) followed by the record's bytes.
+// The writer fills the bytes, then release-stores the word; the reader
+// polls the word of the slot it expects next (acquire) and reads the bytes
+// in place, so a small message is one cache line moving from writer to
+// reader: no head counter to read first, no copy. A slot's word from an
+// earlier lap names an older record and never matches; the word is never
+// user data. The writer reuses a slot only after rec_tail passed it.
 //
 // The data path has no locks and no syscalls: memcpy into the ring (at most
-// two pieces at the wrap) and one atomic store per slice.
+// two pieces at the wrap) and one atomic store per slice or record.
 //
 // This header exposes the pieces below the Transport so tests can build a
 // connection between processes without a Bootstrap (e.g. after fork()).
@@ -49,8 +61,12 @@ struct FifoHeader {
   std::atomic<uint64_t> writer_pidns;  // inode of /proc/self/ns/pid (0: unknown)
   std::atomic<uint64_t> reader_pidns;
   std::atomic<uint32_t> closed;  // kWriterClosed | kReaderClosed
+  uint32_t rec_slots;            // record slots (0: no records)
+  uint32_t rec_slot_bytes;       // bytes per slot, word included (multiple of 64)
+  uint64_t rec_offset;           // offset of slot 0 from the start of the mapping
   alignas(128) std::atomic<uint64_t> head;
   alignas(128) std::atomic<uint64_t> tail;
+  alignas(128) std::atomic<uint64_t> rec_tail;
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shm FIFO needs lock-free 64-bit atomics");
 static_assert(sizeof(FifoHeader) <= kFifoDataOffset, "header too large");
@@ -73,6 +89,8 @@ class Fifo {
 
   FifoHeader* header() const { return header_; }
   uint8_t* data() const { return data_; }
+  // Record slot area (header()->rec_slots slots), null when there is none.
+  uint8_t* records() const { return records_; }
   uint64_t capacity() const { return capacity_; }
   const std::string& name() const { return name_; }
 
@@ -83,8 +101,18 @@ class Fifo {
   size_t map_bytes_ = 0;
   FifoHeader* header_ = nullptr;
   uint8_t* data_ = nullptr;
+  uint8_t* records_ = nullptr;
   uint64_t capacity_ = 0;
 };
+
+// Record geometry for a FIFO of `capacity` data bytes: about an eighth of
+// it (8 KiB..256 KiB, a power of two) in a power of two of slots of up to
+// 4 KiB (16..64 slots).
+struct RecordGeometry {
+  uint32_t slots;
+  uint32_t slot_bytes;
+};
+RecordGeometry record_geometry(uint64_t capacity);
 
 // "/mycoll-<tag as 16 hex digits>-<from>-<to>".
 std::string fifo_name(uint64_t tag, int from, int to);
