@@ -10,6 +10,7 @@
 #include "core/registry.h"
 #include "engine/device_engine.h"
 #include "engine/host_engine.h"
+#include "engine/host_fast.h"
 #include "engine/reduce.h"
 
 namespace mycoll {
@@ -144,9 +145,44 @@ void validate_call(mycollComm* comm, const Call& call, const char* fn) {
   }
 }
 
-static Task make_collective_task(mycollComm* c, const Call& call) {
-  LogScope scope(&c->log_tag);  // a group may span communicators
-  Task t;
+// The whole message of a collective call in bytes (all n blocks of the
+// blocked collectives): what the algorithm rule is keyed on.
+static size_t message_bytes(const mycollComm* c, const Call& call) {
+  return call.count * dtype_size(call.dtype) * (is_blocked(call.coll) ? c->nranks : 1);
+}
+
+// The cached algorithm, chunk and plan of a host collective call (chosen
+// and built on the first call with these arguments).
+static CachedPlan& host_plan_entry(mycollComm* c, const Call& call, bool in_place) {
+  const PlanKey key{call.coll, call.dtype, in_place, call.root, call.count};
+  return host_plan_cache(c).get(key, [&] {
+    CachedPlan e;
+    e.algo = c->algo.choose(call.coll, c->nranks, message_bytes(c, call));
+    e.chunk = std::max<size_t>(1, c->cfg.chunk_bytes / dtype_size(call.dtype));
+    CollArgs a;
+    a.coll = call.coll;
+    a.nranks = c->nranks;
+    a.rank = c->rank;
+    a.root = call.root;
+    a.count = call.count;
+    a.chunk = e.chunk;
+    a.in_place = in_place;
+    e.plan = std::make_shared<const Plan>(comm_build_plan(*c, e.algo, a));
+    return e;
+  });
+}
+
+static void log_collective(mycollComm* c, const Call& call, bool in_place, Algo algo) {
+  if (!log_enabled(LogLevel::Info, Subsys::Coll)) return;
+  log_info(Subsys::Coll, "op {} {} {} count {} {} {} root {} bytes {} algo {}{}", c->op_seq,
+           coll_name(call.coll), redop_name(call.op), call.count, dtype_name(call.dtype),
+           in_place ? "in-place" : "out-of-place", call.root, message_bytes(c, call),
+           algo_name(algo), c->device ? " (device)" : "");
+}
+
+// Fills *t (a default Task) for the call.
+static void make_collective_task(mycollComm* c, const Call& call, Task* tp) {
+  Task& t = *tp;
   t.coll = call.coll;
   t.dtype = call.dtype;
   t.op = call.op;
@@ -154,23 +190,26 @@ static Task make_collective_task(mycollComm* c, const Call& call) {
   t.output = call.recv;
   t.count = call.count;
   t.root = call.root;
-  t.seq = c->op_seq;
-  const size_t es = dtype_size(call.dtype);
-  size_t bytes = call.count * es * (is_blocked(call.coll) ? c->nranks : 1);
-  t.algo = c->algo.choose(call.coll, c->nranks, bytes);
-  t.chunk = std::max<size_t>(1, c->cfg.chunk_bytes / es);
   t.in_place = in_place(c, call);
   if (!c->device) {
-    const PlanKey key{t.coll, t.algo, t.in_place, t.root, t.count, t.chunk};
-    t.cached_plan = host_plan_cache(c).get(
-        key, [&] { return comm_build_plan(*c, t.algo, t.args(c->nranks, c->rank)); });
+    const CachedPlan& e = host_plan_entry(c, call, t.in_place);
+    t.algo = e.algo;
+    t.chunk = e.chunk;
+    t.cached_plan = e.plan;
+  } else {
+    t.algo = c->algo.choose(call.coll, c->nranks, message_bytes(c, call));
+    t.chunk = std::max<size_t>(1, c->cfg.chunk_bytes / dtype_size(call.dtype));
   }
-  log_info(Subsys::Coll, "op {} {} {} count {} {} {} root {} bytes {} algo {}{}", c->op_seq,
-           coll_name(call.coll), redop_name(call.op), call.count, dtype_name(call.dtype), t.in_place ? "in-place" : "out-of-place", call.root, bytes,
-           algo_name(t.algo), c->device ? " (device)" : "");
+  log_collective(c, call, t.in_place, t.algo);
   t.seq = c->op_seq++;
   t.coll_seq = c->coll_seq++;
   if (c->flight) c->flight->enqueued(t, t.seq, c->device != nullptr);
+}
+
+static Task make_collective_task(mycollComm* c, const Call& call) {
+  LogScope scope(&c->log_tag);  // a group may span communicators
+  Task t;
+  make_collective_task(c, call, &t);
   return t;
 }
 
@@ -284,8 +323,11 @@ struct CallScratch {
 };
 thread_local CallScratch t_scratch;
 
-// The common case: one collective outside a group. Same order of work as
-// execute() for a single call: task, then stream, then the engine.
+// The common case: one collective outside a group (the API entry point set
+// the communicator's log scope). Same order of work as execute() for a
+// single call: task, then stream, then the engine. A host collective whose
+// messages all fit shm records takes the small-message path (host_fast.h)
+// unless the flight recorder or TRACE lines want the general loop's records.
 static void execute_collective(mycollComm* c, const Call& call) {
   if (call.count == 0) return;
   if (c->device) {
@@ -295,11 +337,32 @@ static void execute_collective(mycollComm* c, const Call& call) {
     c->device->enqueue(tasks, call.stream);
     return;
   }
+  const bool ip = in_place(c, call);
+  CachedPlan& e = host_plan_entry(c, call, ip);
+  if (!c->flight && !log_enabled(LogLevel::Trace, Subsys::Coll)) {
+    if (!e.fast_tried) {
+      e.fast = compile_fast(c, *e.plan, call.coll, e.algo, call.dtype, call.count, call.root);
+      e.fast_tried = true;
+    }
+    if (e.fast) {
+      log_collective(c, call, ip, e.algo);
+      FastCall fc;
+      fc.input = call.send;
+      fc.output = call.recv;
+      fc.op = call.op;
+      fc.coll_seq = c->coll_seq++;
+      ++c->op_seq;
+      if (call.stream) stream_synchronize(call.stream);
+      run_fast(c, *e.fast, fc);
+      return;
+    }
+  }
   std::vector<HostWork>& host = t_scratch.host;
   host.resize(1);
   host[0].comm = c;
   host[0].tasks.clear();
-  host[0].tasks.push_back(make_collective_task(c, call));
+  host[0].tasks.emplace_back();
+  make_collective_task(c, call, &host[0].tasks.back());
   if (call.stream) stream_synchronize(call.stream);
   run_host(host);
   host[0].tasks.clear();  // the plan's memory; the list's capacity stays

@@ -23,42 +23,13 @@
 #include "core/error.h"
 #include "core/flight_recorder.h"
 #include "core/log.h"
+#include "engine/host_wire.h"
 #include "engine/reduce.h"
 
 namespace mycoll {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Every message starts with this header: the call it belongs to travels
-// with the data and is checked on arrival, so a peer that made a different
-// call (collective, count, type, op, root) or is a call ahead or behind
-// (sequence) is an InvalidUsage error naming it, never silent corruption.
-// Fields that do not apply to a call are sent as kNone / -1.
-struct MsgHeader {
-  uint32_t magic;
-  uint8_t coll;
-  uint8_t dtype;
-  uint8_t op;  // reducing collectives; else kNone
-  uint8_t pad;
-  int32_t root;    // rooted collectives; else -1
-  uint32_t pad2;
-  uint64_t count;  // the call's count (point-to-point: this message's bytes)
-  uint64_t bytes;  // payload of this message
-  // Collectives: the call's number on the communicator. Point-to-point: the
-  // message's number from sender to receiver.
-  uint64_t seq;
-};
-static_assert(sizeof(MsgHeader) == 40, "header layout");
-constexpr uint32_t kMsgMagic = 0x324d434dU;  // "MCM2"
-constexpr uint8_t kNone = 0xff;
-
-bool is_reducing(Coll c) {
-  return c == Coll::AllReduce || c == Coll::Reduce || c == Coll::ReduceScatter;
-}
-bool is_rooted(Coll c) {
-  return c == Coll::Broadcast || c == Coll::Reduce || c == Coll::Scatter || c == Coll::Gather;
-}
 
 struct OpState {
   const Op* op = nullptr;
@@ -161,7 +132,7 @@ class Exec {
       next_wait_report_ = idle + 1.0;  // at most one line a second per communicator
       trace("{}: waiting {:.0f} ms {}", where(), idle * 1e3, waiting_on());
     }
-    if (idle > 0.005) {
+    if (idle > kCheckAliveAfterS) {
       for (auto& s : st_->ops)
         if (!s.complete) s.conn->check_alive();
       if (comm_->flight) record_waiting();
@@ -172,22 +143,15 @@ class Exec {
                                      waiting_on());
   }
 
-  // Marks the communicator failed and returns the error to report: for a
-  // lost or silent peer, with the root cause other ranks reported (a rank
-  // that failed first says why before closing its connections, so the
-  // messenger is not blamed).
+  // Marks the communicator failed and returns the error to report
+  // (host_fail), after noting the failure in the flight recorder.
   Error fail(const Error& e) {
     failed_ = true;
     if (comm_->flight && task_ < tasks_->size()) {
       record_waiting();
       comm_->flight->failed((*tasks_)[task_].seq);
     }
-    comm_->fail(e.code(), e.what());
-    if (e.code() != mycollRemoteError && e.code() != mycollTimeout) return e;
-    // A peer that timed out at about the same time may report a moment
-    // later; a closed connection's report is already on its way.
-    double wait = e.code() == mycollTimeout ? std::min(3.0, 0.5 + comm_->cfg.timeout_s / 4) : 1.0;
-    return Error(e.code(), comm_->with_remote_cause(e.what(), wait));
+    return host_fail(comm_, e);
   }
 
   std::string where() const {
@@ -272,20 +236,20 @@ class Exec {
   }
 
   void header_for(const Task& t, const Op& op, size_t bytes, MsgHeader* h) {
-    h->magic = kMsgMagic;
-    h->coll = static_cast<uint8_t>(t.coll);
-    h->dtype = static_cast<uint8_t>(t.dtype);
-    h->op = is_reducing(t.coll) ? static_cast<uint8_t>(t.op) : kNone;
-    h->root = is_rooted(t.coll) ? t.root : -1;
-    h->bytes = bytes;
-    if (t.coll == Coll::SendRecv) {
-      h->count = bytes;
-      auto& n = op.kind == OpKind::Send ? comm_->p2p_sent : comm_->p2p_recvd;
-      h->seq = n[op.peer]++;
-    } else {
-      h->count = t.count;
-      h->seq = t.coll_seq;
+    if (t.coll != Coll::SendRecv) {
+      *h = collective_header(t.coll, t.dtype, t.op, t.root, t.count, bytes, t.coll_seq);
+      return;
     }
+    *h = MsgHeader{};
+    h->magic = kMsgMagic;
+    h->coll = static_cast<uint8_t>(Coll::SendRecv);
+    h->dtype = static_cast<uint8_t>(t.dtype);
+    h->op = kNone;
+    h->root = -1;
+    h->count = bytes;
+    h->bytes = bytes;
+    auto& n = op.kind == OpKind::Send ? comm_->p2p_sent : comm_->p2p_recvd;
+    h->seq = n[op.peer]++;
   }
 
   void finish_step() {
@@ -368,41 +332,7 @@ class Exec {
   }
 
   void check_header(const OpState& s) const {
-    const MsgHeader& h = s.got;
-    const MsgHeader& e = s.hdr;
-    const std::string from = "rank " + std::to_string(s.op->peer);
-    if (h.magic != kMsgMagic)
-      throw_error(mycollRemoteError, where() + ": garbage from " + from + " (bad message magic)");
-    if (h.coll == e.coll && h.dtype == e.dtype && h.op == e.op && h.root == e.root &&
-        h.count == e.count && h.seq == e.seq && h.bytes == e.bytes)
-      return;
-    auto coll = [](unsigned v) { return v < kNumColls ? coll_name(static_cast<Coll>(v)) : "?"; };
-    auto dtype = [](unsigned v) {
-      return v < mycollNumTypes ? dtype_name(static_cast<mycollDataType_t>(v)) : "?";
-    };
-    auto op = [](unsigned v) {
-      return v == kNone ? "none" : v < mycollNumOps ? redop_name(static_cast<mycollRedOp_t>(v)) : "?";
-    };
-    std::string diff;
-    auto add = [&](const std::string& what, const std::string& theirs, const std::string& mine) {
-      diff += (diff.empty() ? "" : ", ") + what + " " + theirs + " (this rank: " + mine + ")";
-    };
-    const bool p2p = e.coll == static_cast<uint8_t>(Coll::SendRecv);
-    if (h.coll != e.coll) add("collective", coll(h.coll), coll(e.coll));
-    if (h.seq != e.seq)
-      add(p2p ? "message number" : "call number", std::to_string(h.seq), std::to_string(e.seq));
-    if (!p2p && h.count != e.count) add("count", std::to_string(h.count), std::to_string(e.count));
-    if (h.dtype != e.dtype) add("datatype", dtype(h.dtype), dtype(e.dtype));
-    if (h.op != e.op) add("op", op(h.op), op(e.op));
-    if (h.root != e.root) add("root", std::to_string(h.root), std::to_string(e.root));
-    if (h.bytes != e.bytes) add("message bytes", std::to_string(h.bytes), std::to_string(e.bytes));
-    const char* hint = h.seq != e.seq && !p2p
-                           ? ": a rank skipped or added a call (all ranks must make the same "
-                             "calls in the same order)"
-                       : p2p ? ": sends and receives between this pair do not match"
-                             : ": ranks must make the same calls with the same arguments";
-    throw_error(mycollInvalidUsage,
-                where() + ": mismatch with " + from + ", which sent " + diff + hint);
+    if (!header_matches(s.got, s.hdr)) throw_header_mismatch(s.got, s.hdr, s.op->peer, where());
   }
 
   // Records: takes the header record; a payload inside it is copied or
@@ -518,19 +448,6 @@ class Exec {
   double next_wait_report_ = 1.0;  // TRACE: idle seconds of the next "waiting" line
 };
 
-void backoff(unsigned idle_passes) {
-  if (idle_passes < 64) {
-#if defined(__x86_64__)
-    __builtin_ia32_pause();
-#endif
-  } else if (idle_passes < 20000) {
-    sched_yield();
-  } else {
-    struct timespec ts = {0, 50 * 1000};
-    nanosleep(&ts, nullptr);
-  }
-}
-
 // The progress loop over every communicator's Exec (see run_host).
 template <typename Execs>
 void progress_all(Execs& execs) {
@@ -554,7 +471,7 @@ void progress_all(Execs& execs) {
       continue;
     }
     ++idle;
-    if ((idle & 255) == 0 || idle > 20000) {
+    if (idle_check_due(idle)) {
       auto now = Clock::now();
       for (auto& e : execs) {
         if (e.finished()) continue;

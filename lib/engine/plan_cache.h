@@ -1,7 +1,8 @@
 // Plans of recent host collectives, so a call repeated with the same
-// arguments (the common case: a training loop, a benchmark) builds nothing.
-// A plan depends only on its key (the communicator's rank, size and host
-// layout are fixed for its life), so a hit is exactly the plan a fresh build
+// arguments (the common case: a training loop, a benchmark) builds and
+// chooses nothing. The algorithm, the chunk and the plan depend only on the
+// key (the communicator's rank, size, host layout, MYCOLL_ALGO and chunk
+// setting are fixed for its life), so a hit is exactly what a fresh build
 // would give. Plans are shared (a group may hold one while a later call
 // evicts it). Not thread-safe: one per communicator, used by the calling
 // thread under the communicator's exclusive pin.
@@ -16,53 +17,67 @@
 
 namespace mycoll {
 
+struct FastPlan;  // host_fast.h
+
+// A collective call's arguments that its plan depends on.
 struct PlanKey {
   Coll coll = Coll::AllReduce;
-  Algo algo = Algo::Ring;
+  mycollDataType_t dtype = mycollFloat32;
   bool in_place = false;
   int root = 0;
   size_t count = 0;
-  size_t chunk = 0;  // elements (depends on the element size)
 
   bool operator==(const PlanKey& o) const {
-    return coll == o.coll && algo == o.algo && in_place == o.in_place && root == o.root &&
-           count == o.count && chunk == o.chunk;
+    return coll == o.coll && dtype == o.dtype && in_place == o.in_place && root == o.root &&
+           count == o.count;
   }
+};
+
+struct CachedPlan {
+  Algo algo = Algo::Ring;
+  size_t chunk = 0;  // elements
+  std::shared_ptr<const Plan> plan;
+  // The plan compiled for the small-message path (host_fast.h), made at
+  // the first call that may use it; null when the plan does not qualify.
+  std::shared_ptr<const FastPlan> fast;
+  bool fast_tried = false;
 };
 
 class PlanCache {
  public:
-  // The cached plan for key, or the one `build()` returns (then cached,
-  // replacing the least recently used entry).
+  // The cached entry for key, or the one `build()` returns (then cached,
+  // replacing the least recently used entry). The reference stays valid
+  // until the next get().
   template <typename Build>
-  std::shared_ptr<const Plan> get(const PlanKey& key, Build&& build) {
-    if (entries_[last_].plan && entries_[last_].key == key) {
+  CachedPlan& get(const PlanKey& key, Build&& build) {
+    if (entries_[last_].used && entries_[last_].key == key) {
       entries_[last_].used = ++tick_;
-      return entries_[last_].plan;
+      return entries_[last_].value;
     }
     unsigned victim = 0;
     for (unsigned i = 0; i < kEntries; ++i) {
       Entry& e = entries_[i];
-      if (e.plan && e.key == key) {
+      if (e.used && e.key == key) {
         e.used = ++tick_;
         last_ = i;
-        return e.plan;
+        return e.value;
       }
       if (e.used < entries_[victim].used) victim = i;
     }
     Entry& e = entries_[victim];
-    e.plan = std::make_shared<const Plan>(build());
+    e.used = 0;  // empty while building (build may throw)
+    e.value = build();
     e.key = key;
     e.used = ++tick_;
     last_ = victim;
-    return e.plan;
+    return e.value;
   }
 
  private:
   static constexpr unsigned kEntries = 16;
   struct Entry {
     PlanKey key;
-    std::shared_ptr<const Plan> plan;
+    CachedPlan value;
     uint64_t used = 0;  // tick of the last hit (0: empty)
   };
   Entry entries_[kEntries];

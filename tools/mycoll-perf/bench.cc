@@ -152,8 +152,10 @@ class Bench {
 
   // Issues f(slot, index) for every slot: directly for one, else in one
   // mycoll group; throws naming the first failing call.
-  void each_mycoll(const std::string& what,
-                   const std::function<mycollResult_t(Slot&, size_t)>& f) {
+  // A template, not a std::function: the timed loop calls it once per
+  // collective, and a std::function of a capturing lambda allocates.
+  template <typename F>
+  void each_mycoll(const std::string& what, F&& f) {
     if (slots_.size() == 1) {
       slots_[0].be->make_current();
       must(f(slots_[0], 0), what.c_str(), slots_[0].r.comm);

@@ -1,0 +1,239 @@
+#include "engine/host_fast.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <string>
+
+#include "core/comm.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "engine/reduce.h"
+#include "transports/transport.h"
+
+namespace mycoll {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Transfers one step may hold (the done flags live on the stack).
+constexpr size_t kMaxStepXfers = 256;
+
+class FastRun {
+ public:
+  FastRun(mycollComm* comm, const FastPlan& p, const FastCall& call)
+      : comm_(comm), p_(p), call_(call) {
+    base_[static_cast<int>(Buf::Input)] = const_cast<char*>(static_cast<const char*>(call.input));
+    base_[static_cast<int>(Buf::Output)] = static_cast<char*>(call.output);
+    if (comm->scratch.size() < p.scratch_bytes) comm->scratch.resize(p.scratch_bytes);
+    base_[static_cast<int>(Buf::Scratch)] = comm->scratch.data();
+    hdr_ = collective_header(p.coll, p.dtype, call.op, p.root, p.count, 0, call.coll_seq);
+  }
+
+  void run() {
+    for (step_ = 0; step_ < p_.steps.size(); ++step_) {
+      const FastPlan::Step& st = p_.steps[step_];
+      for (uint32_t i = st.local_begin; i < st.local_end; ++i) local(p_.locals[i]);
+      transfer(st);
+    }
+    if (call_.op == mycollAvg && p_.result.count > 0)
+      scale_avg_host(p_.dtype, at(p_.result.buf, p_.result.offset * p_.es), p_.result.count,
+                     comm_->nranks);
+  }
+
+  std::string where() const {
+    return std::string(coll_name(p_.coll)) + " (" + algo_name(p_.algo) + ", " +
+           std::to_string(p_.count) + " x " + dtype_name(p_.dtype) + ", step " +
+           std::to_string(step_ + 1) + "/" + std::to_string(p_.steps.size()) + ") on rank " +
+           std::to_string(comm_->rank);
+  }
+
+ private:
+  char* at(Buf b, size_t off) const { return base_[static_cast<int>(b)] + off; }
+
+  void local(const FastPlan::Local& l) {
+    char* d = at(l.dst_buf, l.dst_off);
+    const char* s = at(l.src_buf, l.src_off);
+    if (l.kind == OpKind::Copy) {
+      if (d != s) std::memmove(d, s, l.bytes);
+    } else {
+      reduce_host(p_.dtype, call_.op, d, d, s, l.bytes / p_.es);
+    }
+  }
+
+  // Moves every transfer of the step; returns when all are done.
+  void transfer(const FastPlan::Step& st) {
+    const uint32_t n = st.xfer_end - st.xfer_begin;
+    if (n == 0) return;
+    bool done[kMaxStepXfers] = {};
+    uint32_t left = n;
+    unsigned idle = 0;
+    for (;;) {
+      bool moved = false;
+      for (uint32_t i = 0; i < n; ++i) {
+        if (done[i]) continue;
+        const FastPlan::Xfer& x = p_.xfers[st.xfer_begin + i];
+        if (x.kind == OpKind::Send ? send(x) : recv(x)) {
+          done[i] = true;
+          moved = true;
+          --left;
+        }
+      }
+      if (left == 0) return;
+      if (moved) {
+        idle = 0;
+        idle_valid_ = false;
+        continue;
+      }
+      ++idle;
+      if (idle_check_due(idle)) idle_check(st, done);
+      backoff(idle);
+    }
+  }
+
+  bool send(const FastPlan::Xfer& x) {
+    MsgHeader h = hdr_;
+    h.bytes = x.bytes;
+    return x.conn->send_record(&h, sizeof(h), at(x.buf, x.off), x.bytes);
+  }
+
+  bool recv(const FastPlan::Xfer& x) {
+    const void* p = nullptr;
+    const size_t len = x.conn->peek_record(&p);
+    if (len == 0) return false;
+    MsgHeader want = hdr_;
+    want.bytes = x.bytes;
+    MsgHeader got;
+    if (len < sizeof(got))
+      throw_error(mycollRemoteError, where() + ": garbage from rank " + std::to_string(x.peer) +
+                                         " (a " + std::to_string(len) + "-byte record)");
+    std::memcpy(&got, p, sizeof(got));
+    if (!header_matches(got, want)) throw_header_mismatch(got, want, x.peer, where());
+    if (len != sizeof(got) + x.bytes)  // the sender streams what fits a record: never here
+      throw_error(mycollRemoteError, where() + ": garbage from rank " + std::to_string(x.peer) +
+                                         " (a record of " + std::to_string(len) +
+                                         " bytes for a message of " + std::to_string(x.bytes) +
+                                         ")");
+    const char* data = static_cast<const char*>(p) + sizeof(got);
+    char* dst = at(x.buf, x.off);
+    if (x.kind == OpKind::Recv)
+      std::memcpy(dst, data, x.bytes);
+    else
+      reduce_host(p_.dtype, call_.op, dst, at(x.local_buf, x.local_off), data, x.bytes / p_.es);
+    x.conn->consume_record();
+    return true;
+  }
+
+  // As the general loop's: abort, then (from 5 ms without progress) the
+  // peers' liveness, then MYCOLL_TIMEOUT, idle time counted from the first
+  // check after the last progress.
+  void idle_check(const FastPlan::Step& st, const bool* done) {
+    if (comm_->aborted.load()) throw_error(mycollRemoteError, where() + ": communicator aborted");
+    const auto now = Clock::now();
+    if (!idle_valid_) {
+      idle_since_ = now;
+      idle_valid_ = true;
+    }
+    const double idle = std::chrono::duration<double>(now - idle_since_).count();
+    if (idle > kCheckAliveAfterS)
+      for (uint32_t i = st.xfer_begin; i < st.xfer_end; ++i)
+        if (!done[i - st.xfer_begin]) p_.xfers[i].conn->check_alive();
+    if (idle > comm_->cfg.timeout_s) {
+      std::string w;
+      for (uint32_t i = st.xfer_begin; i < st.xfer_end; ++i) {
+        if (done[i - st.xfer_begin]) continue;
+        const FastPlan::Xfer& x = p_.xfers[i];
+        w += std::string(w.empty() ? "while " : ", ") +
+             (x.kind == OpKind::Send ? "sending to" : "receiving from") + " rank " +
+             std::to_string(x.peer) + " (" + x.conn->describe() + ", 0/" +
+             std::to_string(x.bytes) + " bytes)";
+      }
+      throw_error(mycollTimeout, where() + ": no progress for " +
+                                     std::to_string(static_cast<int>(idle)) +
+                                     " s (MYCOLL_TIMEOUT) " + w);
+    }
+  }
+
+  mycollComm* comm_;
+  const FastPlan& p_;
+  const FastCall& call_;
+  char* base_[3] = {};
+  MsgHeader hdr_{};  // this call's header, bytes set per message
+  size_t step_ = 0;
+  bool idle_valid_ = false;
+  Clock::time_point idle_since_;
+};
+
+}  // namespace
+
+std::shared_ptr<const FastPlan> compile_fast(mycollComm* comm, const Plan& plan, Coll coll,
+                                             Algo algo, mycollDataType_t dtype, size_t count,
+                                             int root) {
+  auto fp = std::make_shared<FastPlan>();
+  fp->coll = coll;
+  fp->algo = algo;
+  fp->dtype = dtype;
+  fp->es = dtype_size(dtype);
+  fp->count = count;
+  fp->root = root;
+  fp->scratch_bytes = plan.scratch_count * fp->es;
+  fp->result = plan.result;
+  const size_t es = fp->es;
+  std::vector<int> seen_send, seen_recv;  // per peer: the last step with a message
+  seen_send.assign(comm->nranks, -1);
+  seen_recv.assign(comm->nranks, -1);
+  for (size_t si = 0; si < plan.steps.size(); ++si) {
+    FastPlan::Step st{};
+    st.local_begin = static_cast<uint32_t>(fp->locals.size());
+    st.xfer_begin = static_cast<uint32_t>(fp->xfers.size());
+    for (const Op& op : plan.steps[si].ops) {
+      if (op.kind == OpKind::Copy || op.kind == OpKind::Reduce) {
+        // As the general loop: a copy moves src.count elements, a
+        // reduction dst.count.
+        const size_t n = op.kind == OpKind::Copy ? op.src.count : op.dst.count;
+        if (n == 0) continue;
+        fp->locals.push_back({op.kind, op.dst.buf, op.src.buf, op.dst.offset * es,
+                              op.src.offset * es, n * es});
+        continue;
+      }
+      if (op.peer < 0 || op.peer >= comm->nranks || op.peer == comm->rank) return nullptr;
+      Connection* conn = comm->conns[op.peer].get();
+      if (!conn) return nullptr;
+      const bool send = op.kind == OpKind::Send;
+      const Slice& data = send ? op.src : op.dst;
+      FastPlan::Xfer x{};
+      x.kind = op.kind;
+      x.peer = op.peer;
+      x.conn = conn;
+      x.buf = data.buf;
+      x.off = data.offset * es;
+      x.bytes = data.count * es;
+      if (op.kind == OpKind::RecvReduce) {
+        x.local_buf = op.src.buf;
+        x.local_off = op.src.offset * es;
+      }
+      if (sizeof(MsgHeader) + x.bytes > conn->record_max()) return nullptr;
+      int& seen = (send ? seen_send : seen_recv)[op.peer];
+      if (seen == static_cast<int>(si)) return nullptr;
+      seen = static_cast<int>(si);
+      fp->xfers.push_back(x);
+    }
+    st.local_end = static_cast<uint32_t>(fp->locals.size());
+    st.xfer_end = static_cast<uint32_t>(fp->xfers.size());
+    if (st.xfer_end - st.xfer_begin > kMaxStepXfers) return nullptr;
+    fp->max_step_xfers = std::max<size_t>(fp->max_step_xfers, st.xfer_end - st.xfer_begin);
+    fp->steps.push_back(st);
+  }
+  return fp;
+}
+
+void run_fast(mycollComm* comm, const FastPlan& plan, const FastCall& call) {
+  FastRun run(comm, plan, call);
+  try {
+    run.run();
+  } catch (const Error& e) {
+    throw host_fail(comm, e);
+  }
+}
+
+}  // namespace mycoll

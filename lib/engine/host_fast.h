@@ -1,0 +1,78 @@
+// The host engine's small-message path. A cached plan whose every message
+// fits in one record of its peer's connection (shm) is compiled once into
+// flat arrays (byte offsets, connections, header templates), and a call then
+// runs it straight: local copies and reductions, one send_record per send,
+// one peek_record per receive with the header checked and the payload
+// copied or reduced in place. No allocation, no lock, no syscall, no clock
+// read while messages move; the same messages on the wire as the general
+// loop (host_engine.cc), so a rank on either path talks to a rank on the
+// other. Waiting, timeouts, abort and failure reporting are the general
+// loop's (host_wire.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "algorithms/plan.h"
+#include "engine/host_wire.h"
+#include "mycoll.h"
+
+struct mycollComm;
+
+namespace mycoll {
+
+class Connection;
+
+struct FastPlan {
+  struct Local {  // a Copy or Reduce op, in bytes
+    OpKind kind;
+    Buf dst_buf, src_buf;
+    size_t dst_off, src_off, bytes;
+  };
+  struct Xfer {  // a Send, Recv or RecvReduce op
+    OpKind kind;
+    int peer;
+    Connection* conn;
+    Buf buf;                  // Send: the source; Recv/RecvReduce: the destination
+    Buf local_buf;            // RecvReduce: the local operand
+    size_t off, local_off;    // bytes
+    size_t bytes;
+  };
+  struct Step {
+    uint32_t local_begin, local_end, xfer_begin, xfer_end;
+  };
+  Coll coll = Coll::AllReduce;
+  Algo algo = Algo::Ring;
+  mycollDataType_t dtype = mycollFloat32;
+  size_t es = 1;  // element size
+  size_t count = 0;
+  int root = 0;
+  size_t scratch_bytes = 0;
+  Slice result;  // as Plan::result (elements)
+  std::vector<Step> steps;
+  std::vector<Local> locals;
+  std::vector<Xfer> xfers;
+  size_t max_step_xfers = 0;
+};
+
+// The plan compiled for comm, or null when it does not qualify: a message
+// to a peer whose connection has no records, a message larger than its
+// record, or two messages with one peer in one direction in one step.
+std::shared_ptr<const FastPlan> compile_fast(mycollComm* comm, const Plan& plan, Coll coll,
+                                             Algo algo, mycollDataType_t dtype, size_t count,
+                                             int root);
+
+struct FastCall {
+  const void* input = nullptr;
+  void* output = nullptr;
+  mycollRedOp_t op = mycollSum;
+  uint64_t coll_seq = 0;  // the call number in the headers
+};
+
+// Runs one collective on comm. On a failure marks comm broken and throws
+// the Error to report (host_fail).
+void run_fast(mycollComm* comm, const FastPlan& plan, const FastCall& call);
+
+}  // namespace mycoll

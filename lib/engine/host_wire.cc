@@ -1,0 +1,92 @@
+#include "engine/host_wire.h"
+
+#include <sched.h>
+#include <time.h>
+
+#include <algorithm>
+
+#include "core/comm.h"
+#include "engine/reduce.h"
+
+namespace mycoll {
+namespace {
+
+bool is_reducing(Coll c) {
+  return c == Coll::AllReduce || c == Coll::Reduce || c == Coll::ReduceScatter;
+}
+bool is_rooted(Coll c) {
+  return c == Coll::Broadcast || c == Coll::Reduce || c == Coll::Scatter || c == Coll::Gather;
+}
+
+}  // namespace
+
+MsgHeader collective_header(Coll coll, mycollDataType_t dtype, mycollRedOp_t op, int root,
+                            size_t count, size_t bytes, uint64_t seq) {
+  MsgHeader h{};
+  h.magic = kMsgMagic;
+  h.coll = static_cast<uint8_t>(coll);
+  h.dtype = static_cast<uint8_t>(dtype);
+  h.op = is_reducing(coll) ? static_cast<uint8_t>(op) : kNone;
+  h.root = is_rooted(coll) ? root : -1;
+  h.count = count;
+  h.bytes = bytes;
+  h.seq = seq;
+  return h;
+}
+
+void throw_header_mismatch(const MsgHeader& h, const MsgHeader& e, int peer,
+                           const std::string& where) {
+  const std::string from = "rank " + std::to_string(peer);
+  if (h.magic != kMsgMagic)
+    throw_error(mycollRemoteError, where + ": garbage from " + from + " (bad message magic)");
+  auto coll = [](unsigned v) { return v < kNumColls ? coll_name(static_cast<Coll>(v)) : "?"; };
+  auto dtype = [](unsigned v) {
+    return v < mycollNumTypes ? dtype_name(static_cast<mycollDataType_t>(v)) : "?";
+  };
+  auto op = [](unsigned v) {
+    return v == kNone ? "none" : v < mycollNumOps ? redop_name(static_cast<mycollRedOp_t>(v)) : "?";
+  };
+  std::string diff;
+  auto add = [&](const std::string& what, const std::string& theirs, const std::string& mine) {
+    diff += (diff.empty() ? "" : ", ") + what + " " + theirs + " (this rank: " + mine + ")";
+  };
+  const bool p2p = e.coll == static_cast<uint8_t>(Coll::SendRecv);
+  if (h.coll != e.coll) add("collective", coll(h.coll), coll(e.coll));
+  if (h.seq != e.seq)
+    add(p2p ? "message number" : "call number", std::to_string(h.seq), std::to_string(e.seq));
+  if (!p2p && h.count != e.count) add("count", std::to_string(h.count), std::to_string(e.count));
+  if (h.dtype != e.dtype) add("datatype", dtype(h.dtype), dtype(e.dtype));
+  if (h.op != e.op) add("op", op(h.op), op(e.op));
+  if (h.root != e.root) add("root", std::to_string(h.root), std::to_string(e.root));
+  if (h.bytes != e.bytes) add("message bytes", std::to_string(h.bytes), std::to_string(e.bytes));
+  const char* hint = h.seq != e.seq && !p2p
+                         ? ": a rank skipped or added a call (all ranks must make the same "
+                           "calls in the same order)"
+                     : p2p ? ": sends and receives between this pair do not match"
+                           : ": ranks must make the same calls with the same arguments";
+  throw_error(mycollInvalidUsage, where + ": mismatch with " + from + ", which sent " + diff + hint);
+}
+
+void backoff(unsigned idle_passes) {
+  if (idle_passes < 64) {
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+  } else if (idle_passes < 20000) {
+    sched_yield();
+  } else {
+    struct timespec ts = {0, 50 * 1000};
+    nanosleep(&ts, nullptr);
+  }
+}
+
+Error host_fail(mycollComm* comm, const Error& e) {
+  comm->fail(e.code(), e.what());
+  if (e.code() != mycollRemoteError && e.code() != mycollTimeout) return e;
+  // A peer that timed out at about the same time may report a moment
+  // later; a closed connection's report is already on its way.
+  double wait = e.code() == mycollTimeout ? std::min(3.0, 0.5 + comm->cfg.timeout_s / 4) : 1.0;
+  return Error(e.code(), comm->with_remote_cause(e.what(), wait));
+}
+
+}  // namespace mycoll

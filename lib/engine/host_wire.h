@@ -1,0 +1,81 @@
+// What the host engine puts on the wire in front of every message, and the
+// pieces of waiting shared by its general loop (host_engine.cc) and its
+// small-message path (host_fast.cc).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "algorithms/plan.h"
+#include "core/error.h"
+#include "mycoll.h"
+
+struct mycollComm;
+
+namespace mycoll {
+
+// Every message starts with this header: the call it belongs to travels
+// with the data and is checked on arrival, so a peer that made a different
+// call (collective, count, type, op, root) or is a call ahead or behind
+// (sequence) is an InvalidUsage error naming it, never silent corruption.
+// Fields that do not apply to a call are sent as kNone / -1; padding is 0.
+// On connections with records (shm) the header is a record and a payload
+// that fits travels inside it; elsewhere it precedes the payload on the
+// byte stream.
+struct MsgHeader {
+  uint32_t magic;
+  uint8_t coll;
+  uint8_t dtype;
+  uint8_t op;  // reducing collectives; else kNone
+  uint8_t pad;
+  int32_t root;    // rooted collectives; else -1
+  uint32_t pad2;
+  uint64_t count;  // the call's count (point-to-point: this message's bytes)
+  uint64_t bytes;  // payload of this message
+  // Collectives: the call's number on the communicator. Point-to-point: the
+  // message's number from sender to receiver.
+  uint64_t seq;
+};
+static_assert(sizeof(MsgHeader) == 40, "header layout");
+constexpr uint32_t kMsgMagic = 0x324d434dU;  // "MCM2"
+constexpr uint8_t kNone = 0xff;
+
+// The header of a collective's message (seq = the call number).
+MsgHeader collective_header(Coll coll, mycollDataType_t dtype, mycollRedOp_t op, int root,
+                            size_t count, size_t bytes, uint64_t seq);
+
+// Whether `got` is the message `want` describes.
+inline bool header_matches(const MsgHeader& got, const MsgHeader& want) {
+  return got.magic == want.magic && got.coll == want.coll && got.dtype == want.dtype &&
+         got.op == want.op && got.root == want.root && got.count == want.count &&
+         got.seq == want.seq && got.bytes == want.bytes;
+}
+
+// Throws the error for a header that does not match: RemoteError for
+// garbage (bad magic), InvalidUsage naming every differing field for a peer
+// that made another call. `where` names this rank's operation.
+[[noreturn]] void throw_header_mismatch(const MsgHeader& got, const MsgHeader& want, int peer,
+                                        const std::string& where);
+
+// The idle policy of both loops: pause for the first 64 idle passes, then
+// yield, then sleep 50 us per pass past 20000.
+void backoff(unsigned idle_passes);
+
+// How often (in idle passes) the loops look at the clock, the abort flag
+// and the peers: every 256th idle pass, and every pass once sleeping.
+inline bool idle_check_due(unsigned idle_passes) {
+  return (idle_passes & 255) == 0 || idle_passes > 20000;
+}
+
+// A connection's peer makes no progress for this long: ask the transport
+// whether it is alive (each check may cost a syscall).
+constexpr double kCheckAliveAfterS = 0.005;
+
+// Marks comm broken with e and returns the error to report: for a lost or
+// silent peer, with the root cause other ranks reported (a rank that failed
+// first says why before closing its connections, so the messenger is not
+// blamed).
+Error host_fail(mycollComm* comm, const Error& e);
+
+}  // namespace mycoll
