@@ -48,12 +48,11 @@ const std::string* tag_of(mycollComm* comm) {
   return comm && comm->magic == mycollComm::kMagic ? &comm->log_tag : nullptr;
 }
 
-template <typename F>
-mycollResult_t guarded(mycollComm* comm, const char* fn, F&& f) {
-  LogScope scope(tag_of(comm));
+// Converts the exception being handled into its result code, recording the
+// reason (on comm too when not null) and logging it at WARN.
+mycollResult_t convert_current(mycollComm* comm, const char* fn) {
   try {
-    f();
-    return mycollSuccess;
+    throw;
   } catch (const Error& e) {
     record(comm, fn, e.code(), e.what());
     return e.code();
@@ -66,6 +65,28 @@ mycollResult_t guarded(mycollComm* comm, const char* fn, F&& f) {
   }
 }
 
+// Runs f, converting exceptions (the C boundary). With a communicator its
+// log tag is current while f runs; without one (groups, version, ids)
+// lines carry whatever tag is current, none from user code.
+template <typename F>
+mycollResult_t guarded(mycollComm* comm, const char* fn, F&& f) {
+  if (!comm) {
+    try {
+      f();
+      return mycollSuccess;
+    } catch (...) {
+      return convert_current(nullptr, fn);
+    }
+  }
+  LogScope scope(tag_of(comm));
+  try {
+    f();
+    return mycollSuccess;
+  } catch (...) {
+    return convert_current(comm, fn);
+  }
+}
+
 // Runs f(comm) with the handle pinned (lib/core/registry.h): a destroyed or
 // foreign handle is an error before anything is touched, and the
 // communicator cannot be freed under the call (abort from another thread
@@ -74,8 +95,11 @@ mycollResult_t guarded(mycollComm* comm, const char* fn, F&& f) {
 template <typename F>
 mycollResult_t with_comm(mycollComm_t h, const char* fn, PinMode mode, F&& f) {
   CommPin pin;
-  mycollResult_t r = guarded(nullptr, fn, [&] { pin = pin_comm(h, mode, fn); });
-  if (r != mycollSuccess) return r;
+  try {
+    pin = pin_comm(h, mode, fn);
+  } catch (...) {
+    return convert_current(nullptr, fn);
+  }
   return guarded(pin.get(), fn, [&] { f(pin.get()); });
 }
 

@@ -368,15 +368,76 @@ static void execute_collective(mycollComm* c, const Call& call) {
   host[0].tasks.clear();  // the plan's memory; the list's capacity stays
 }
 
+// A point-to-point batch of one host communicator on the small-message
+// path (host_fast.h), when the flight recorder and TRACE lines are off and
+// every message fits a record. Returns false, having done nothing, when it
+// does not qualify. calls[i].coll must all be SendRecv.
+template <typename GetCall>
+static bool try_fast_p2p(mycollComm* c, size_t n, GetCall&& call_at) {
+  if (c->device || c->flight || log_enabled(LogLevel::Trace, Subsys::Coll)) return false;
+  std::vector<P2pMsg>& msgs = host_p2p_msgs(c);
+  msgs.clear();
+  size_t bytes = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const Call& call = call_at(i);
+    P2pMsg m;
+    m.is_send = call.is_send;
+    m.peer = call.peer;
+    m.buf = call.is_send ? const_cast<void*>(call.send) : call.recv;
+    m.bytes = call.count * dtype_size(call.dtype);
+    bytes += m.bytes;
+    msgs.push_back(m);
+  }
+  if (!fast_p2p_eligible(c, msgs.data(), msgs.size())) return false;
+  // Streams as the general path: the first call's (every call of a batch
+  // names the same one or none on host communicators).
+  if (mycollStream_t s = call_at(0).stream) stream_synchronize(s);
+  if (log_enabled(LogLevel::Info, Subsys::Coll))
+    log_info(Subsys::Coll, "op {} p2p batch of {} call(s), {} bytes", c->op_seq, n, bytes);
+  ++c->op_seq;
+  run_fast_p2p(c, msgs.data(), msgs.size());
+  return true;
+}
+
 void submit(mycollComm* comm, const Call& call) {
-  if (g_group.depth > 0) {
-    g_group.calls.emplace_back(comm->handle, call);
+  GroupState& g = g_group;
+  if (g.depth > 0) {
+    g.calls.emplace_back(comm->handle, call);
     comm->queued.fetch_add(1, std::memory_order_relaxed);
     return;
   }
   if (call.coll != Coll::SendRecv) return execute_collective(comm, call);
+  if (try_fast_p2p(comm, 1, [&](size_t) -> const Call& { return call; })) return;
   std::vector<std::pair<mycollComm*, Call>> one{{comm, call}};
   execute(one);
+}
+
+// A group whose calls are all point-to-point on one communicator, when
+// try_fast_p2p takes it. Returns false, having changed nothing, otherwise.
+static bool try_fast_p2p_group(std::vector<std::pair<mycollComm_t, Call>>& queued) {
+  const mycollComm_t h = queued.front().first;
+  for (const auto& q : queued)
+    if (q.first != h || q.second.coll != Coll::SendRecv) return false;
+  CommPin pin;
+  try {
+    pin = pin_comm(h, PinMode::kExclusive, "mycollGroupEnd");
+  } catch (const Error&) {
+    return false;  // the general path reports it
+  }
+  mycollComm* c = pin.get();
+  try {
+    if (!try_fast_p2p(c, queued.size(), [&](size_t i) -> const Call& { return queued[i].second; }))
+      return false;
+  } catch (const Error& e) {
+    c->queued.fetch_sub(static_cast<int>(queued.size()), std::memory_order_relaxed);
+    queued.clear();
+    std::lock_guard<std::mutex> g(c->err_mu);
+    c->last_error = std::string("mycollGroupEnd: ") + mycollGetErrorString(e.code()) + ": " + e.what();
+    throw;
+  }
+  c->queued.fetch_sub(static_cast<int>(queued.size()), std::memory_order_relaxed);
+  queued.clear();
+  return true;
 }
 
 void group_start() { ++g_group.depth; }
@@ -386,11 +447,13 @@ void group_start() { ++g_group.depth; }
 // runs the calls, and on failure records the reason on every communicator
 // of the group (mycollGetLastError(comm) then holds it).
 void group_end() {
-  if (g_group.depth == 0)
+  GroupState& g = g_group;
+  if (g.depth == 0)
     throw_error(mycollInvalidUsage, "mycollGroupEnd without a matching mycollGroupStart");
-  if (--g_group.depth > 0) return;
-  auto queued = std::move(g_group.calls);
-  g_group.calls.clear();
+  if (--g.depth > 0) return;
+  if (!g.calls.empty() && try_fast_p2p_group(g.calls)) return;
+  auto queued = std::move(g.calls);
+  g.calls.clear();
   std::vector<mycollComm_t> handles;
   std::vector<CommPin> pins;
   std::exception_ptr pin_error;

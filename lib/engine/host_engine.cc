@@ -58,6 +58,9 @@ struct HostState {
   uint64_t pass = 1;  // never reset, so stale marks never match
   // record_max() of each peer's connection (0: none, or self).
   std::vector<size_t> rec_max;
+  // The small-message point-to-point path's batch and plan (host_fast.h).
+  std::vector<P2pMsg> p2p_msgs;
+  FastPlan p2p_plan;
 };
 
 void destroy_host_state(HostState* s) { delete s; }
@@ -491,6 +494,8 @@ void progress_all(Execs& execs) {
 }  // namespace
 
 PlanCache& host_plan_cache(mycollComm* comm) { return host_state(comm).plans; }
+std::vector<P2pMsg>& host_p2p_msgs(mycollComm* comm) { return host_state(comm).p2p_msgs; }
+FastPlan& host_p2p_plan(mycollComm* comm) { return host_state(comm).p2p_plan; }
 
 void run_host(std::vector<HostWork>& work) {
   if (work.size() == 1) {  // one communicator: no list of Execs to allocate

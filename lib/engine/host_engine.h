@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "engine/host_fast.h"
 #include "engine/plan_cache.h"
 #include "engine/task.h"
 
@@ -17,6 +18,11 @@ namespace mycoll {
 struct HostState;
 // The communicator's plan cache (made with its HostState on first use).
 PlanCache& host_plan_cache(mycollComm* comm);
+// Buffers of the small-message point-to-point path, kept with the
+// communicator so a warm batch allocates nothing (the caller holds the
+// communicator's exclusive pin).
+std::vector<P2pMsg>& host_p2p_msgs(mycollComm* comm);
+FastPlan& host_p2p_plan(mycollComm* comm);
 
 struct HostWork {
   mycollComm* comm = nullptr;

@@ -8,6 +8,7 @@
 #include "core/comm.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "engine/host_engine.h"
 #include "engine/reduce.h"
 #include "transports/transport.h"
 
@@ -18,6 +19,13 @@ using Clock = std::chrono::steady_clock;
 
 // Transfers one step may hold (the done flags live on the stack).
 constexpr size_t kMaxStepXfers = 256;
+
+// Which transfers of a step are done: kMaxStepXfers bits.
+struct Done {
+  uint64_t w[kMaxStepXfers / 64] = {};
+  bool has(uint32_t i) const { return (w[i >> 6] >> (i & 63)) & 1; }
+  void set(uint32_t i) { w[i >> 6] |= uint64_t(1) << (i & 63); }
+};
 
 class FastRun {
  public:
@@ -49,7 +57,20 @@ class FastRun {
   }
 
  private:
-  char* at(Buf b, size_t off) const { return base_[static_cast<int>(b)] + off; }
+  char* at(Buf b, size_t off) const {
+    return reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(base_[static_cast<int>(b)]) + off);
+  }
+
+  // The header of transfer x's message.
+  MsgHeader header(const FastPlan::Xfer& x) const {
+    MsgHeader h = hdr_;
+    h.bytes = x.bytes;
+    if (p_.coll == Coll::SendRecv) {
+      h.count = x.bytes;
+      h.seq = x.seq;
+    }
+    return h;
+  }
 
   void local(const FastPlan::Local& l) {
     char* d = at(l.dst_buf, l.dst_off);
@@ -65,16 +86,17 @@ class FastRun {
   void transfer(const FastPlan::Step& st) {
     const uint32_t n = st.xfer_end - st.xfer_begin;
     if (n == 0) return;
-    bool done[kMaxStepXfers] = {};
+    Done done;
     uint32_t left = n;
     unsigned idle = 0;
     for (;;) {
       bool moved = false;
       for (uint32_t i = 0; i < n; ++i) {
-        if (done[i]) continue;
+        if (done.has(i)) continue;
         const FastPlan::Xfer& x = p_.xfers[st.xfer_begin + i];
+        if (x.prev >= 0 && !done.has(x.prev)) continue;  // its pair's earlier message first
         if (x.kind == OpKind::Send ? send(x) : recv(x)) {
-          done[i] = true;
+          done.set(i);
           moved = true;
           --left;
         }
@@ -92,8 +114,7 @@ class FastRun {
   }
 
   bool send(const FastPlan::Xfer& x) {
-    MsgHeader h = hdr_;
-    h.bytes = x.bytes;
+    const MsgHeader h = header(x);
     return x.conn->send_record(&h, sizeof(h), at(x.buf, x.off), x.bytes);
   }
 
@@ -101,8 +122,7 @@ class FastRun {
     const void* p = nullptr;
     const size_t len = x.conn->peek_record(&p);
     if (len == 0) return false;
-    MsgHeader want = hdr_;
-    want.bytes = x.bytes;
+    const MsgHeader want = header(x);
     MsgHeader got;
     if (len < sizeof(got))
       throw_error(mycollRemoteError, where() + ": garbage from rank " + std::to_string(x.peer) +
@@ -127,7 +147,7 @@ class FastRun {
   // As the general loop's: abort, then (from 5 ms without progress) the
   // peers' liveness, then MYCOLL_TIMEOUT, idle time counted from the first
   // check after the last progress.
-  void idle_check(const FastPlan::Step& st, const bool* done) {
+  void idle_check(const FastPlan::Step& st, const Done& done) {
     if (comm_->aborted.load()) throw_error(mycollRemoteError, where() + ": communicator aborted");
     const auto now = Clock::now();
     if (!idle_valid_) {
@@ -137,11 +157,11 @@ class FastRun {
     const double idle = std::chrono::duration<double>(now - idle_since_).count();
     if (idle > kCheckAliveAfterS)
       for (uint32_t i = st.xfer_begin; i < st.xfer_end; ++i)
-        if (!done[i - st.xfer_begin]) p_.xfers[i].conn->check_alive();
+        if (!done.has(i - st.xfer_begin)) p_.xfers[i].conn->check_alive();
     if (idle > comm_->cfg.timeout_s) {
       std::string w;
       for (uint32_t i = st.xfer_begin; i < st.xfer_end; ++i) {
-        if (done[i - st.xfer_begin]) continue;
+        if (done.has(i - st.xfer_begin)) continue;
         const FastPlan::Xfer& x = p_.xfers[i];
         w += std::string(w.empty() ? "while " : ", ") +
              (x.kind == OpKind::Send ? "sending to" : "receiving from") + " rank " +
@@ -164,6 +184,20 @@ class FastRun {
   Clock::time_point idle_since_;
 };
 
+// Sets each transfer's prev: the last earlier transfer of the step in the
+// same direction with the same peer.
+void link_pairs(FastPlan::Xfer* x, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    x[i].prev = -1;
+    const bool send = x[i].kind == OpKind::Send;
+    for (size_t j = i; j-- > 0;)
+      if (x[j].peer == x[i].peer && (x[j].kind == OpKind::Send) == send) {
+        x[i].prev = static_cast<int32_t>(j);
+        break;
+      }
+  }
+}
+
 }  // namespace
 
 std::shared_ptr<const FastPlan> compile_fast(mycollComm* comm, const Plan& plan, Coll coll,
@@ -179,9 +213,6 @@ std::shared_ptr<const FastPlan> compile_fast(mycollComm* comm, const Plan& plan,
   fp->scratch_bytes = plan.scratch_count * fp->es;
   fp->result = plan.result;
   const size_t es = fp->es;
-  std::vector<int> seen_send, seen_recv;  // per peer: the last step with a message
-  seen_send.assign(comm->nranks, -1);
-  seen_recv.assign(comm->nranks, -1);
   for (size_t si = 0; si < plan.steps.size(); ++si) {
     FastPlan::Step st{};
     st.local_begin = static_cast<uint32_t>(fp->locals.size());
@@ -213,14 +244,12 @@ std::shared_ptr<const FastPlan> compile_fast(mycollComm* comm, const Plan& plan,
         x.local_off = op.src.offset * es;
       }
       if (sizeof(MsgHeader) + x.bytes > conn->record_max()) return nullptr;
-      int& seen = (send ? seen_send : seen_recv)[op.peer];
-      if (seen == static_cast<int>(si)) return nullptr;
-      seen = static_cast<int>(si);
       fp->xfers.push_back(x);
     }
     st.local_end = static_cast<uint32_t>(fp->locals.size());
     st.xfer_end = static_cast<uint32_t>(fp->xfers.size());
     if (st.xfer_end - st.xfer_begin > kMaxStepXfers) return nullptr;
+    link_pairs(fp->xfers.data() + st.xfer_begin, st.xfer_end - st.xfer_begin);
     fp->max_step_xfers = std::max<size_t>(fp->max_step_xfers, st.xfer_end - st.xfer_begin);
     fp->steps.push_back(st);
   }
@@ -234,6 +263,61 @@ void run_fast(mycollComm* comm, const FastPlan& plan, const FastCall& call) {
   } catch (const Error& e) {
     throw host_fail(comm, e);
   }
+}
+
+}  // namespace mycoll
+
+namespace mycoll {
+
+bool fast_p2p_eligible(mycollComm* comm, const P2pMsg* msgs, size_t n) {
+  if (n > kMaxStepXfers) return false;
+  for (size_t i = 0; i < n; ++i) {
+    const P2pMsg& m = msgs[i];
+    if (m.bytes == 0) continue;
+    if (m.peer < 0 || m.peer >= comm->nranks || m.peer == comm->rank) return false;
+    const Connection* conn = comm->conns[m.peer].get();
+    if (!conn || sizeof(MsgHeader) + m.bytes > conn->record_max()) return false;
+  }
+  return true;
+}
+
+void run_fast_p2p(mycollComm* comm, const P2pMsg* msgs, size_t n) {
+  // One step of transfers addressed absolutely (as the general loop's p2p
+  // task: dtype uint8, null bases, offsets = addresses). Kept with the
+  // communicator, so a warm batch allocates nothing.
+  FastPlan& p = host_p2p_plan(comm);
+  p.coll = Coll::SendRecv;
+  p.algo = Algo::Direct;
+  p.dtype = mycollUint8;
+  p.es = 1;
+  p.count = 0;
+  p.root = -1;
+  p.scratch_bytes = 0;
+  p.result = Slice{Buf::Output, 0, 0};
+  p.steps.clear();
+  p.locals.clear();
+  p.xfers.clear();
+  for (size_t i = 0; i < n; ++i) {
+    const P2pMsg& m = msgs[i];
+    if (m.bytes == 0) continue;
+    FastPlan::Xfer x{};
+    x.kind = m.is_send ? OpKind::Send : OpKind::Recv;
+    x.peer = m.peer;
+    x.conn = comm->conns[m.peer].get();
+    x.buf = m.is_send ? Buf::Input : Buf::Output;
+    x.off = reinterpret_cast<uintptr_t>(m.buf);
+    x.bytes = m.bytes;
+    auto& counter = m.is_send ? comm->p2p_sent : comm->p2p_recvd;
+    x.seq = counter[m.peer]++;
+    p.count += m.bytes;
+    p.xfers.push_back(x);
+  }
+  if (p.xfers.empty()) return;
+  link_pairs(p.xfers.data(), p.xfers.size());
+  p.steps.push_back({0, 0, 0, static_cast<uint32_t>(p.xfers.size())});
+  FastCall call;  // null bases
+  call.op = mycollSum;
+  run_fast(comm, p, call);
 }
 
 }  // namespace mycoll

@@ -37,8 +37,11 @@ struct FastPlan {
     Connection* conn;
     Buf buf;                  // Send: the source; Recv/RecvReduce: the destination
     Buf local_buf;            // RecvReduce: the local operand
-    size_t off, local_off;    // bytes
+    size_t off, local_off;    // bytes (point-to-point: addresses, bases null)
     size_t bytes;
+    int32_t prev;             // an earlier transfer of the step in the same direction with
+                              // the same peer (messages of a pair match in order), or -1
+    uint64_t seq;             // point-to-point: the message's number on the pair
   };
   struct Step {
     uint32_t local_begin, local_end, xfer_begin, xfer_end;
@@ -74,5 +77,21 @@ struct FastCall {
 // Runs one collective on comm. On a failure marks comm broken and throws
 // the Error to report (host_fail).
 void run_fast(mycollComm* comm, const FastPlan& plan, const FastCall& call);
+
+// One send or receive of a group's point-to-point batch.
+struct P2pMsg {
+  bool is_send = false;
+  int peer = -1;
+  void* buf = nullptr;  // send: read only
+  size_t bytes = 0;
+};
+
+// Whether the batch can run on the small-message path: every non-empty
+// message fits a record of its peer's connection, none is with this rank.
+bool fast_p2p_eligible(mycollComm* comm, const P2pMsg* msgs, size_t n);
+// Runs the batch (all messages in flight at once, as the general loop's
+// one-step p2p task; the same headers and message numbers). Requires
+// fast_p2p_eligible. On a failure marks comm broken and throws (host_fail).
+void run_fast_p2p(mycollComm* comm, const P2pMsg* msgs, size_t n);
 
 }  // namespace mycoll
