@@ -81,6 +81,34 @@ class Connection {
   // Releases the record exposed by peek_record().
   virtual void consume_record() {}
 
+  // ---- Remote reads (optional): the receiver copies out of the sender's memory ----
+  // For large messages a sender may expose its buffer instead of streaming
+  // it: it sends the buffer's address in a record (the caller's framing),
+  // calls expose() for a ticket, and keeps the buffer unchanged until
+  // exposed_done(ticket). The receiver copies with read_remote() (one copy,
+  // no ring in between) and then calls release_remote(); buffers are
+  // released in the order they were exposed.
+  // remote_read_ok(): the peer can read this process's memory (agreed at
+  // connect; false by default).
+  virtual bool remote_read_ok() const { return false; }
+  // Sender: the ticket (1, 2, ...) of the buffer just announced.
+  virtual uint64_t expose() { return 0; }
+  // Sender: whether the peer released the buffer of `ticket`. Never blocks.
+  virtual bool exposed_done(uint64_t ticket) {
+    (void)ticket;
+    return false;
+  }
+  // Receiver: copies up to n bytes at address `src` of the peer into dst;
+  // returns how many (> 0; 0 only where remote_read_ok() is false). Throws
+  // Error(RemoteError) when the peer's memory cannot be read (peer gone,
+  // address not mapped).
+  virtual size_t read_remote(void* dst, uint64_t src, size_t n) {
+    (void)dst, (void)src, (void)n;
+    return 0;
+  }
+  // Receiver: the oldest exposed buffer is fully read.
+  virtual void release_remote() {}
+
   // Throws Error(RemoteError, ...) when the peer is known to be gone
   // (closed socket, dead process, connection marked broken).
   virtual void check_alive() = 0;

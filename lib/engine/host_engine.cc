@@ -43,6 +43,9 @@ struct OpState {
   size_t done = 0;
   bool complete = false;
   bool records = false;  // the header travels as a record (conn->record_max() > 0)
+  bool remote = false;   // the payload is read from the sender's memory (kPayloadRemote)
+  uint64_t remote_addr = 0;  // receiver: where, in the sender
+  uint64_t ticket = 0;       // sender: Connection::expose() ticket
   unsigned char carry[16];
   size_t carry_n = 0;
 };
@@ -309,11 +312,31 @@ class Exec {
       // The header as a record, the payload inside it when it fits.
       if (s.hdr_done == 0) {
         const bool inline_payload = sizeof(MsgHeader) + s.bytes <= st_->rec_max[s.op->peer];
-        if (!c.send_record(&s.hdr, sizeof(MsgHeader), s.src, inline_payload ? s.bytes : 0))
-          return false;
-        s.hdr_done = sizeof(MsgHeader);
-        moved = true;
-        if (inline_payload) s.done = s.bytes;
+        if (!inline_payload && s.bytes >= kRemoteReadMinBytes && !coll_reduces(s.hdr.coll) &&
+            c.remote_read_ok()) {
+          MsgHeader h = s.hdr;
+          h.pad = kPayloadRemote;
+          const uint64_t addr = reinterpret_cast<uintptr_t>(s.src);
+          if (!c.send_record(&h, sizeof(h), &addr, sizeof(addr))) return false;
+          s.ticket = c.expose();
+          s.remote = true;
+          s.hdr_done = sizeof(MsgHeader);
+          moved = true;
+        } else {
+          if (!c.send_record(&s.hdr, sizeof(MsgHeader), s.src, inline_payload ? s.bytes : 0))
+            return false;
+          s.hdr_done = sizeof(MsgHeader);
+          moved = true;
+          if (inline_payload) s.done = s.bytes;
+        }
+      }
+      if (s.remote) {  // complete once the receiver has read the buffer
+        if (c.exposed_done(s.ticket)) {
+          s.done = s.bytes;
+          moved = true;
+        }
+        s.complete = s.done == s.bytes;
+        return moved;
       }
     } else {
       while (s.hdr_done < sizeof(MsgHeader)) {
@@ -352,6 +375,21 @@ class Exec {
     s.hdr_done = sizeof(MsgHeader);
     check_header(s);  // s.got.bytes == s.bytes from here on
     const size_t payload = len - sizeof(MsgHeader);
+    if (s.got.pad == kPayloadRemote) {
+      if (s.op->kind != OpKind::Recv || payload != sizeof(uint64_t))
+        throw_error(mycollRemoteError, where() + ": garbage from rank " +
+                                           std::to_string(s.op->peer) +
+                                           " (a remote-read message where it cannot be one)");
+      std::memcpy(&s.remote_addr, static_cast<const char*>(p) + sizeof(MsgHeader),
+                  sizeof(uint64_t));
+      s.remote = true;
+      c.consume_record();
+      return true;
+    }
+    if (s.got.pad != kPayloadInlineOrStream)
+      throw_error(mycollRemoteError, where() + ": garbage from rank " + std::to_string(s.op->peer) +
+                                         " (unknown payload mode " + std::to_string(s.got.pad) +
+                                         ")");
     if (payload == s.bytes) {
       const char* data = static_cast<const char*>(p) + sizeof(MsgHeader);
       if (payload > 0) {
@@ -391,7 +429,18 @@ class Exec {
         if (s.hdr_done == sizeof(MsgHeader)) check_header(s);
       }
     }
-    if (s.op->kind == OpKind::Recv) {
+    if (s.remote) {  // one copy straight out of the sender's buffer
+      while (s.done < s.bytes) {
+        const size_t want = std::min(s.bytes - s.done, kRemoteReadChunkBytes);
+        const size_t n = c.read_remote(s.dst + s.done, s.remote_addr + s.done, want);
+        if (n == 0)
+          throw_error(mycollInternalError,
+                      where() + ": remote read announced on a connection without them");
+        s.done += n;
+        moved = true;
+      }
+      c.release_remote();
+    } else if (s.op->kind == OpKind::Recv) {
       while (s.done < s.bytes) {
         size_t n = c.recv_some(s.dst + s.done, s.bytes - s.done);
         if (n == 0) break;

@@ -20,6 +20,8 @@ bool is_rooted(Coll c) {
 
 }  // namespace
 
+bool coll_reduces(uint8_t c) { return c < kNumColls && is_reducing(static_cast<Coll>(c)); }
+
 MsgHeader collective_header(Coll coll, mycollDataType_t dtype, mycollRedOp_t op, int root,
                             size_t count, size_t bytes, uint64_t seq) {
   MsgHeader h{};

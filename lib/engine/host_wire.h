@@ -41,6 +41,23 @@ static_assert(sizeof(MsgHeader) == 40, "header layout");
 constexpr uint32_t kMsgMagic = 0x324d434dU;  // "MCM2"
 constexpr uint8_t kNone = 0xff;
 
+// MsgHeader::pad says how the payload travels (records only; the check of
+// a header ignores it): inline or streamed (by the record's length), or
+// left in the sender's memory for the receiver to read (the record then
+// holds the header and the 8-byte address; Connection::expose).
+constexpr uint8_t kPayloadInlineOrStream = 0;
+constexpr uint8_t kPayloadRemote = 1;
+// Messages of at least this many bytes of collectives that do not reduce
+// (and point-to-point) go as remote reads where the connection offers them:
+// one copy instead of two through the ring. Reductions keep the ring (they
+// read the payload once either way).
+constexpr size_t kRemoteReadMinBytes = 256 * 1024;
+// Largest single remote read (the loop moves other transfers in between).
+constexpr size_t kRemoteReadChunkBytes = 4 * 1024 * 1024;
+
+// Whether collective c's receivers reduce what arrives.
+bool coll_reduces(uint8_t c);
+
 // The header of a collective's message (seq = the call number).
 MsgHeader collective_header(Coll coll, mycollDataType_t dtype, mycollRedOp_t op, int root,
                             size_t count, size_t bytes, uint64_t seq);

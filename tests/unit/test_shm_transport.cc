@@ -418,6 +418,74 @@ void records_all_pairs(int n, int count, size_t fifo_bytes) {
 TEST(ShmTransport, TwoRanksRecordsBesideTheStream) { records_all_pairs(2, 20000, 4u << 20); }
 TEST(ShmTransport, ThreeRanksRecordsSmallFifo) { records_all_pairs(3, 5000, 4096); }
 
+// Remote reads: rank 0 exposes buffers (address in a record), rank 1 reads
+// them in odd pieces and releases them; rank 0 sees each ticket done only
+// after the release, and every byte read is the one exposed.
+TEST(ShmTransport, RemoteReadsCopyTheExposedBuffer) {
+  run_ranks(2, [](Bootstrap& bs) {
+    ConnectedRank c = connect_all(bs, 1 << 16);
+    Connection& conn = *c.conns[0];
+    require(conn.remote_read_ok(), "the connect-time probe failed between threads of one process");
+    constexpr int kBuffers = 5;
+    if (bs.rank() == 0) {
+      std::vector<std::vector<uint8_t>> bufs(kBuffers);
+      std::vector<uint64_t> tickets;
+      for (int b = 0; b < kBuffers; ++b) {
+        bufs[b].resize(100000 + 777 * b);
+        for (size_t i = 0; i < bufs[b].size(); ++i) bufs[b][i] = uint8_t(i * 31 + b);
+        const uint64_t addr = reinterpret_cast<uintptr_t>(bufs[b].data());
+        const uint64_t len = bufs[b].size();
+        require(conn.send_record(&addr, sizeof(addr), &len, sizeof(len)), "record slot");
+        tickets.push_back(conn.expose());
+        require(tickets.back() == uint64_t(b + 1), "tickets count from 1");
+      }
+      EXPECT_FALSE(conn.exposed_done(tickets[0])) << "done before the reader released it";
+      bs.barrier();  // rank 1 reads everything
+      bs.barrier();
+      for (uint64_t t : tickets) EXPECT_TRUE(conn.exposed_done(t)) << t;
+      EXPECT_FALSE(conn.exposed_done(kBuffers + 1));
+    } else {
+      bs.barrier();
+      for (int b = 0; b < kBuffers; ++b) {
+        const void* p = nullptr;
+        ASSERT_EQ(conn.peek_record(&p), 16u);
+        uint64_t addr = 0, len = 0;
+        std::memcpy(&addr, p, 8);
+        std::memcpy(&len, static_cast<const char*>(p) + 8, 8);
+        conn.consume_record();
+        std::vector<uint8_t> got(len);
+        size_t done = 0;
+        for (size_t piece = 1; done < len; piece = piece * 3 + 1) {
+          const size_t k = conn.read_remote(got.data() + done, addr + done, std::min(piece, len - done));
+          ASSERT_GT(k, 0u);
+          done += k;
+        }
+        for (size_t i = 0; i < len; ++i) ASSERT_EQ(got[i], uint8_t(i * 31 + b)) << b << " " << i;
+        conn.release_remote();
+      }
+      bs.barrier();
+    }
+    bs.barrier();
+  });
+}
+
+TEST(ShmTransport, RemoteReadOfAnUnmappedAddressIsARemoteError) {
+  run_ranks(2, [](Bootstrap& bs) {
+    ConnectedRank c = connect_all(bs, 1 << 16);
+    if (bs.rank() == 1) {
+      uint8_t b[16];
+      try {
+        c.conns[0]->read_remote(b, 8, sizeof(b));  // page 0 is never mapped
+        ADD_FAILURE() << "read_remote of address 8 did not throw";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), mycollRemoteError);
+        EXPECT_NE(std::string(e.what()).find("process_vm_readv"), std::string::npos) << e.what();
+      }
+    }
+    bs.barrier();
+  });
+}
+
 TEST(ShmTransport, RecordGeometryIsPowersOfTwo) {
   for (uint64_t cap : {uint64_t(4096), uint64_t(65536), uint64_t(100000), uint64_t(1) << 20,
                        uint64_t(3) << 20, uint64_t(4) << 20, uint64_t(1) << 30}) {

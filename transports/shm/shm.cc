@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -42,6 +43,10 @@ constexpr size_t kRecWord = 8;
 #define MYCOLL_SHM_MAX_SLICE (256 * 1024)
 #endif
 constexpr size_t kMaxSlice = MYCOLL_SHM_MAX_SLICE;
+// The word a reader reads from the writer's process to probe remote reads.
+constexpr uint64_t kProbeValue = 0x45424f5250434d59ull;  // "YMCPROBE"
+const volatile uint64_t g_probe_word = kProbeValue;
+
 // Minimum time between two liveness checks of the peer's pid.
 constexpr auto kPidCheckInterval = std::chrono::milliseconds(20);
 
@@ -110,7 +115,11 @@ class ShmConnection final : public Connection {
         orec_slots_(orec_ ? oh_->rec_slots : 0),
         orec_bytes_(orec_ ? oh_->rec_slot_bytes : 0),
         irec_slots_(irec_ ? ih_->rec_slots : 0),
-        irec_bytes_(irec_ ? ih_->rec_slot_bytes : 0) {
+        irec_bytes_(irec_ ? ih_->rec_slot_bytes : 0),
+        remote_ok_(oh_->remote_read_ok.load(std::memory_order_acquire) == 1),
+        rec_max_(orec_slots_ && irec_slots_
+                     ? std::min<size_t>(orec_bytes_, irec_bytes_) - kRecWord
+                     : 0) {
     // Resume from the counters in case the FIFOs were used before (they
     // are fresh after connect; this keeps the object honest anyway).
     head_ = oh_->head.load(std::memory_order_relaxed);
@@ -192,7 +201,32 @@ class ShmConnection final : public Connection {
     return got;
   }
 
-  size_t record_max() const override { return orec_slots_ ? orec_bytes_ - kRecWord : 0; }
+  // The smaller of the two directions' records, so both ends of a pair
+  // agree on which messages fit.
+  size_t record_max() const override { return rec_max_; }
+
+  bool remote_read_ok() const override { return remote_ok_; }
+  uint64_t expose() override { return ++exposed_; }
+  bool exposed_done(uint64_t ticket) override {
+    return oh_->remote_released.load(std::memory_order_acquire) >= ticket;
+  }
+
+  size_t read_remote(void* dst, uint64_t src, size_t n) override {
+    const pid_t pid = ih_->writer_pid.load(std::memory_order_relaxed);
+    struct iovec local{dst, n};
+    struct iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(src)), n};
+    const ssize_t k = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (k <= 0)
+      throw_error(mycollRemoteError,
+                  "shm: cannot read " + std::to_string(n) + " bytes from rank " +
+                      std::to_string(peer_) + " (pid " + std::to_string(pid) +
+                      ") with process_vm_readv: " + (k < 0 ? errno_text(errno) : "nothing read"));
+    return static_cast<size_t>(k);
+  }
+
+  void release_remote() override {
+    ih_->remote_released.fetch_add(1, std::memory_order_release);
+  }
 
   bool send_record(const void* hdr, size_t hn, const void* data, size_t n) override {
     const size_t len = hn + n;
@@ -295,6 +329,9 @@ class ShmConnection final : public Connection {
   const uint8_t* const irec_;
   const uint32_t orec_slots_, orec_bytes_;
   const uint32_t irec_slots_, irec_bytes_;
+  const bool remote_ok_;
+  const size_t rec_max_;
+  uint64_t exposed_ = 0;  // buffers exposed to the peer (tickets handed out)
 
   // Records, send side: records written; last rec_tail read from the peer.
   uint64_t rec_head_ = 0;
@@ -381,13 +418,21 @@ class ShmTransport final : public Transport {
     for (const auto& name : created.names) unlink_fifo(name);
     created.names.clear();
 
+    // Phase 3: can this rank read each writer's memory (single-copy large
+    // messages)? The answers are in the headers before any writer looks.
+    size_t readable = 0;
+    for (size_t i = 0; i < np; ++i) readable += probe_remote_read(*in[i]) ? 1 : 0;
+    sync(bs, err, "probe");
+
     std::vector<std::unique_ptr<Connection>> conns;
     conns.reserve(np);
     for (size_t i = 0; i < np; ++i)
       conns.push_back(make_connection(peers[i], std::move(out[i]), std::move(in[i])));
     if (np > 0)
-      log_info(Subsys::Transport, "shm: rank {} connected to {} peer(s), FIFO {} bytes each way",
-               me, np, cap);
+      log_info(Subsys::Transport,
+               "shm: rank {} connected to {} peer(s), FIFO {} bytes each way, single-copy reads "
+               "from {} of them",
+               me, np, cap, readable);
     return conns;
   }
 
@@ -462,6 +507,9 @@ std::unique_ptr<Fifo> Fifo::create(const std::string& name, size_t capacity) {
   h->rec_slot_bytes = geo.slot_bytes;
   h->rec_offset = kFifoDataOffset + cap;
   h->rec_tail.store(0, std::memory_order_relaxed);
+  h->writer_probe_addr.store(0, std::memory_order_relaxed);
+  h->remote_read_ok.store(0, std::memory_order_relaxed);
+  h->remote_released.store(0, std::memory_order_relaxed);
   h->head.store(0, std::memory_order_relaxed);
   h->tail.store(0, std::memory_order_relaxed);
   h->closed.store(0, std::memory_order_relaxed);
@@ -505,6 +553,7 @@ std::unique_ptr<Fifo> Fifo::open(const std::string& name) {
   }
   h->writer_pid.store(getpid(), std::memory_order_relaxed);
   h->writer_pidns.store(own_pidns(), std::memory_order_relaxed);
+  h->writer_probe_addr.store(reinterpret_cast<uintptr_t>(&g_probe_word), std::memory_order_release);
   return std::unique_ptr<Fifo>(new Fifo(name, base, total));
 }
 
@@ -517,6 +566,23 @@ std::string fifo_name(uint64_t tag, int from, int to) {
 void unlink_fifo(const std::string& name) noexcept {
   // Errors other than ENOENT leave the segment until reboot; nothing better to do.
   shm_unlink(name.c_str());
+}
+
+bool probe_remote_read(Fifo& in) noexcept {
+  FifoHeader* h = in.header();
+  const pid_t pid = h->writer_pid.load(std::memory_order_relaxed);
+  const uint64_t addr = h->writer_probe_addr.load(std::memory_order_acquire);
+  const uint64_t ns = h->writer_pidns.load(std::memory_order_relaxed);
+  bool ok = false;
+  if (pid > 0 && addr != 0 && ns != 0 && ns == own_pidns()) {
+    uint64_t got = 0;
+    struct iovec local{&got, sizeof(got)};
+    struct iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(addr)), sizeof(got)};
+    ok = process_vm_readv(pid, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(sizeof(got)) &&
+         got == kProbeValue;
+  }
+  h->remote_read_ok.store(ok ? 1 : 2, std::memory_order_release);
+  return ok;
 }
 
 std::unique_ptr<Connection> make_connection(int peer_rank, std::unique_ptr<Fifo> out,

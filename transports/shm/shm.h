@@ -31,6 +31,11 @@
 // The data path has no locks and no syscalls: memcpy into the ring (at most
 // two pieces at the wrap) and one atomic store per slice or record.
 //
+// Remote reads (Connection::expose / read_remote): where the connect-time
+// probe succeeded, a large message can go in one copy: the receiver reads
+// the sender's buffer with process_vm_readv and bumps remote_released; the
+// sender keeps the buffer until remote_released reaches its ticket.
+//
 // This header exposes the pieces below the Transport so tests can build a
 // connection between processes without a Bootstrap (e.g. after fork()).
 #pragma once
@@ -64,9 +69,17 @@ struct FifoHeader {
   uint32_t rec_slots;            // record slots (0: no records)
   uint32_t rec_slot_bytes;       // bytes per slot, word included (multiple of 64)
   uint64_t rec_offset;           // offset of slot 0 from the start of the mapping
+  // Remote reads (single copy, Linux cross-memory attach): the writer
+  // publishes the address of a known word in its process; at connect the
+  // reader tries to read it with process_vm_readv and sets remote_read_ok
+  // (1: the reader can read the writer's memory, so the writer may expose
+  // buffers instead of streaming them).
+  std::atomic<uint64_t> writer_probe_addr;
+  std::atomic<uint32_t> remote_read_ok;
   alignas(128) std::atomic<uint64_t> head;
   alignas(128) std::atomic<uint64_t> tail;
   alignas(128) std::atomic<uint64_t> rec_tail;
+  alignas(128) std::atomic<uint64_t> remote_released;  // exposed buffers the reader released
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shm FIFO needs lock-free 64-bit atomics");
 static_assert(sizeof(FifoHeader) <= kFifoDataOffset, "header too large");
@@ -113,6 +126,12 @@ struct RecordGeometry {
   uint32_t slot_bytes;
 };
 RecordGeometry record_geometry(uint64_t capacity);
+
+// Reader side, after the writer opened `in`: whether this process can
+// read the writer's memory (process_vm_readv of the writer's probe word,
+// same pid namespace); records the answer in the header for the writer.
+// Never throws.
+bool probe_remote_read(Fifo& in) noexcept;
 
 // "/mycoll-<tag as 16 hex digits>-<from>-<to>".
 std::string fifo_name(uint64_t tag, int from, int to);
