@@ -7,8 +7,10 @@ set -euo pipefail
 # itself is loaded at run time); CI checks that it was (test build_config).
 # libibverbs-dev: verbs.h for the RDMA transport (libibverbs loaded at run time).
 # python3: tools/flight/mycoll-flight (the flight recorder's analysis) and its test.
+# libgloo-dev: mycoll-perf --vs gloo (the module mycoll-perf-gloo.so; Debian 12 has it).
 pkgs=(cmake ninja-build g++ pkg-config libspdlog-dev libfmt-dev libgtest-dev
-      libopenmpi-dev openmpi-bin libucx-dev libibverbs-dev iproute2 iputils-ping python3)
+      libopenmpi-dev openmpi-bin libucx-dev libibverbs-dev iproute2 iputils-ping python3
+      libgloo-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -86,7 +86,7 @@ std::string json_wrong(long long w) { return w < 0 ? "null" : std::to_string(w);
 class Bench {
  public:
   Bench(const BenchSetup& s, const Options& o)
-      : n_(s.nranks), o_(o), mpi_(s.with_mpi ? load_mpi(nullptr) : nullptr), nccl_(s.with_nccl), topology_(s.topology) {
+      : n_(s.nranks), o_(o), mpi_(s.vs ? s.vs : s.with_mpi ? load_mpi(nullptr) : nullptr), nccl_(s.with_nccl), topology_(s.topology) {
     for (const RankSlot& r : s.slots) {
       slots_.emplace_back();
       slots_.back().r = r;
@@ -283,7 +283,7 @@ class Bench {
                 topology_.empty() ? "" : " (", topology_.c_str(), topology_.empty() ? "" : ")",
                 describe_options(o_).c_str(),
                 o_.average == 0 ? "rank 0's" : o_.average == 1 ? "mean" : o_.average == 2 ? "min" : "max",
-                mpi_ ? ", compared with MPI" : "");
+                mpi_ ? (std::string(", compared with ") + vs_name()).c_str() : "");
     if (nccl_) {
       const char* nvls = std::getenv("NCCL_NVLS_ENABLE");
       std::printf("# compared with NCCL %s, NCCL_NVLS_ENABLE=%s\n", nccl_describe().c_str(),
@@ -325,7 +325,7 @@ class Bench {
     block("        out-of-place");
     block("          in-place");
     if (mpi_ || nccl_) {
-      std::snprintf(b, sizeof(b), "  %-23s", mpi_ ? "         MPI" : "         NCCL");
+      std::snprintf(b, sizeof(b), "  %9s%-14s", "", vs_name());
       l1 += b;
       std::snprintf(b, sizeof(b), "  %7s  %6s  %6s", "time", "busbw", "ratio");
       l2 += b;
@@ -377,7 +377,7 @@ class Bench {
 
   // Per size: the ratio; then its minimum over large sizes and over all.
   void print_summary(const CollInfo& c, const std::vector<Line>& lines, long long vs_wrong) {
-    const char* vs = mpi_ ? "MPI" : "NCCL";
+    const char* vs = vs_name();
     std::printf("# %s: mycoll busbw / %s busbw (out of place; > 1: mycoll faster)\n", c.name, vs);
     const Line* min_large = nullptr;
     const Line* min_all = nullptr;
@@ -570,7 +570,7 @@ class Bench {
     auto call = [&] {
       std::string err;
       if (!mpi_->run(c.id, p.send, p.recv, count, t, op, root, &err))
-        throw std::runtime_error("MPI " + what + " failed: " + err);
+        throw std::runtime_error(std::string(vs_name()) + " " + what + " failed: " + err);
     };
     for (int i = 0; i < o_.warmup; ++i) call();
     double best = 0;
@@ -627,10 +627,12 @@ class Bench {
       std::fprintf(json_, ",\"topology\":\"%s\",\"threads\":%d,\"gpus_per_thread\":%d,"
                    "\"graph_launches\":%d,\"blocking\":%d",
                    topology_.c_str(), o_.threads, o_.gpus, o_.graph_launches, o_.blocking);
-    if (mpi_)
-      std::fprintf(json_, ",\"mpi_time_us\":%s,\"mpi_algbw_gbs\":%s,\"mpi_busbw_gbs\":%s,\"ratio\":%s",
-                   json_num(l.vs.time_us).c_str(), json_num(l.vs.algbw).c_str(),
+    if (mpi_) {
+      const char* k = std::strcmp(vs_name(), "Gloo") == 0 ? "gloo" : "mpi";
+      std::fprintf(json_, ",\"%s_time_us\":%s,\"%s_algbw_gbs\":%s,\"%s_busbw_gbs\":%s,\"ratio\":%s",
+                   k, json_num(l.vs.time_us).c_str(), k, json_num(l.vs.algbw).c_str(), k,
                    json_num(l.vs.busbw).c_str(), json_num(l.ratio).c_str());
+    }
     if (nccl_)
       std::fprintf(json_,
                    ",\"nccl_time_us\":%s,\"nccl_algbw_gbs\":%s,\"nccl_busbw_gbs\":%s,"
@@ -645,7 +647,9 @@ class Bench {
   std::vector<Slot> slots_;
   int n_;
   const Options& o_;
-  const MpiApi* mpi_;  // --vs mpi: the loaded MPI module (main.cc loaded it first)
+  const MpiApi* mpi_;  // --vs mpi / gloo: the loaded module (main.cc loaded it first)
+  // "MPI", "Gloo" (the MPI-shaped table's name) or "NCCL": column and summary labels.
+  const char* vs_name() const { return mpi_ ? (mpi_->name ? mpi_->name : "MPI") : "NCCL"; }
   bool nccl_;
   std::string topology_;
   bool lead_ = false;        // this thread drives rank 0: it prints
@@ -668,6 +672,14 @@ int run_benchmark(mycollComm_t comm, int rank, int nranks, const Options& o, boo
   s.slots.push_back(RankSlot{comm, rank, device, nullptr});
   s.nranks = nranks;
   s.with_mpi = with_mpi;
+  return run_benchmark(s, o);
+}
+
+int run_benchmark_vs(mycollComm_t comm, int rank, int nranks, const Options& o, const MpiApi* vs) {
+  BenchSetup s;
+  s.slots.push_back(RankSlot{comm, rank, -1, nullptr});
+  s.nranks = nranks;
+  s.vs = vs;
   return run_benchmark(s, o);
 }
 

@@ -13,6 +13,8 @@
 
 namespace mycoll_perf {
 
+struct MpiApi;  // mpi_compare.h
+
 // One rank driven by the calling thread.
 struct RankSlot {
   mycollComm_t comm = nullptr;
@@ -29,6 +31,7 @@ struct BenchSetup {
   std::string topology;  // "8 processes x 1 thread x 1 GPU", for the header
   bool with_mpi = false;  // MPI_COMM_WORLD = the same ranks (MYCOLL_PERF_MPI builds only)
   bool with_nccl = false;  // every slot has an NCCL communicator
+  const MpiApi* vs = nullptr;  // --vs gloo: Gloo behind the MPI-shaped table (gloo_compare.h)
 };
 
 // Runs on every thread of every process with the same options. Returns 0
@@ -39,5 +42,7 @@ int run_benchmark(const BenchSetup& setup, const Options& o);
 
 // One rank per process (host memory, or MPI): comm's rank and size.
 int run_benchmark(mycollComm_t comm, int rank, int nranks, const Options& o, bool with_mpi);
+// One rank per process, host memory, compared with `vs` (--vs gloo).
+int run_benchmark_vs(mycollComm_t comm, int rank, int nranks, const Options& o, const MpiApi* vs);
 
 }  // namespace mycoll_perf

@@ -14,6 +14,7 @@
 
 #include "bench.h"
 #include "launch.h"
+#include "gloo_compare.h"
 #include "mpi_compare.h"
 #include "options.h"
 
@@ -98,6 +99,20 @@ void disable_nvls() {
   if (!v || std::strcmp(v, "0") != 0) setenv("NCCL_NVLS_ENABLE", "0", 1);
 }
 
+// --vs gloo: Gloo connected over the same ranks (gloo_compare.h), then the
+// benchmark with Gloo's equivalents timed beside mycoll's.
+int run_vs_gloo(mycollComm_t comm, int rank, int nranks, const Options& o) {
+  std::string why;
+  const mycoll_perf::MpiApi* gloo = mycoll_perf::start_gloo(comm, rank, nranks, &why);
+  if (!gloo) {
+    std::fprintf(stderr, "mycoll-perf: rank %d: %s\n", rank, why.c_str());
+    return 2;
+  }
+  int rc = mycoll_perf::run_benchmark_vs(comm, rank, nranks, o, gloo);
+  mycoll_perf::finish_gloo();
+  return rc;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -134,6 +149,7 @@ int main(int argc, char** argv) {
   if (o.np == 0 && !mycoll_examples::launched_by_env())
     std::fprintf(stderr, "mycoll-perf: one rank (use --np N, or a launcher: see README.md)\n");
   return mycoll_examples::launch(o.np, [&](mycollComm_t comm, int rank, int nranks) {
+    if (o.vs_gloo) return run_vs_gloo(comm, rank, nranks, o);
     return mycoll_perf::run_benchmark(comm, rank, nranks, o, /*with_mpi=*/false);
   });
 }

@@ -40,6 +40,9 @@ struct MpiApi {
   // avg has no MPI op: it runs as MPI_SUM (the division is not timed).
   bool (*run)(CollId c, const void* send, void* recv, size_t count, mycollDataType_t t,
               mycollRedOp_t op, int root, std::string* err);
+  // What the columns and summary call it ("MPI"; "Gloo" for --vs gloo's
+  // table of the same shape, gloo_compare.h). Null reads as "MPI".
+  const char* name = nullptr;
 };
 
 // The module's entry point (extern "C" so dlsym finds it by this name).

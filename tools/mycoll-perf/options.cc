@@ -36,6 +36,8 @@ void usage(const char* prog) {
       "               environment, else 1 process)\n"
       "  --json FILE  also write one JSON object per line per size and collective\n"
       "  --vs mpi     under mpirun: bootstrap over MPI and time MPI's equivalent too\n"
+      "  --vs gloo    time Gloo's equivalent too (its TCP transport on loopback; --np or a "
+      "launcher)\n"
       "  --vs nccl    time NCCL (libnccl.so.2, loaded at run time) on the same GPUs,\n"
       "               buffers and stream (needs --mem cuda)\n"
       "  --mem <m>    buffer memory: host (default) or cuda (device buffers, one GPU per rank)\n"
@@ -134,7 +136,8 @@ bool parse_options(int argc, char** argv, Options* o, int* exit_code) {
     else if (a == "--vs") {
       o->vs_mpi = std::strcmp(v, "mpi") == 0;
       o->vs_nccl = std::strcmp(v, "nccl") == 0;
-      ok = o->vs_mpi || o->vs_nccl;
+      o->vs_gloo = std::strcmp(v, "gloo") == 0;
+      ok = o->vs_mpi || o->vs_nccl || o->vs_gloo;
     } else if (a == "-d") {
       o->dtypes.clear();
       if (std::strcmp(v, "all") == 0) {
@@ -189,6 +192,10 @@ bool parse_options(int argc, char** argv, Options* o, int* exit_code) {
       std::fprintf(stderr, "mycoll-perf: %s needs --mem cuda\n", needs_cuda);
       return false;
     }
+  }
+  if (o->vs_gloo && o->cuda()) {
+    std::fprintf(stderr, "mycoll-perf: --vs gloo compares host memory: drop --mem cuda\n");
+    return false;
   }
   if (o->vs_mpi && (o->threads > 1 || o->gpus > 1)) {
     std::fprintf(stderr, "mycoll-perf: --vs mpi runs one rank per process: drop -t/-g\n");

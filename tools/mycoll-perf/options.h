@@ -30,6 +30,7 @@ struct Options {
   int np = 0;                                // --np (0: launcher env or one process)
   bool vs_mpi = false;                       // --vs mpi
   bool vs_nccl = false;                      // --vs nccl (device memory only)
+  bool vs_gloo = false;                      // --vs gloo (host memory; gloo_compare.h)
   std::string mem = "host";                  // --mem host|cuda
   int threads = 1;                           // -t: threads per process (device memory)
   int gpus = 1;                              // -g: GPUs per thread (device memory)
