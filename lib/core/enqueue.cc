@@ -341,7 +341,7 @@ static void execute_collective(mycollComm* c, const Call& call) {
   CachedPlan& e = host_plan_entry(c, call, ip);
   if (!c->flight && !log_enabled(LogLevel::Trace, Subsys::Coll)) {
     if (!e.fast_tried) {
-      e.fast = compile_fast(c, *e.plan, call.coll, e.algo, call.dtype, call.count, call.root);
+      e.fast = compile_fast(c, *e.plan, call.coll, e.algo, call.dtype, call.count, call.root, ip);
       e.fast_tried = true;
     }
     if (e.fast) {

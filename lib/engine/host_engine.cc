@@ -61,6 +61,7 @@ struct HostState {
   uint64_t pass = 1;  // never reset, so stale marks never match
   // record_max() of each peer's connection (0: none, or self).
   std::vector<size_t> rec_max;
+  bool crowded = false;  // host_crowded(): yield early when idle
   // The small-message point-to-point path's batch and plan (host_fast.h).
   std::vector<P2pMsg> p2p_msgs;
   FastPlan p2p_plan;
@@ -80,6 +81,7 @@ HostState& host_state(mycollComm* comm) {
     s->rec_max.assign(n, 0);
     for (size_t r = 0; r < n && r < comm->conns.size(); ++r)
       if (comm->conns[r]) s->rec_max[r] = comm->conns[r]->record_max();
+    s->crowded = host_crowded(comm);
   }
   return *comm->host_state;
 }
@@ -502,7 +504,7 @@ class Exec {
 
 // The progress loop over every communicator's Exec (see run_host).
 template <typename Execs>
-void progress_all(Execs& execs) {
+void progress_all(Execs& execs, bool crowded) {
   std::exception_ptr first_error;
   unsigned idle = 0;
   for (;;) {
@@ -535,7 +537,7 @@ void progress_all(Execs& execs) {
         }
       }
     }
-    backoff(idle);
+    backoff(idle, crowded);
   }
   if (first_error) std::rethrow_exception(first_error);
 }
@@ -545,17 +547,22 @@ void progress_all(Execs& execs) {
 PlanCache& host_plan_cache(mycollComm* comm) { return host_state(comm).plans; }
 std::vector<P2pMsg>& host_p2p_msgs(mycollComm* comm) { return host_state(comm).p2p_msgs; }
 FastPlan& host_p2p_plan(mycollComm* comm) { return host_state(comm).p2p_plan; }
+bool host_is_crowded(mycollComm* comm) { return host_state(comm).crowded; }
 
 void run_host(std::vector<HostWork>& work) {
   if (work.size() == 1) {  // one communicator: no list of Execs to allocate
     Exec one[1] = {Exec(work[0].comm, &work[0].tasks)};
-    progress_all(one);
+    progress_all(one, host_state(work[0].comm).crowded);
     return;
   }
   std::vector<Exec> execs;
   execs.reserve(work.size());
-  for (auto& w : work) execs.emplace_back(w.comm, &w.tasks);
-  progress_all(execs);
+  bool crowded = false;
+  for (auto& w : work) {
+    execs.emplace_back(w.comm, &w.tasks);
+    crowded |= host_state(w.comm).crowded;
+  }
+  progress_all(execs, crowded);
 }
 
 }  // namespace mycoll

@@ -109,7 +109,7 @@ class FastRun {
       }
       ++idle;
       if (idle_check_due(idle)) idle_check(st, done);
-      backoff(idle);
+      backoff(idle, p_.crowded);
     }
   }
 
@@ -198,11 +198,47 @@ void link_pairs(FastPlan::Xfer* x, size_t n) {
   }
 }
 
+// Memory a transfer touches, for the step-fusion hazard check. Space: 0
+// Input, 1 Output (0 too when the call is in place: they may alias), 2
+// Scratch.
+struct Touch {
+  int space;
+  size_t lo, hi;
+  bool write;
+};
+
+int space_of(Buf b, bool in_place) {
+  return b == Buf::Scratch ? 2 : (b == Buf::Output && !in_place) ? 1 : 0;
+}
+
+void touches(const FastPlan::Xfer& x, bool in_place, Touch out[2], int* n) {
+  *n = 0;
+  const bool writes = x.kind != OpKind::Send;
+  out[(*n)++] = {space_of(x.buf, in_place), x.off, x.off + x.bytes, writes};
+  if (x.kind == OpKind::RecvReduce)
+    out[(*n)++] = {space_of(x.local_buf, in_place), x.local_off, x.local_off + x.bytes, false};
+}
+
+// Whether transfers a and b may run at once: neither writes what the other
+// reads or writes.
+bool independent(const FastPlan::Xfer& a, const FastPlan::Xfer& b, bool in_place) {
+  Touch ta[2], tb[2];
+  int na = 0, nb = 0;
+  touches(a, in_place, ta, &na);
+  touches(b, in_place, tb, &nb);
+  for (int i = 0; i < na; ++i)
+    for (int j = 0; j < nb; ++j)
+      if (ta[i].space == tb[j].space && ta[i].lo < tb[j].hi && tb[j].lo < ta[i].hi &&
+          (ta[i].write || tb[j].write))
+        return false;
+  return true;
+}
+
 }  // namespace
 
 std::shared_ptr<const FastPlan> compile_fast(mycollComm* comm, const Plan& plan, Coll coll,
                                              Algo algo, mycollDataType_t dtype, size_t count,
-                                             int root) {
+                                             int root, bool in_place) {
   auto fp = std::make_shared<FastPlan>();
   fp->coll = coll;
   fp->algo = algo;
@@ -248,11 +284,33 @@ std::shared_ptr<const FastPlan> compile_fast(mycollComm* comm, const Plan& plan,
     }
     st.local_end = static_cast<uint32_t>(fp->locals.size());
     st.xfer_end = static_cast<uint32_t>(fp->xfers.size());
+    // Step fusion: a step with no local work whose transfers touch nothing
+    // the previous step's transfers write (nor write what they read) joins
+    // that step, so its messages are in flight at once instead of one round
+    // trip later (all-to-all's pairwise steps become one). Messages with one
+    // peer still match in plan order (prev), so each rank may fuse or not on
+    // its own.
+    bool fuse = !fp->steps.empty() && st.local_begin == st.local_end &&
+                st.xfer_end > st.xfer_begin;
+    if (fuse) {
+      const FastPlan::Step& prev = fp->steps.back();
+      fuse = prev.xfer_end > prev.xfer_begin && st.xfer_end - prev.xfer_begin <= kMaxStepXfers;
+      for (uint32_t i = st.xfer_begin; fuse && i < st.xfer_end; ++i)
+        for (uint32_t j = prev.xfer_begin; fuse && j < prev.xfer_end; ++j)
+          fuse = independent(fp->xfers[i], fp->xfers[j], in_place);
+    }
+    if (fuse) {
+      fp->steps.back().xfer_end = st.xfer_end;
+      continue;
+    }
     if (st.xfer_end - st.xfer_begin > kMaxStepXfers) return nullptr;
-    link_pairs(fp->xfers.data() + st.xfer_begin, st.xfer_end - st.xfer_begin);
-    fp->max_step_xfers = std::max<size_t>(fp->max_step_xfers, st.xfer_end - st.xfer_begin);
     fp->steps.push_back(st);
   }
+  for (const FastPlan::Step& st : fp->steps) {
+    link_pairs(fp->xfers.data() + st.xfer_begin, st.xfer_end - st.xfer_begin);
+    fp->max_step_xfers = std::max<size_t>(fp->max_step_xfers, st.xfer_end - st.xfer_begin);
+  }
+  fp->crowded = host_is_crowded(comm);
   return fp;
 }
 
@@ -315,6 +373,7 @@ void run_fast_p2p(mycollComm* comm, const P2pMsg* msgs, size_t n) {
   if (p.xfers.empty()) return;
   link_pairs(p.xfers.data(), p.xfers.size());
   p.steps.push_back({0, 0, 0, static_cast<uint32_t>(p.xfers.size())});
+  p.crowded = host_is_crowded(comm);
   FastCall call;  // null bases
   call.op = mycollSum;
   run_fast(comm, p, call);

@@ -58,6 +58,7 @@ struct FastPlan {
   std::vector<Local> locals;
   std::vector<Xfer> xfers;
   size_t max_step_xfers = 0;
+  bool crowded = false;  // host_crowded(): yield early when idle
 };
 
 // The plan compiled for comm, or null when it does not qualify: a message
@@ -65,7 +66,7 @@ struct FastPlan {
 // record, or two messages with one peer in one direction in one step.
 std::shared_ptr<const FastPlan> compile_fast(mycollComm* comm, const Plan& plan, Coll coll,
                                              Algo algo, mycollDataType_t dtype, size_t count,
-                                             int root);
+                                             int root, bool in_place);
 
 struct FastCall {
   const void* input = nullptr;

@@ -2,6 +2,7 @@
 
 #include <sched.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -69,8 +70,8 @@ void throw_header_mismatch(const MsgHeader& h, const MsgHeader& e, int peer,
   throw_error(mycollInvalidUsage, where + ": mismatch with " + from + ", which sent " + diff + hint);
 }
 
-void backoff(unsigned idle_passes) {
-  if (idle_passes < 64) {
+void backoff(unsigned idle_passes, bool crowded) {
+  if (idle_passes < (crowded ? 2u : 64u)) {
 #if defined(__x86_64__)
     __builtin_ia32_pause();
 #endif
@@ -80,6 +81,16 @@ void backoff(unsigned idle_passes) {
     struct timespec ts = {0, 50 * 1000};
     nanosleep(&ts, nullptr);
   }
+}
+
+bool host_crowded(const mycollComm* comm) {
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  if (cpus <= 0 || comm->peers.size() <= static_cast<size_t>(comm->rank)) return false;
+  const std::string mine = comm->peers[comm->rank].host_id;
+  long local = 0;
+  for (const PeerInfo& p : comm->peers)
+    if (mine == p.host_id) ++local;
+  return local > cpus;
 }
 
 Error host_fail(mycollComm* comm, const Error& e) {

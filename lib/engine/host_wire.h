@@ -76,8 +76,13 @@ inline bool header_matches(const MsgHeader& got, const MsgHeader& want) {
                                         const std::string& where);
 
 // The idle policy of both loops: pause for the first 64 idle passes, then
-// yield, then sleep 50 us per pass past 20000.
-void backoff(unsigned idle_passes);
+// yield, then sleep 50 us per pass past 20000. `crowded` (more ranks on this
+// host than CPUs): yield from the second idle pass, since the peer being
+// waited for may need this very CPU.
+void backoff(unsigned idle_passes, bool crowded);
+
+// Whether comm's host runs more of its ranks than it has CPUs online.
+bool host_crowded(const mycollComm* comm);
 
 // How often (in idle passes) the loops look at the clock, the abort flag
 // and the peers: every 256th idle pass, and every pass once sleeping.
