@@ -200,6 +200,12 @@ class Exec {
     if (comm_->scratch.size() < need) comm_->scratch.resize(need);
   }
 
+  // Starts the current step. The contract (plan.h) runs the step's local
+  // ops before its transfers; a send whose source no local op of the step
+  // writes is posted first, though (its header record, a remote-read
+  // announcement, the first bytes on the stream), so the peer starts on it
+  // while this rank copies: one rank's local copy and its peer's read of
+  // this rank's buffer overlap instead of following each other.
   void start_step() {
     const Task& t = (*tasks_)[task_];
     if (step_ == 0) start_task(t);
@@ -208,16 +214,11 @@ class Exec {
     std::vector<OpState>& ops = st_->ops;
     ops.clear();
     if (step_ < plan.steps.size()) {
-      for (const Op& op : plan.steps[step_].ops) {
-        if (op.kind == OpKind::Copy) {
-          char* d = resolve(t, op.dst, es);
-          char* s = resolve(t, op.src, es);
-          if (d != s && op.src.count) std::memmove(d, s, op.src.count * es);
-          continue;
-        }
-        if (op.kind == OpKind::Reduce) {
-          char* d = resolve(t, op.dst, es);
-          reduce_host(t.dtype, t.op, d, d, resolve(t, op.src, es), op.dst.count);
+      const std::vector<Op>& step_ops = plan.steps[step_].ops;
+      bool any_local = false;
+      for (const Op& op : step_ops) {
+        if (op.kind == OpKind::Copy || op.kind == OpKind::Reduce) {
+          any_local = true;
           continue;
         }
         ops.emplace_back();
@@ -235,11 +236,71 @@ class Exec {
         }
         header_for(t, op, st.bytes, &st.hdr);
       }
+      if (any_local) {
+        post_early_sends(t, step_ops, es);
+        for (const Op& op : step_ops) {
+          if (op.kind == OpKind::Copy) {
+            char* d = resolve(t, op.dst, es);
+            char* s = resolve(t, op.src, es);
+            if (d != s && op.src.count) std::memmove(d, s, op.src.count * es);
+          } else if (op.kind == OpKind::Reduce) {
+            char* d = resolve(t, op.dst, es);
+            reduce_host(t.dtype, t.op, d, d, resolve(t, op.src, es), op.dst.count);
+          }
+        }
+      }
     }
     started_ = true;
     if (log_enabled(LogLevel::Trace, Subsys::Coll) && step_ < plan.steps.size()) {
       step_t0_ = Clock::now();
       trace_step_start();
+    }
+  }
+
+  // The early posting of start_step: the first send to each peer moves
+  // once before the local ops run when no local op of the step writes its
+  // source (by address, so in-place aliasing counts). A source written only
+  // by one plain copy is sent from that copy's source instead (the same
+  // bytes; ring all-gather sends the block it copies into the output), as
+  // long as nothing in the step writes that source.
+  void post_early_sends(const Task& t, const std::vector<Op>& step_ops, size_t es) {
+    const uint64_t pass = st_->pass++;
+    auto overlaps = [](const char* a, size_t an, const char* b, size_t bn) {
+      return a < b + bn && b < a + an;
+    };
+    for (OpState& s : st_->ops) {
+      if (s.op->kind != OpKind::Send || s.bytes == 0) continue;
+      uint64_t& busy = st_->busy_send[s.op->peer];
+      if (busy == pass) continue;  // not the first send to this peer
+      busy = pass;
+      int writers = 0;
+      const Op* copy = nullptr;
+      for (const Op& op : step_ops) {
+        if (op.kind != OpKind::Copy && op.kind != OpKind::Reduce) continue;
+        const char* d = resolve(t, op.dst, es);
+        const size_t n = (op.kind == OpKind::Copy ? op.src.count : op.dst.count) * es;
+        if (!overlaps(d, n, s.src, s.bytes)) continue;
+        ++writers;
+        if (op.kind == OpKind::Copy && d <= s.src && s.src + s.bytes <= d + n) copy = &op;
+      }
+      if (writers == 0) {
+        do_send(s);
+        continue;
+      }
+      if (writers > 1 || !copy) continue;
+      const char* from = resolve(t, copy->src, es) + (s.src - resolve(t, copy->dst, es));
+      bool stable = true;  // nothing of the step writes the copy's source
+      for (const Op& op : step_ops) {
+        if (op.kind == OpKind::Send) continue;
+        const bool transfer = op.kind == OpKind::Recv || op.kind == OpKind::RecvReduce;
+        const char* d = resolve(t, op.dst, es);
+        const size_t n =
+            (op.kind == OpKind::Copy ? op.src.count : op.dst.count) * es;
+        if (overlaps(d, transfer ? op.dst.count * es : n, from, s.bytes)) stable = false;
+      }
+      if (!stable) continue;
+      s.src = from;
+      do_send(s);
     }
   }
 
