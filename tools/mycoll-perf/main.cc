@@ -101,6 +101,9 @@ void disable_nvls() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A line per size reaches a log file at once: a run killed by a timeout
+  // still shows how far it got.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   disable_nvls();
   Options o;
   int exit_code = 0;
