@@ -8,11 +8,12 @@
 
 #include <cstdio>
 
-#include "kernels/copy.cuh"
 #include "kernels/device_plan.h"
 #include "kernels/dispatch.cuh"
 #include "kernels/launch.h"
-#include "kernels/ll.cuh"
+#include "kernels/prims/ll.cuh"
+#include "kernels/prims/vec.cuh"
+#include "kernels/prims/wait.cuh"
 #include "kernels/reduce_ops.cuh"
 
 namespace mycoll {
@@ -22,64 +23,8 @@ constexpr int kThreads = 512;
 constexpr int kUnroll = 8;
 constexpr int kMaxStepOps = 256;  // <= threads per group (the ll pass gives each op a thread)
 
-using ll::globaltimer;
-using ll::give_up;
 using ll::ld_vol;
 using ll::st_vol;
-
-// dst[i] = a[i] <op> b[i] over n bytes (whole elements); b is the FIFO.
-template <typename T, int OP>
-__device__ void reduce_bytes(char* dst, const char* a, const char* b, uint64_t n, int tid, int nt) {
-  uint64_t done = 0;
-  if (((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(a) |
-        reinterpret_cast<uintptr_t>(b)) & 15) == 0) {
-    const uint64_t nv = n / 16;
-    const uint4* x = reinterpret_cast<const uint4*>(a);
-    const uint4* y = reinterpret_cast<const uint4*>(b);
-    uint4* z = reinterpret_cast<uint4*>(dst);
-    for (uint64_t i = tid; i < nv; i += nt * kUnroll) {
-      uint4 va[kUnroll], vb[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
-        if (i + u * nt < nv) {
-          va[u] = x[i + u * nt];
-          vb[u] = __ldcv(y + i + u * nt);
-        }
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
-        if (i + u * nt < nv) z[i + u * nt] = apply16<T, OP>(va[u], vb[u]);
-    }
-    done = nv * 16;
-  }
-  const uint64_t ne = n / sizeof(T);
-  const T* x = reinterpret_cast<const T*>(a);
-  const T* y = reinterpret_cast<const T*>(b);
-  T* z = reinterpret_cast<T*>(dst);
-  for (uint64_t i = done / sizeof(T) + tid; i < ne; i += nt) {
-    T yv;
-    // __ldcv has no overload for every T: read the element's bytes.
-    if constexpr (sizeof(T) == 1) {
-      unsigned char c = __ldcv(reinterpret_cast<const unsigned char*>(y + i));
-      yv = *reinterpret_cast<T*>(&c);
-    } else if constexpr (sizeof(T) == 2) {
-      unsigned short c = __ldcv(reinterpret_cast<const unsigned short*>(y + i));
-      yv = *reinterpret_cast<T*>(&c);
-    } else if constexpr (sizeof(T) == 4) {
-      unsigned int c = __ldcv(reinterpret_cast<const unsigned int*>(y + i));
-      yv = *reinterpret_cast<T*>(&c);
-    } else {
-      unsigned long long c = __ldcv(reinterpret_cast<const unsigned long long*>(y + i));
-      yv = *reinterpret_cast<T*>(&c);
-    }
-    z[i] = Red<T, OP>::apply(x[i], yv);
-  }
-}
-
-template <typename T>
-__device__ void scale_bytes(char* dst, uint64_t n, int nranks) {
-  T* z = reinterpret_cast<T*>(dst);
-  for (uint64_t i = threadIdx.x; i < n / sizeof(T); i += blockDim.x) z[i] = div_avg<T>(z[i], nranks);
-}
 
 __device__ __forceinline__ char* resolve(const KernelArgs& a, uint8_t buf, uint64_t off) {
   return buf == 3 ? reinterpret_cast<char*>(off) : a.bufs[buf] + off;
@@ -104,16 +49,7 @@ __device__ __forceinline__ bool group_bar_any(int group, int nt, bool pred) {
   return r != 0;
 }
 
-// Why a wait should end: mycollRemoteError once the host raised the abort
-// flag (host memory: read only when check_abort), mycollTimeout after the
-// communicator's timeout without progress since `since`; 0 to keep waiting.
-__device__ __forceinline__ int wait_verdict(const DevComm& cm, uint64_t since, bool check_abort) {
-  if (check_abort && *cm.abort) return mycollRemoteError;
-  if (globaltimer() - since > cm.timeout_ns) return mycollTimeout;
-  return 0;
-}
-
-// ---- low-latency protocol: 16-byte lines {lo, flag, hi, flag} (kernels/ll.cuh) ----
+// ---- low-latency protocol: 16-byte lines {lo, flag, hi, flag} (kernels/prims/ll.cuh) ----
 using ll::load8;
 using ll::reduce8;
 using ll::store8;
@@ -140,44 +76,6 @@ __device__ unsigned int g_trace_launch;
 // every rank reducing the same slots gets bit-identical results); the whole
 // block participates. first may be dst.
 constexpr int kMaxFused = 64;
-template <typename T, int OP>
-__device__ void reduce_multi(char* dst, const char* first, const char* const* srcs, int nsrc,
-                             uint64_t n, int tid, int nt) {
-  uintptr_t align = reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(first);
-  for (int s = 0; s < nsrc; ++s) align |= reinterpret_cast<uintptr_t>(srcs[s]);
-  uint64_t done = 0;
-  if ((align & 15) == 0) {
-    const uint64_t nv = n / 16;
-    constexpr int U = 4;
-    for (uint64_t i = tid; i < nv; i += uint64_t(nt) * U) {
-      uint4 acc[U];
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-        if (i + u * nt < nv) acc[u] = reinterpret_cast<const uint4*>(first)[i + u * nt];
-      for (int s = 0; s < nsrc; ++s) {
-        uint4 v[U];
-        const uint4* p = reinterpret_cast<const uint4*>(srcs[s]);
-#pragma unroll
-        for (int u = 0; u < U; ++u)
-          if (i + u * nt < nv) v[u] = p[i + u * nt];
-#pragma unroll
-        for (int u = 0; u < U; ++u)
-          if (i + u * nt < nv) acc[u] = apply16<T, OP>(acc[u], v[u]);
-      }
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-        if (i + u * nt < nv) reinterpret_cast<uint4*>(dst)[i + u * nt] = acc[u];
-    }
-    done = nv * 16;
-  }
-  const T* f = reinterpret_cast<const T*>(first);
-  T* z = reinterpret_cast<T*>(dst);
-  for (uint64_t i = done / sizeof(T) + tid; i < n / sizeof(T); i += nt) {
-    T acc = f[i];
-    for (int s = 0; s < nsrc; ++s) acc = Red<T, OP>::apply(acc, reinterpret_cast<const T*>(srcs[s])[i]);
-    z[i] = acc;
-  }
-}
 
 // Shared state of one block.
 struct BlockState {
@@ -282,7 +180,7 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
         char* d = resolve(a, op.dst_buf, op.dst_off);
         if (j == k + 1 && op.kind == kDevCopy) {
           const char* src = resolve(a, op.src_buf, op.src_off);
-          if (d != src) copy_bytes<false>(d, src, op.bytes, threadIdx.x, kThreads);
+          if (d != src) vec_move<uint8_t, mycollSum, kL | kD>(nullptr, src, nullptr, d, op.bytes, 0, threadIdx.x, kThreads);
         } else if constexpr (kReduce) {
           // Copy + reductions: first = the copy's source; reductions only:
           // first = dst and every op's source reduces into it.
@@ -291,12 +189,12 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
           for (int q = k + lead + threadIdx.x; q < j; q += kThreads)
             sh.fused[q - k - lead] = resolve(a, sh.ops[q].src_buf, sh.ops[q].src_off);
           __syncthreads();
-          reduce_multi<T, OP>(d, f, sh.fused, j - k - lead, op.bytes, threadIdx.x, kThreads);
+          vec_fold<T, OP>(d, f, sh.fused, j - k - lead, op.bytes, threadIdx.x, kThreads);
         }
         __syncthreads();
         k = j - 1;
       } else if (op.kind == kDevScaleAvg) {
-        if constexpr (kReduce) scale_bytes<T>(resolve(a, op.dst_buf, op.dst_off), op.bytes, a.nranks);
+        if constexpr (kReduce) vec_scale_avg<T>(resolve(a, op.dst_buf, op.dst_off), op.bytes, a.nranks, threadIdx.x, kThreads);
         __syncthreads();
       }
     }
@@ -407,8 +305,8 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
               while (!ok[u] && !quit) {
                 ok[u] = ll::load_line(ring[u], flag[u], &v[u]);
                 if (!ok[u] && (++spins & 1023) == 0) {
-                  const int code = wait_verdict(cm, t0, (spins & 0xffff) == 0);
-                  if (code) give_up(cm, code, peer[u], kind[u]);
+                  const int code = GiveUp::of(cm).verdict(t0, (spins & 0xffff) == 0);
+                  if (code > 0) GiveUp::of(cm).record(code, peer[u], kind[u]);
                   if (code || sh.stop) {
                     sh.stop = 1;
                     quit = true;
@@ -493,20 +391,23 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
             const uint64_t len = op.bytes - off < SB ? op.bytes - off : SB;
             const uint64_t slot = (base + j) % NS;
             if (is_send) {
-              copy_bytes<false>(P.send_data + cdata + slot * SB, resolve(a, op.src_buf, op.src_off) + off,
-                                len, tid, NT);
+              vec_move<uint8_t, mycollSum, kL | kS>(nullptr, resolve(a, op.src_buf, op.src_off) + off,
+                                                    P.send_data + cdata + slot * SB, nullptr, len,
+                                                    0, tid, NT);
               if (P.send_len && tid == 0) P.send_len[uint64_t(ch) * NS + slot] = uint32_t(len);
             } else {
               const char* ring = P.recv_data + cdata;
               char* d = resolve(a, op.dst_buf, op.dst_off) + off;
               if constexpr (kReduce) {
                 if (op.kind == kDevRecvReduce) {
-                  reduce_bytes<T, OP>(d, resolve(a, op.src_buf, op.src_off) + off, ring + slot * SB,
-                                      len, tid, NT);
+                  vec_move<T, OP, kR | kL | kD>(ring + slot * SB,
+                                                resolve(a, op.src_buf, op.src_off) + off, nullptr,
+                                                d, len, 0, tid, NT);
                   continue;
                 }
               }
-              copy_bytes<true>(d, ring + slot * SB, len, tid, NT);
+              vec_move<uint8_t, mycollSum, kR | kD>(ring + slot * SB, nullptr, nullptr, d, len, 0,
+                                                    tid, NT);
             }
           }
           group_bar(group, NT);
@@ -535,7 +436,7 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
         if (tid == 0) {
           // The abort flag lives in host memory: a PCIe read, so only now and then.
           const int code = sh.stop ? -1  // the other group gave up
-                                   : wait_verdict(cm, last_progress, (++idle_polls & 255) == 0);
+                                   : GiveUp::of(cm).verdict(last_progress, (++idle_polls & 255) == 0);
           if (code > 0) {
             int peer = -1, kind = -1;
             for (int k = 0; k < nops; ++k) {
@@ -547,7 +448,7 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
                 break;
               }
             }
-            give_up(cm, code, peer, kind);
+            GiveUp::of(cm).record(code, peer, kind);
           }
           if (code) sh.stop = 1;
         }
@@ -570,32 +471,21 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
 #endif
 }
 
-template <typename T, int OP, bool kReduce>
-cudaError_t launch_t(const KernelArgs& a, int nch, cudaStream_t s) {
-  plan_kernel<T, OP, kReduce><<<nch, kThreads, 0, s>>>(a);
-  return cudaGetLastError();
-}
-
-template <typename T, int OP>
-struct LaunchReduce {
-  static cudaError_t run(const KernelArgs& a, int nch, cudaStream_t s) {
-    return launch_t<T, OP, true>(a, nch, s);
-  }
-  static cudaError_t preload() { return preload_kernel(plan_kernel<T, OP, true>); }
-};
+MYCOLL_DEFINE_LAUNCH(LaunchReduce, KernelArgs, kThreads, plan_kernel<T, OP, true>)
+MYCOLL_DEFINE_LAUNCH(LaunchCopy, KernelArgs, kThreads, plan_kernel<T, OP, false>)
 
 }  // namespace dev
 
 cudaError_t launch_plan(const KernelArgs& a, bool reduce, mycollDataType_t t, mycollRedOp_t op,
                         int nchannels, cudaStream_t stream) {
   using namespace dev;
-  if (!reduce) return launch_t<uint8_t, mycollSum, false>(a, nchannels, stream);
+  if (!reduce) return LaunchCopy<uint8_t, mycollSum>::run(a, nchannels, stream);
   return dispatch_dtype_op<LaunchReduce>(t, op, a, nchannels, stream);
 }
 
 cudaError_t preload_plan_kernels() {
   using namespace dev;
-  cudaError_t e = preload_kernel(plan_kernel<uint8_t, mycollSum, false>);
+  cudaError_t e = LaunchCopy<uint8_t, mycollSum>::preload();
   cudaError_t r = preload_dtype_op<LaunchReduce>();
   return e != cudaSuccess ? e : r;
 }

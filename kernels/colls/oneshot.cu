@@ -29,7 +29,7 @@
 // is stream-ordered after this one, so no block reads a moved epoch. No host
 // state is involved: CUDA graph replays advance the epoch like eager calls.
 // The epoch and control line are shared with the two-shot kernel
-// (kernels/twoshot_kernel.cu: why two parities still suffice when both
+// (kernels/colls/twoshot.cu: why two parities still suffice when both
 // kernels interleave is argued there).
 //
 // Every wait gives up like the plan kernel: the host-mapped abort flag (read
@@ -43,7 +43,8 @@
 #include "kernels/device_plan.h"
 #include "kernels/dispatch.cuh"
 #include "kernels/launch.h"
-#include "kernels/ll.cuh"
+#include "kernels/prims/epoch.cuh"
+#include "kernels/prims/ll.cuh"
 #include "kernels/reduce_ops.cuh"
 
 namespace mycoll {
@@ -55,16 +56,8 @@ constexpr uint64_t kBlockLines = 256;  // another block per this many lines
 constexpr int kU = 2;                  // lines per thread and round of polls
 constexpr int kSrc = 8;                // sources polled at once
 
-struct OneShotArgs {
-  const char* in;
-  char* out;
-  uint64_t bytes;
-  const DevComm* comm;  // device memory
-  int32_t avg_n;        // Avg: divide the sum by this; 0 = no division
-};
-
 template <typename T, int OP>
-__global__ void __launch_bounds__(kThreads) oneshot_kernel(OneShotArgs a) {
+__global__ void __launch_bounds__(kThreads) oneshot_kernel(CollKArgs a) {
   __shared__ uint64_t s_epoch;
   __shared__ volatile int s_stop;
   const DevComm& cm = *a.comm;
@@ -73,15 +66,11 @@ __global__ void __launch_bounds__(kThreads) oneshot_kernel(OneShotArgs a) {
   const uint64_t os_base = cm.geom.os_base(), line_bytes = cm.geom.os_line_bytes();
   const char* const local = cm.local;
   char* const ctl = cm.local + cm.geom.ctl_off();
-  const ll::Spin spin{a.comm, ll::globaltimer(), cm.timeout_ns, &s_stop};
-  if (threadIdx.x == 0) {
-    s_epoch = *reinterpret_cast<volatile uint64_t*>(ctl);
-    s_stop = 0;
-  }
-  __syncthreads();
-  const uint64_t e = s_epoch;
-  const uint32_t flag = ll::epoch_flag(e);
-  const int parity = int(e & 1);
+  const ll::Spin spin{dev::GiveUp::of(cm), dev::globaltimer(), &s_stop};
+  if (threadIdx.x == 0) s_stop = 0;
+  const dev::Epoch ep = dev::epoch_begin(ctl, &s_epoch);
+  const uint32_t flag = ep.flag;
+  const int parity = ep.parity;
   const uint64_t lines = (a.bytes + 7) / 8;
   const uint64_t per = (lines + gridDim.x - 1) / gridDim.x;
   const uint64_t lbeg = uint64_t(blockIdx.x) * per;
@@ -91,9 +80,6 @@ __global__ void __launch_bounds__(kThreads) oneshot_kernel(OneShotArgs a) {
 
   // 1. My lines of input to every peer (all input loads of a round first).
   const uint64_t send_off = os_base + (uint64_t(me) * 2 + parity) * line_bytes;
-  auto inbox_line = [&](int s, uint64_t l) {
-    return local + os_base + (uint64_t(s) * 2 + parity) * line_bytes + l * 16;
-  };
   for (uint64_t l0 = lbeg + threadIdx.x; l0 < lend; l0 += nt * 4) {
     uint64_t v[4];
 #pragma unroll
@@ -115,49 +101,17 @@ __global__ void __launch_bounds__(kThreads) oneshot_kernel(OneShotArgs a) {
   // 2. Everyone's lines, reduced in rank order, into my output.
   for (uint64_t l0 = lbeg + threadIdx.x; l0 < lend && !s_stop; l0 += nt * kU) {
     uint64_t acc[kU], mine[kU];
+    bool want[kU];
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
       const uint64_t l = l0 + u * nt;
-      acc[u] = 0;
-      mine[u] = l < lend ? ll::load8(a.in + l * 8, valid_of(l)) : 0;
+      want[u] = l < lend;
+      mine[u] = want[u] ? ll::load8(a.in + l * 8, valid_of(l)) : 0;
     }
-    bool quit = false;
-    for (int s0 = 0; s0 < n && !quit; s0 += kSrc) {
-      uint64_t v[kU][kSrc];
-      bool ok[kU][kSrc];
-      // Issue every load of the round before waiting on any.
-#pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        const uint64_t l = l0 + u * nt;
-#pragma unroll
-        for (int j = 0; j < kSrc; ++j) {
-          const int s = s0 + j;
-          ok[u][j] = true;
-          v[u][j] = mine[u];
-          if (l < lend && s < n && s != me)
-            ok[u][j] = ll::load_line(inbox_line(s, l), flag, &v[u][j]);
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        const uint64_t l = l0 + u * nt;
-#pragma unroll
-        for (int j = 0; j < kSrc; ++j)
-          if (!ok[u][j] && !quit && !spin.wait(inbox_line(s0 + j, l), flag, &v[u][j], s0 + j))
-            quit = true;
-      }
-      if (quit) break;
-      // Fold in rank order: source 0 starts the accumulator.
-#pragma unroll
-      for (int u = 0; u < kU; ++u)
-#pragma unroll
-        for (int j = 0; j < kSrc; ++j) {
-          const int s = s0 + j;
-          if (s == 0) acc[u] = v[u][j];
-          else if (s < n) acc[u] = ll::reduce8<T, OP>(acc[u], v[u][j]);
-        }
-    }
-    if (quit) break;
+    auto at = [&](int s, int u) {
+      return local + os_base + (uint64_t(s) * 2 + parity) * line_bytes + (l0 + u * nt) * 16;
+    };
+    if (!ll::fold_lines<T, OP, kU, kSrc>(n, me, want, mine, at, flag, spin, acc)) break;
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
       const uint64_t l = l0 + u * nt;
@@ -169,38 +123,22 @@ __global__ void __launch_bounds__(kThreads) oneshot_kernel(OneShotArgs a) {
   }
 
   // 3. The last block done moves the epoch on (see the top of the file).
-  __syncthreads();
-  if (threadIdx.x == 0) ll::epoch_block_done(ctl, e);
+  dev::epoch_end(ctl, ep);
 }
 
-template <typename T, int OP>
-struct Launch {
-  static cudaError_t run(const OneShotArgs& a, int nblocks, cudaStream_t s) {
-    oneshot_kernel<T, OP><<<nblocks, kThreads, 0, s>>>(a);
-    return cudaGetLastError();
-  }
-  static cudaError_t preload() { return preload_kernel(oneshot_kernel<T, OP>); }
-};
+MYCOLL_DEFINE_LAUNCH(Launch, CollKArgs, kThreads, oneshot_kernel<T, OP>)
 
 }  // namespace
 
 cudaError_t preload_oneshot_kernels() { return preload_dtype_op<Launch>(); }
 
-int oneshot_blocks(uint64_t bytes) {
-  const uint64_t lines = (bytes + 7) / 8;
-  const uint64_t b = (lines + kBlockLines - 1) / kBlockLines;
-  return b < 1 ? 1 : b > uint64_t(kMaxBlocks) ? kMaxBlocks : int(b);
-}
+int oneshot_blocks(uint64_t bytes) { return blocks_for_lines((bytes + 7) / 8, kBlockLines, kMaxBlocks); }
 
 cudaError_t launch_oneshot(const void* in, void* out, uint64_t bytes, mycollDataType_t t,
                            mycollRedOp_t op, const DevComm* comm, int nranks, int max_blocks,
                            cudaStream_t stream) {
-  OneShotArgs a;
-  a.in = static_cast<const char*>(in);
-  a.out = static_cast<char*>(out);
-  a.bytes = bytes;
-  a.comm = comm;
-  a.avg_n = op == mycollAvg ? nranks : 0;
+  const CollKArgs a =
+      coll_kargs(Coll::AllReduce, in, out, bytes, comm, 0, op == mycollAvg, nranks);
   const int nb = std::max(1, std::min(oneshot_blocks(bytes), max_blocks));
   return dispatch_dtype_op<Launch>(t, op, a, nb, stream);
 }

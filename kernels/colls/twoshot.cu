@@ -52,7 +52,7 @@
 // (As for every collective, two all-reduces of one communicator must not run
 // concurrently: two streams or parallel graph branches.)
 //
-// Epoch update and failures as in the one-shot kernel (kernels/ll.cuh):
+// Epoch update and failures as in the one-shot kernel (kernels/prims/):
 // the last block done moves the epoch on; every wait gives up on the abort
 // flag or MYCOLL_TIMEOUT and records DevError.
 #include <cuda_runtime.h>
@@ -62,7 +62,8 @@
 #include "kernels/device_plan.h"
 #include "kernels/dispatch.cuh"
 #include "kernels/launch.h"
-#include "kernels/ll.cuh"
+#include "kernels/prims/epoch.cuh"
+#include "kernels/prims/ll.cuh"
 #include "kernels/reduce_ops.cuh"
 
 namespace mycoll {
@@ -75,14 +76,6 @@ constexpr int kSend = 4;               // phase A: lines loaded before storing
 constexpr int kU = 2;                  // phase B: lines per thread and round of polls
 constexpr int kSrc = 8;                // phase B: sources polled at once
 constexpr int kRecv = 4;               // phase C: lines polled at once
-
-struct TwoShotArgs {
-  const char* in;
-  char* out;
-  uint64_t bytes;
-  const DevComm* comm;  // device memory
-  int32_t avg_n;        // Avg: divide the sum by this; 0 = no division
-};
 
 // Parts of a message: n parts of whole lines over max(lines, n) lines.
 struct Parts {
@@ -100,7 +93,7 @@ struct Parts {
 };
 
 template <typename T, int OP>
-__global__ void __launch_bounds__(kThreads) twoshot_kernel(TwoShotArgs a) {
+__global__ void __launch_bounds__(kThreads) twoshot_kernel(CollKArgs a) {
   __shared__ uint64_t s_epoch;
   __shared__ volatile int s_stop;
   const DevComm& cm = *a.comm;
@@ -109,15 +102,11 @@ __global__ void __launch_bounds__(kThreads) twoshot_kernel(TwoShotArgs a) {
   const int n = cm.nranks, me = cm.rank;
   const char* const local = cm.local;
   char* const ctl = cm.local + g.ctl_off();
-  const ll::Spin spin{a.comm, ll::globaltimer(), cm.timeout_ns, &s_stop};
-  if (threadIdx.x == 0) {
-    s_epoch = *reinterpret_cast<volatile uint64_t*>(ctl);
-    s_stop = 0;
-  }
-  __syncthreads();
-  const uint64_t e = s_epoch;
-  const uint32_t flag = ll::epoch_flag(e);
-  const int parity = int(e & 1);
+  const ll::Spin spin{dev::GiveUp::of(cm), dev::globaltimer(), &s_stop};
+  if (threadIdx.x == 0) s_stop = 0;
+  const dev::Epoch ep = dev::epoch_begin(ctl, &s_epoch);
+  const uint32_t flag = ep.flag;
+  const int parity = ep.parity;
   const uint64_t lines = (a.bytes + 7) / 8;
   const Parts parts(lines, n);
   const uint32_t per = (parts.max_len() + gridDim.x - 1) / gridDim.x;
@@ -170,52 +159,17 @@ __global__ void __launch_bounds__(kThreads) twoshot_kernel(TwoShotArgs a) {
   const uint64_t b_send = g.ts_b_off(me, parity);
   for (uint32_t q0 = o0 + threadIdx.x; q0 < mend && !s_stop; q0 += nt * kU) {
     uint64_t acc[kU], mine[kU];
+    bool want[kU];
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
       const uint32_t o = q0 + u * nt;
-      acc[u] = 0;
-      mine[u] = o < mend ? load_in(mine0 + o) : 0;
+      want[u] = o < mend;
+      mine[u] = want[u] ? load_in(mine0 + o) : 0;
     }
-    bool quit = false;
-    for (int s0 = 0; s0 < n && !quit; s0 += kSrc) {
-      uint64_t v[kU][kSrc];
-      bool ok[kU][kSrc];
-      // Issue every load of the round before waiting on any.
-#pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        const uint32_t o = q0 + u * nt;
-#pragma unroll
-        for (int j = 0; j < kSrc; ++j) {
-          const int s = s0 + j;
-          ok[u][j] = true;
-          v[u][j] = mine[u];
-          if (o < mend && s < n && s != me)
-            ok[u][j] = ll::load_line(local + g.ts_a_off(s, parity) + uint64_t(o) * 16, flag,
-                                     &v[u][j]);
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        const uint32_t o = q0 + u * nt;
-#pragma unroll
-        for (int j = 0; j < kSrc; ++j)
-          if (!ok[u][j] && !quit &&
-              !spin.wait(local + g.ts_a_off(s0 + j, parity) + uint64_t(o) * 16, flag, &v[u][j],
-                         s0 + j))
-            quit = true;
-      }
-      if (quit) break;
-      // Fold in rank order: source 0 starts the accumulator.
-#pragma unroll
-      for (int u = 0; u < kU; ++u)
-#pragma unroll
-        for (int j = 0; j < kSrc; ++j) {
-          const int s = s0 + j;
-          if (s == 0) acc[u] = v[u][j];
-          else if (s < n) acc[u] = ll::reduce8<T, OP>(acc[u], v[u][j]);
-        }
-    }
-    if (quit) break;
+    auto at = [&](int s, int u) {
+      return local + g.ts_a_off(s, parity) + uint64_t(q0 + u * nt) * 16;
+    };
+    if (!ll::fold_lines<T, OP, kU, kSrc>(n, me, want, mine, at, flag, spin, acc)) break;
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
       const uint32_t o = q0 + u * nt;
@@ -268,19 +222,11 @@ __global__ void __launch_bounds__(kThreads) twoshot_kernel(TwoShotArgs a) {
     if (quit) break;
   }
 
-  // The last block done moves the epoch on (kernels/ll.cuh).
-  __syncthreads();
-  if (threadIdx.x == 0) ll::epoch_block_done(ctl, e);
+  // The last block done moves the epoch on (kernels/prims/epoch.cuh).
+  dev::epoch_end(ctl, ep);
 }
 
-template <typename T, int OP>
-struct Launch {
-  static cudaError_t run(const TwoShotArgs& a, int nblocks, cudaStream_t s) {
-    twoshot_kernel<T, OP><<<nblocks, kThreads, 0, s>>>(a);
-    return cudaGetLastError();
-  }
-  static cudaError_t preload() { return preload_kernel(twoshot_kernel<T, OP>); }
-};
+MYCOLL_DEFINE_LAUNCH(Launch, CollKArgs, kThreads, twoshot_kernel<T, OP>)
 
 }  // namespace
 
@@ -290,20 +236,14 @@ int twoshot_blocks(uint64_t bytes, int nranks) {
   if (nranks < 1) return 1;
   uint64_t lines = (bytes + 7) / 8;
   if (lines < uint64_t(nranks)) lines = nranks;
-  const uint64_t part = (lines + nranks - 1) / nranks;
-  const uint64_t b = (part + kBlockLines - 1) / kBlockLines;
-  return b < 1 ? 1 : b > uint64_t(kMaxBlocks) ? kMaxBlocks : int(b);
+  return blocks_for_lines((lines + nranks - 1) / nranks, kBlockLines, kMaxBlocks);
 }
 
 cudaError_t launch_twoshot(const void* in, void* out, uint64_t bytes, mycollDataType_t t,
                            mycollRedOp_t op, const DevComm* comm, int nranks, int max_blocks,
                            cudaStream_t stream) {
-  TwoShotArgs a;
-  a.in = static_cast<const char*>(in);
-  a.out = static_cast<char*>(out);
-  a.bytes = bytes;
-  a.comm = comm;
-  a.avg_n = op == mycollAvg ? nranks : 0;
+  const CollKArgs a =
+      coll_kargs(Coll::AllReduce, in, out, bytes, comm, 0, op == mycollAvg, nranks);
   const int nb = std::max(1, std::min(twoshot_blocks(bytes, nranks), max_blocks));
   return dispatch_dtype_op<Launch>(t, op, a, nb, stream);
 }

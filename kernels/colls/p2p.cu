@@ -3,7 +3,7 @@
 // the per-(peer, channel) ll rings of the inboxes, without the plan kernel's
 // per-step op lists, warp groups and barriers.
 //
-// Wire protocol: exactly the plan kernel's ll pass (kernels/plan_kernel.cu),
+// Wire protocol: exactly the plan kernel's ll pass (kernels/colls/plan.cu),
 // so a slice sent by either kernel is received by either kernel:
 //   a slice of B bytes takes need = ceil(B / LD) slots of the ring (LD =
 //   ll_slot_bytes / 2 data bytes per slot, LPS = ll_slot_bytes / 16 lines),
@@ -36,7 +36,8 @@
 #include "kernels/device_plan.h"
 #include "kernels/dispatch.cuh"
 #include "kernels/launch.h"
-#include "kernels/ll.cuh"
+#include "kernels/prims/ll.cuh"
+#include "kernels/prims/wait.cuh"
 
 namespace mycoll {
 namespace {
@@ -57,34 +58,6 @@ constexpr int kSmallSlices = 16;
 
 using ll::ld_vol;
 using ll::st_vol;
-
-__device__ void give_up(const P2pLlCommon& c, int code, int peer, int kind) {
-  ll::record_error(c.error, c.rank, code, peer, kind);
-}
-
-// One wait of one thread: call tick() every time the polled value was not
-// there yet; true when the wait must end (reason recorded, `stop` raised).
-struct Wait {
-  uint32_t spins = 0;
-  uint64_t t0 = 0;
-
-  __device__ bool tick(const P2pLlCommon& c, volatile int* stop, int peer, int kind) {
-    if ((++spins & 1023) != 0) return false;
-    if (t0 == 0) t0 = ll::globaltimer();
-    int code = 0;
-    if ((spins & 0xffff) == 0 &&
-        (*c.abort || *reinterpret_cast<volatile int32_t*>(&c.error->code)))
-      code = *c.abort ? mycollRemoteError : -1;  // -1: someone else gave up
-    else if (ll::globaltimer() - t0 > c.timeout_ns)
-      code = mycollTimeout;
-    if (code > 0) give_up(c, code, peer, kind);
-    if (code || *stop) {
-      *stop = 1;
-      return true;
-    }
-    return false;
-  }
-};
 
 // Ring offset of line l of a slice starting at slot sequence `base`
 // (bmod = base % slots): slot index and line within it.
@@ -121,10 +94,10 @@ __device__ void send_key(const P2pLlParams<K, S>& p, const P2pLlKey& key, volati
         // plan kernel's rule); the data loads above are in flight meanwhile.
         bool quit = false;
         if (tid == 0) {
-          Wait w;
+          dev::Waiter w(0);
           while (base + need - tail > slots && !quit) {
             tail = ld_vol(key.credit);
-            if (base + need - tail > slots) quit = w.tick(c, stop, key.peer, kDevSend);
+            if (base + need - tail > slots) quit = dev::tick_or_stop(w, dev::GiveUp::of(c), stop, key.peer, kDevSend);
           }
         }
         if (__syncthreads_or(quit)) return;
@@ -174,10 +147,10 @@ __device__ void recv_key(const P2pLlParams<K, S>& p, const P2pLlKey& key, volati
       }
 #pragma unroll
       for (int u = 0; u < kL; ++u) {
-        Wait w;
+        dev::Waiter w(0);
         while (!ok[u] && !quit) {
           ok[u] = ll::load_line(line[u], flag[u], &v[u]);
-          if (!ok[u]) quit = w.tick(c, stop, key.peer, kDevRecv);
+          if (!ok[u]) quit = dev::tick_or_stop(w, dev::GiveUp::of(c), stop, key.peer, kDevRecv);
         }
       }
       if (quit) break;

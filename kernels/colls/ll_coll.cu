@@ -2,7 +2,7 @@
 // messages on GPU communicators whose peers are all mapped over CUDA IPC:
 // each collective is one kernel and about one NVLink trip, instead of the
 // plan kernel's FIFO steps. The design is the one-shot all-reduce's
-// (kernels/oneshot_kernel.cu): LL lines (kernels/ll.cuh), a flag from a
+// (kernels/colls/oneshot.cu): LL lines (kernels/prims/ll.cuh), a flag from a
 // device-side epoch, two buffers (parities) per sender in every inbox, here
 // the "lc" region of FifoGeom.
 //
@@ -87,7 +87,8 @@
 #include "kernels/device_plan.h"
 #include "kernels/dispatch.cuh"
 #include "kernels/launch.h"
-#include "kernels/ll.cuh"
+#include "kernels/prims/epoch.cuh"
+#include "kernels/prims/ll.cuh"
 #include "kernels/reduce_ops.cuh"
 
 namespace mycoll {
@@ -100,26 +101,17 @@ constexpr int kU = 4;                  // copies: lines per thread and round of 
 constexpr int kRU = 2;                 // reduce-scatter: lines per thread and round
 constexpr int kSrc = 8;                // reduce-scatter: sources polled at once
 
-struct LlCollArgs {
-  const char* in;
-  char* out;
-  uint64_t bytes;       // one block (see the top of the file)
-  const DevComm* comm;  // device memory
-  int32_t kind;         // LlColl
-  int32_t root;         // broadcast, reduce
-  int32_t avg_n;        // reduce-scatter, reduce Avg: divide the sum by this; 0 = no division
-};
-
 // One block's view of a launch, in registers (the LL asm's memory clobbers
 // would reload values read through cm).
 struct Ctx {
   const DevComm* cm;
   int n, me, parity;
   uint32_t flag;
-  uint64_t base, line_bytes, timeout_ns, t0, bytes;
+  uint64_t base, line_bytes, bytes;
   uint32_t lbeg, range;  // this block's lines [lbeg, lbeg + range)
   char* local;
   volatile int* stop;
+  ll::Spin spin;  // waits of this launch (the block's stop flag)
 
   // Sender s's buffer of this launch's parity in the inbox at `inbox`.
   __device__ char* buf(char* inbox, int s) const {
@@ -129,31 +121,11 @@ struct Ctx {
 };
 
 
-// Spins until the line at p carries this launch's flag (data in *v); false
-// once this block gives up (abort, an error elsewhere, MYCOLL_TIMEOUT). Only
-// the slow path calls it (a line not there at the first look); callers pass
-// a scalar, so their arrays of lines stay in registers.
+// The slow path of a line not there at the first look (callers pass a
+// scalar, so their arrays of lines stay in registers): false once this
+// block gives up.
 __device__ bool spin_line(const Ctx& x, const char* p, int peer, uint64_t* v) {
-  uint32_t spins = 0;
-  while (!ll::load_line(p, x.flag, v)) {
-    if ((++spins & 1023) != 0) continue;
-    if (*x.stop) return false;
-    const DevComm& cm = *x.cm;
-    int code = 0;
-    // Host-mapped memory is a PCIe read: only now and then. Another block (or
-    // kernel) of this rank that gave up stops us too.
-    if ((spins & 0xffff) == 0 &&
-        (*cm.abort || *reinterpret_cast<volatile int32_t*>(&cm.error->code)))
-      code = *cm.abort ? mycollRemoteError : -1;
-    else if (ll::globaltimer() - x.t0 > x.timeout_ns)
-      code = mycollTimeout;
-    if (code > 0) ll::give_up(cm, code, peer);
-    if (code) {
-      *x.stop = 1;
-      return false;
-    }
-  }
-  return true;
+  return x.spin.wait(p, x.flag, v, peer);
 }
 
 // My lines to ndst peers p = first, first + 1, ... (mod n): line l of
@@ -251,53 +223,21 @@ template <typename T, int OP>
 __device__ void reduce_lines(const Ctx& x, const char* mine_in, char* out, int avg_n) {
   for (uint32_t l0 = threadIdx.x; l0 < x.range && !*x.stop; l0 += blockDim.x * kRU) {
     uint64_t acc[kRU], mine[kRU];
+    bool want[kRU];
 #pragma unroll
     for (int u = 0; u < kRU; ++u) {
       const uint64_t l = x.lbeg + l0 + u * blockDim.x;
-      acc[u] = 0;
+      want[u] = l0 + u * blockDim.x < x.range;
       // In place, out aliases mine_in: read before the store below.
-      mine[u] = l0 + u * blockDim.x < x.range ? ll::load8(mine_in + l * 8, x.valid(l)) : 0;
+      mine[u] = want[u] ? ll::load8(mine_in + l * 8, x.valid(l)) : 0;
     }
-    for (int s0 = 0; s0 < x.n; s0 += kSrc) {
-      uint64_t v[kRU][kSrc];
-      bool ok[kRU][kSrc];
-#pragma unroll
-      for (int u = 0; u < kRU; ++u) {
-        const bool in_range = l0 + u * blockDim.x < x.range;
-        const uint64_t l = x.lbeg + l0 + u * blockDim.x;
-#pragma unroll
-        for (int j = 0; j < kSrc; ++j) {
-          const int s = s0 + j;
-          ok[u][j] = true;
-          v[u][j] = mine[u];
-          if (in_range && s < x.n && s != x.me)
-            ok[u][j] = ll::load_line(x.buf(x.local, s) + l * 16, x.flag, &v[u][j]);
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kRU; ++u) {
-        const uint64_t l = x.lbeg + l0 + u * blockDim.x;
-#pragma unroll
-        for (int j = 0; j < kSrc; ++j) {
-          if (ok[u][j]) continue;
-          uint64_t w;
-          if (!spin_line(x, x.buf(x.local, s0 + j) + l * 16, s0 + j, &w)) return;
-          v[u][j] = w;
-        }
-      }
-      // Fold in rank order: source 0 starts the accumulator.
-#pragma unroll
-      for (int u = 0; u < kRU; ++u)
-#pragma unroll
-        for (int j = 0; j < kSrc; ++j) {
-          const int s = s0 + j;
-          if (s == 0) acc[u] = v[u][j];
-          else if (s < x.n) acc[u] = ll::reduce8<T, OP>(acc[u], v[u][j]);
-        }
-    }
+    auto at = [&](int s, int u) {
+      return x.buf(x.local, s) + (x.lbeg + l0 + u * blockDim.x) * uint64_t(16);
+    };
+    if (!ll::fold_lines<T, OP, kRU, kSrc>(x.n, x.me, want, mine, at, x.flag, x.spin, acc)) return;
 #pragma unroll
     for (int u = 0; u < kRU; ++u) {
-      if (l0 + u * blockDim.x >= x.range) continue;
+      if (!want[u]) continue;
       const uint64_t l = x.lbeg + l0 + u * blockDim.x;
       uint64_t r = acc[u];
       if (avg_n) r = ll::div_avg8<T>(r, avg_n);
@@ -307,7 +247,7 @@ __device__ void reduce_lines(const Ctx& x, const char* mine_in, char* out, int a
 }
 
 template <typename T, int OP>
-__global__ void __launch_bounds__(kThreads) ll_coll_kernel(LlCollArgs a) {
+__global__ void __launch_bounds__(kThreads) ll_coll_kernel(CollKArgs a) {
   __shared__ uint64_t s_epoch;
   __shared__ volatile int s_stop;
   const DevComm& cm = *a.comm;
@@ -317,20 +257,15 @@ __global__ void __launch_bounds__(kThreads) ll_coll_kernel(LlCollArgs a) {
   x.me = cm.rank;
   x.base = cm.geom.lc_base();
   x.line_bytes = cm.geom.lc_line_bytes();
-  x.timeout_ns = cm.timeout_ns;
   x.local = cm.local;
   x.bytes = a.bytes;
   x.stop = &s_stop;
   char* const ctl = cm.local + cm.geom.lc_ctl_off();
-  x.t0 = ll::globaltimer();
-  if (threadIdx.x == 0) {
-    s_epoch = *reinterpret_cast<volatile uint64_t*>(ctl);
-    s_stop = 0;
-  }
-  __syncthreads();
-  const uint64_t e = s_epoch;
-  x.flag = uint32_t(e % 0xffffffffull) + 1;
-  x.parity = int(e & 1);
+  x.spin = ll::Spin{dev::GiveUp::of(cm), dev::globaltimer(), &s_stop};
+  if (threadIdx.x == 0) s_stop = 0;
+  const dev::Epoch ep = dev::epoch_begin(ctl, &s_epoch);
+  x.flag = ep.flag;
+  x.parity = ep.parity;
   const uint32_t lines = uint32_t((a.bytes + 7) / 8);
   const uint32_t per = (lines + gridDim.x - 1) / gridDim.x;
   x.lbeg = blockIdx.x * per;
@@ -339,16 +274,16 @@ __global__ void __launch_bounds__(kThreads) ll_coll_kernel(LlCollArgs a) {
   const int next = me + 1 < n ? me + 1 : 0;
 
   switch (a.kind) {
-    case kLlAllGather:
+    case Coll::AllGather:
       send_lines(x, a.in, 0, next, n - 1);
       if (a.in != a.out + uint64_t(me) * a.bytes) copy_lines(x, a.in, a.out + uint64_t(me) * a.bytes);
       recv_lines(x, next, n - 1, a.out, a.bytes);
       break;
-    case kLlReduceScatter:
+    case Coll::ReduceScatter:
       send_lines(x, a.in, a.bytes, next, n - 1);
       reduce_lines<T, OP>(x, a.in + uint64_t(me) * a.bytes, a.out, a.avg_n);
       break;
-    case kLlBroadcast:
+    case Coll::Broadcast:
       if (me == a.root) {
         send_lines(x, a.in, 0, next, n - 1);
         if (a.in != a.out) copy_lines(x, a.in, a.out);
@@ -359,7 +294,7 @@ __global__ void __launch_bounds__(kThreads) ll_coll_kernel(LlCollArgs a) {
         wait_acks(x, a.root);
       }
       break;
-    case kLlReduce:
+    case Coll::Reduce:
       if (me == a.root) {
         send_acks(x, -1);
         reduce_lines<T, OP>(x, a.in, a.out, a.avg_n);
@@ -369,59 +304,33 @@ __global__ void __launch_bounds__(kThreads) ll_coll_kernel(LlCollArgs a) {
         wait_acks(x, -1);
       }
       break;
-    case kLlAllToAll:
+    case Coll::AllToAll:
       send_lines(x, a.in, a.bytes, next, n - 1);
       // In place: this block's reads of its input lines before its writes.
       if (a.in == a.out) __syncthreads();
       else copy_lines(x, a.in + uint64_t(me) * a.bytes, a.out + uint64_t(me) * a.bytes);
       recv_lines(x, next, n - 1, a.out, a.bytes);
       break;
+    default: break;  // the host launches only the collectives above
   }
 
-  // The last block done moves the epoch on (see kernels/oneshot_kernel.cu).
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    unsigned int* done = reinterpret_cast<unsigned int*>(ctl + 8);
-    __threadfence();  // this block's read of the epoch before its count
-    if (atomicAdd(done, 1u) == gridDim.x - 1) {
-      __threadfence();
-      *reinterpret_cast<volatile unsigned int*>(done) = 0;
-      *reinterpret_cast<volatile uint64_t*>(ctl) = e + 1;
-    }
-  }
+  // The last block done moves the epoch on (kernels/prims/epoch.cuh).
+  dev::epoch_end(ctl, ep);
 }
 
-template <typename T, int OP>
-struct Launch {
-  static cudaError_t run(const LlCollArgs& a, int nblocks, cudaStream_t s) {
-    ll_coll_kernel<T, OP><<<nblocks, kThreads, 0, s>>>(a);
-    return cudaGetLastError();
-  }
-  static cudaError_t preload() { return preload_kernel(ll_coll_kernel<T, OP>); }
-};
+MYCOLL_DEFINE_LAUNCH(Launch, CollKArgs, kThreads, ll_coll_kernel<T, OP>)
 
 }  // namespace
 
 cudaError_t preload_ll_coll_kernels() { return preload_dtype_op<Launch>(); }
 
-int ll_coll_blocks(uint64_t bytes) {
-  const uint64_t lines = (bytes + 7) / 8;
-  const uint64_t b = (lines + kBlockLines - 1) / kBlockLines;
-  return b < 1 ? 1 : b > uint64_t(kMaxBlocks) ? kMaxBlocks : int(b);
-}
+int ll_coll_blocks(uint64_t bytes) { return blocks_for_lines((bytes + 7) / 8, kBlockLines, kMaxBlocks); }
 
-cudaError_t launch_ll_coll(LlColl kind, const void* in, void* out, uint64_t bytes,
+cudaError_t launch_ll_coll(Coll kind, const void* in, void* out, uint64_t bytes,
                            mycollDataType_t t, mycollRedOp_t op, int root, const DevComm* comm,
                            int nranks, int max_blocks, cudaStream_t stream) {
-  LlCollArgs a;
-  a.in = static_cast<const char*>(in);
-  a.out = static_cast<char*>(out);
-  a.bytes = bytes;
-  a.comm = comm;
-  a.kind = kind;
-  a.root = root;
-  const bool reduce = kind == kLlReduceScatter || kind == kLlReduce;
-  a.avg_n = reduce && op == mycollAvg ? nranks : 0;
+  const bool reduce = kind == Coll::ReduceScatter || kind == Coll::Reduce;
+  const CollKArgs a = coll_kargs(kind, in, out, bytes, comm, root, reduce && op == mycollAvg, nranks);
   const int nb = std::max(1, std::min(ll_coll_blocks(bytes), max_blocks));
   // Moving bytes needs no element type: one instantiation serves them all.
   if (!reduce) return Launch<uint8_t, mycollSum>::run(a, nb, stream);
