@@ -101,13 +101,13 @@ const std::vector<EnvVar>& env_registry() {
        "GPU: a message whose share on one channel is at most this size travels with the "
        "low-latency protocol (data and flag in one 16-byte store, no fence; half the link "
        "bandwidth); larger ones with the bandwidth protocol (slots, fence, flag). 0 disables it."},
-      {"MYCOLL_PROTO", "string", "(auto)",
+      {"MYCOLL_PROTO", "enum", "auto",
        "GPU: the protocol of every kernel: simple (slots, fence, counter: bandwidth) or ll (data "
        "and flag in one 16-byte store: latency). simple turns off the one-shot, two-shot and LL "
        "collective kernels and the plan kernel's LL ring (as MYCOLL_GPU_ONESHOT_BYTES, "
        "_TWOSHOT_BYTES, _LL_COLL_BYTES, _LL_BYTES = 0); ll turns off the fused ring and direct "
        "kernels (_RING_BYTES, _DIRECT_BYTES = 0) and sends every plan-kernel message that fits "
-       "the LL ring with it. Unset: each size takes the faster (the selection table in "
+       "the LL ring with it. auto: each size takes the faster (the selection table in "
        "lib/engine/device_select.h). Must be alike on every rank."},
       {"MYCOLL_GPU_ONESHOT_BYTES", "bytes", "64K",
        "GPU: all-reduce of at most this many bytes per rank, on a communicator whose peers are all "
@@ -341,9 +341,9 @@ Config Config::from_env() {
   } else if (proto == "ll") {
     c.gpu_ring_bytes = c.gpu_direct_bytes = 0;
     c.gpu_ll_bytes = size_t(1) << 30;  // capped at what the LL ring holds
-  } else if (!proto.empty()) {
+  } else if (!proto.empty() && proto != "auto") {
     throw_error(mycollInvalidArgument,
-                "MYCOLL_PROTO='" + proto + "' is not a protocol (expected simple or ll)");
+                "MYCOLL_PROTO='" + proto + "' is not a protocol (expected auto, simple or ll)");
   }
   c.gpu_proto = proto;
   const long long fr = parse_int(env_get("MYCOLL_FLIGHT_RECORDER"), "MYCOLL_FLIGHT_RECORDER");

@@ -119,6 +119,15 @@ TEST(DeviceSelect, NamesScheduleAndProtocol) {
 
 // MYCOLL_PROTO rewrites the rows' limits at config time.
 TEST(DeviceSelect, ProtoTurnsRowsOff) {
+  unsetenv("MYCOLL_PROTO");
+  const Config d = Config::from_env();
+  EXPECT_GT(d.gpu_oneshot_bytes, 0u);
+  EXPECT_GT(d.gpu_ll_bytes, 0u);
+  EXPECT_GT(d.gpu_ring_bytes, 0u);
+  setenv("MYCOLL_PROTO", "auto", 1);
+  const Config a = Config::from_env();
+  EXPECT_EQ(a.gpu_oneshot_bytes, d.gpu_oneshot_bytes);
+  EXPECT_EQ(a.gpu_ring_bytes, d.gpu_ring_bytes);
   setenv("MYCOLL_PROTO", "simple", 1);
   Config s = Config::from_env();
   EXPECT_EQ(s.gpu_oneshot_bytes, 0u);
