@@ -88,7 +88,6 @@ struct BlockState {
   const char* fused[kMaxFused];  // sources of a fused local reduction
   uint64_t n[2];
   uint64_t base[2];
-  int nops;
   volatile int stop;
 #ifdef MYCOLL_KERNEL_TRACE
   uint64_t tev[2][64];
@@ -144,13 +143,11 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
     const uint32_t avail = end - s0 < uint32_t(kMaxStepOps) ? end - s0 : uint32_t(kMaxStepOps);
     for (uint32_t k = threadIdx.x; k < avail; k += kThreads) sh.ops[k] = a.ops[s0 + k];
     __syncthreads();
-    if (threadIdx.x == 0) {
-      uint32_t k = 0;
-      while (k + 1 < avail && !sh.ops[k].step_end) ++k;
-      sh.nops = k + 1;
-    }
-    __syncthreads();
-    const int nops = sh.nops;
+    // Every thread finds the step's end itself (no shared count written by
+    // one thread and read by the others: racecheck reported that pair).
+    uint32_t last = 0;
+    while (last + 1 < avail && !sh.ops[last].step_end) ++last;
+    const int nops = int(last + 1);
     i = s0 + nops;
     for (int k = threadIdx.x; k < nops; k += kThreads) {
       const DevOp& op = sh.ops[k];

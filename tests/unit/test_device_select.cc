@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "core/error.h"
 #include "engine/device_select.h"
 
 namespace mycoll {
