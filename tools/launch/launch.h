@@ -1,5 +1,6 @@
-// Tiny launcher shared by the examples and mycoll-perf: gives a per-rank
-// function an initialised communicator, however the program was started.
+// Tiny launcher shared by mycoll-perf and the examples (library mycoll_launch):
+// gives a per-rank function an initialised communicator, however the program
+// was started.
 // Uses only the public C API (mycoll.h).
 //
 //   prog --np 4           forks 4 local ranks itself (see launch())
@@ -14,7 +15,7 @@
 
 #include "mycoll.h"
 
-namespace mycoll_examples {
+namespace mycoll_launch {
 
 // Runs once per rank with an initialised communicator; returns the rank's
 // exit status (0 = success). The launcher destroys comm afterwards.
@@ -83,4 +84,4 @@ std::string describe(mycollResult_t r, const char* what, mycollComm_t comm);
 // Throws std::runtime_error(describe(...)) unless r is mycollSuccess.
 void must(mycollResult_t r, const char* what, mycollComm_t comm);
 
-}  // namespace mycoll_examples
+}  // namespace mycoll_launch

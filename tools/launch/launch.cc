@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-namespace mycoll_examples {
+namespace mycoll_launch {
 namespace {
 
 // How long a non-zero rank waits for rank 0 to relay the unique id.
@@ -381,4 +381,4 @@ int launch(int np, const RankMain& body, double grace_s,
   return run_rank(comm, body);
 }
 
-}  // namespace mycoll_examples
+}  // namespace mycoll_launch
