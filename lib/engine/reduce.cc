@@ -10,9 +10,9 @@
 //    once at first use with __builtin_cpu_supports). Both use the same scalar
 //    code, so results are bit-identical whichever runs. The AVX2 table swaps
 //    in hand-written loops for bf16 (same integer rounding, bit-identical)
-//    and, with F16C, for fp16 (hardware conversions, ~10-20x faster than the
-//    software ones; a signalling NaN comes out quiet). Tests run every path
-//    (set_reduce_isa).
+//    and, with F16C, for fp16 (hardware conversions, much faster than the
+//    software ones, docs/performance.md; a signalling NaN comes out quiet).
+//    Tests run every path (set_reduce_isa).
 //  - Misaligned pointers (legal: transports hand out ring positions) go
 //    through aligned bounce buffers.
 //  - fp16/bf16 are computed in fp32 and rounded to nearest even. The

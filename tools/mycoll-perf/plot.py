@@ -3,12 +3,13 @@
 
 Reads the files mycoll-perf writes with --json FILE (JSON Lines, one object per
 size) or -J FILE.json (one document: {"metadata": ..., "results": [...]}), any
-number of them. One figure per (collective, ranks, memory, type, op): busbw
+number of them. One figure per (collective, ranks, memory, type, op, and the
+"setting" key that docs/perf/ files add to name a variant): busbw
 against size for mycoll (out of place) and for the peer timed beside it (NCCL
 or MPI), time against size, and the ratio mycoll busbw / peer busbw.
 
   plot.py perf.jsonl -o allreduce.png          # PNG (needs matplotlib)
-  plot.py gpu4-*.jsonl -o docs/perf/fig.png    # several tables: one PNG each
+  plot.py docs/perf/gpu-h200-4gpus-*.jsonl -o fig.png   # several tables: one PNG each
   plot.py --text perf.jsonl                    # a text table, no matplotlib
 
 Without matplotlib, or with --text, it prints the same series as text tables.
@@ -66,13 +67,13 @@ def peer_of(row):
 
 
 def group_rows(rows):
-    """{(collective, nranks, mem, type, redop): [row, ...] sorted by size}."""
+    """{(collective, nranks, mem, type, redop, setting): [row, ...] sorted by size}."""
     groups = {}
     for r in rows:
         if "collective" not in r or "size" not in r:
             continue
         key = (r["collective"], r.get("nranks", 0), r.get("mem", "?"), r.get("type", "?"),
-               r.get("redop", "none"))
+               r.get("redop", "none"), r.get("setting", ""))
         groups.setdefault(key, []).append(r)
     for v in groups.values():
         v.sort(key=lambda r: r["size"])
@@ -96,9 +97,9 @@ def series(rows):
 
 
 def title_of(key):
-    coll, nranks, mem, dtype, redop = key
+    coll, nranks, mem, dtype, redop, setting = key
     op = "" if redop == "none" else f" {redop}"
-    return f"{coll}, {nranks} ranks, {mem} memory, {dtype}{op}"
+    return f"{coll}, {nranks} ranks, {mem} memory, {dtype}{op}" + (f": {setting}" if setting else "")
 
 
 def human_size(b):
@@ -136,9 +137,11 @@ def output_names(base, groups):
         return {next(iter(groups)): base}
     stem, ext = os.path.splitext(base)
     names = {}
-    for key in groups:
-        coll, nranks, mem, dtype, redop = key
+    for i, key in enumerate(sorted(groups, key=lambda k: [str(x) for x in k])):
+        coll, nranks, mem, dtype, redop, setting = key
         tag = f"{coll}-{nranks}r-{mem}-{dtype}" + ("" if redop == "none" else f"-{redop}")
+        if setting:
+            tag += f"-{i}"  # settings are prose: number them (the title names them)
         names[key] = f"{stem}-{tag}{ext or '.png'}"
     return names
 
