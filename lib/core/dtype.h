@@ -18,10 +18,18 @@ constexpr bool dtype_valid(mycollDataType_t t) {
 // Bytes per element; 0 for an invalid type.
 constexpr size_t dtype_size(mycollDataType_t t) {
   switch (t) {
-    case mycollInt8: case mycollUint8: case mycollFloat8e4m3: case mycollFloat8e5m2: return 1;
-    case mycollFloat16: case mycollBfloat16: return 2;
-    case mycollInt32: case mycollUint32: case mycollFloat32: return 4;
-    case mycollInt64: case mycollUint64: case mycollFloat64: return 8;
+    case mycollInt8:
+    case mycollUint8:
+    case mycollFloat8e4m3:
+    case mycollFloat8e5m2: return 1;
+    case mycollFloat16:
+    case mycollBfloat16: return 2;
+    case mycollInt32:
+    case mycollUint32:
+    case mycollFloat32: return 4;
+    case mycollInt64:
+    case mycollUint64:
+    case mycollFloat64: return 8;
     default: return 0;
   }
 }
@@ -50,8 +58,12 @@ constexpr const char* dtype_name(mycollDataType_t t) {
 // divides with rounding; the others are integers (Sum/Prod wrap, Avg truncates).
 constexpr bool dtype_is_float(mycollDataType_t t) {
   switch (t) {
-    case mycollFloat16: case mycollFloat32: case mycollFloat64: case mycollBfloat16:
-    case mycollFloat8e4m3: case mycollFloat8e5m2: return true;
+    case mycollFloat16:
+    case mycollFloat32:
+    case mycollFloat64:
+    case mycollBfloat16:
+    case mycollFloat8e4m3:
+    case mycollFloat8e5m2: return true;
     default: return false;
   }
 }

@@ -114,16 +114,15 @@ int forked_rank(int rank, int np, const Share& share, const RankMain& body,
   mycollComm_t comm = nullptr;
   mycollResult_t r = mycollCommInitRank(&comm, np, id, rank);
   if (r != mycollSuccess) {
-    std::fprintf(stderr, "rank %d: %s\n", rank,
-                 describe(r, "mycollCommInitRank", nullptr).c_str());
+    std::fprintf(stderr, "rank %d: %s\n", rank, describe(r, "mycollCommInitRank", nullptr).c_str());
     return 2;
   }
   return run_rank(comm, body);
 }
 
 const char* env_rank_variable() {
-  for (const char* name : {"MYCOLL_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK",
-                           "SLURM_PROCID"})
+  for (const char* name :
+       {"MYCOLL_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID"})
     if (std::getenv(name)) return name;
   return nullptr;
 }
@@ -302,8 +301,7 @@ bool run_in_child(const std::function<int()>& fn, int* result, double timeout_s)
     int rc = 255;
     try {
       rc = fn();
-    } catch (...) {
-    }
+    } catch (...) {}
     std::fflush(stdout);
     std::fflush(stderr);
     _exit(rc & 0xff);

@@ -714,30 +714,34 @@ class Bench {
   // One JSON object with every column of the table's line.
   std::string json_row(const Line& l) const {
     std::string row;
-    appendf(&row, "{\"collective\":\"%s\",\"nranks\":%d,\"mem\":\"%s\",\"size\":%zu,\"count\":%zu,"
-        "\"type\":\"%s\",\"redop\":\"%s\",\"root\":%d,\"iters\":%d,",
-        l.coll->name, n_, slots_[0].be->name(), l.bytes, l.count, dtype_name(l.type),
-        l.coll->reduces ? op_name(l.op) : "none", l.root, o_.iters);
-    appendf(&row, "\"oop_time_us\":%s,\"oop_algbw_gbs\":%s,\"oop_busbw_gbs\":%s,\"oop_wrong\":%s,"
-        "\"ip_time_us\":%s,\"ip_algbw_gbs\":%s,\"ip_busbw_gbs\":%s,\"ip_wrong\":%s",
-        json_num(l.oop.time_us).c_str(), json_num(l.oop.algbw).c_str(),
-        json_num(l.oop.busbw).c_str(), json_wrong(l.oop.wrong).c_str(),
-        json_num(l.ip.time_us).c_str(), json_num(l.ip.algbw).c_str(),
-        json_num(l.ip.busbw).c_str(), json_wrong(l.ip.wrong).c_str());
+    appendf(&row,
+            "{\"collective\":\"%s\",\"nranks\":%d,\"mem\":\"%s\",\"size\":%zu,\"count\":%zu,"
+            "\"type\":\"%s\",\"redop\":\"%s\",\"root\":%d,\"iters\":%d,",
+            l.coll->name, n_, slots_[0].be->name(), l.bytes, l.count, dtype_name(l.type),
+            l.coll->reduces ? op_name(l.op) : "none", l.root, o_.iters);
+    appendf(&row,
+            "\"oop_time_us\":%s,\"oop_algbw_gbs\":%s,\"oop_busbw_gbs\":%s,\"oop_wrong\":%s,"
+            "\"ip_time_us\":%s,\"ip_algbw_gbs\":%s,\"ip_busbw_gbs\":%s,\"ip_wrong\":%s",
+            json_num(l.oop.time_us).c_str(), json_num(l.oop.algbw).c_str(),
+            json_num(l.oop.busbw).c_str(), json_wrong(l.oop.wrong).c_str(),
+            json_num(l.ip.time_us).c_str(), json_num(l.ip.algbw).c_str(),
+            json_num(l.ip.busbw).c_str(), json_wrong(l.ip.wrong).c_str());
     if (o_.cuda())
-      appendf(&row, ",\"topology\":\"%s\",\"threads\":%d,\"gpus_per_thread\":%d,"
-          "\"graph_launches\":%d,\"blocking\":%d",
-          topology_.c_str(), o_.threads, o_.gpus, o_.graph_launches, o_.blocking);
+      appendf(&row,
+              ",\"topology\":\"%s\",\"threads\":%d,\"gpus_per_thread\":%d,"
+              "\"graph_launches\":%d,\"blocking\":%d",
+              topology_.c_str(), o_.threads, o_.gpus, o_.graph_launches, o_.blocking);
     if (mpi_)
       appendf(&row, ",\"mpi_time_us\":%s,\"mpi_algbw_gbs\":%s,\"mpi_busbw_gbs\":%s,\"ratio\":%s",
-          json_num(l.vs.time_us).c_str(), json_num(l.vs.algbw).c_str(),
-          json_num(l.vs.busbw).c_str(), json_num(l.ratio).c_str());
+              json_num(l.vs.time_us).c_str(), json_num(l.vs.algbw).c_str(),
+              json_num(l.vs.busbw).c_str(), json_num(l.ratio).c_str());
     if (nccl_)
-      appendf(&row, ",\"nccl_time_us\":%s,\"nccl_algbw_gbs\":%s,\"nccl_busbw_gbs\":%s,"
-          "\"nccl_wrong\":%s,\"ratio\":%s",
-          json_num(l.vs.time_us).c_str(), json_num(l.vs.algbw).c_str(),
-          json_num(l.vs.busbw).c_str(), json_wrong(l.vs.wrong).c_str(),
-          json_num(l.ratio).c_str());
+      appendf(&row,
+              ",\"nccl_time_us\":%s,\"nccl_algbw_gbs\":%s,\"nccl_busbw_gbs\":%s,"
+              "\"nccl_wrong\":%s,\"ratio\":%s",
+              json_num(l.vs.time_us).c_str(), json_num(l.vs.algbw).c_str(),
+              json_num(l.vs.busbw).c_str(), json_wrong(l.vs.wrong).c_str(),
+              json_num(l.ratio).c_str());
     return row + "}";
   }
 

@@ -65,11 +65,11 @@ const char* short_flag(const std::string& long_name) {
     const char* long_name;
     const char* short_name;
   } kLong[] = {
-      {"--minbytes", "-b"}, {"--maxbytes", "-e"},     {"--stepfactor", "-f"},
-      {"--stepbytes", "-i"}, {"--iters", "-n"},       {"--warmup_iters", "-w"},
-      {"--check", "-c"},    {"--datatype", "-d"},     {"--op", "-o"},
-      {"--root", "-r"},     {"--blocking", "-z"},     {"--average", "-a"},
-      {"--nthreads", "-t"}, {"--ngpus", "-g"},        {"--cudagraph", "-G"},
+      {"--minbytes", "-b"},    {"--maxbytes", "-e"}, {"--stepfactor", "-f"},
+      {"--stepbytes", "-i"},   {"--iters", "-n"},    {"--warmup_iters", "-w"},
+      {"--check", "-c"},       {"--datatype", "-d"}, {"--op", "-o"},
+      {"--root", "-r"},        {"--blocking", "-z"}, {"--average", "-a"},
+      {"--nthreads", "-t"},    {"--ngpus", "-g"},    {"--cudagraph", "-G"},
       {"--output_file", "-J"}, {"--best_of", "-R"},
   };
   for (const auto& f : kLong)
