@@ -283,12 +283,55 @@ size_t parse_bytes(const std::string& text, const char* what) {
   return static_cast<size_t>(v) * mult;
 }
 
+double timeout_from_env() {
+  const double t = parse_double(env_get("MYCOLL_TIMEOUT"), "MYCOLL_TIMEOUT");
+  if (!(t > 0)) throw_error(mycollInvalidArgument, "MYCOLL_TIMEOUT must be > 0 seconds");
+  return t;
+}
+
+namespace {
+
+// An int variable that must lie in [lo, hi]: InvalidArgument naming it otherwise.
+int int_in_range(const char* name, long long lo, long long hi) {
+  const long long v = parse_int(env_get(name), name);
+  if (v < lo || v > hi)
+    throw_error(mycollInvalidArgument, std::string(name) + " must be " + std::to_string(lo) +
+                                           ".." + std::to_string(hi) + ", got " + std::to_string(v));
+  return static_cast<int>(v);
+}
+
+UcxConfig ucx_from_env() {
+  UcxConfig u;
+  u.chunk_bytes = parse_bytes(env_get("MYCOLL_UCX_CHUNK_BYTES"), "MYCOLL_UCX_CHUNK_BYTES");
+  if (u.chunk_bytes < 64 || u.chunk_bytes > (size_t(1) << 30))
+    throw_error(mycollInvalidArgument, "MYCOLL_UCX_CHUNK_BYTES must be in 64..1G");
+  u.window = int_in_range("MYCOLL_UCX_WINDOW", 1, 1024);
+  const std::string mode = trim(env_get("MYCOLL_UCX_ERROR_MODE"));
+  if (mode != "peer" && mode != "none")
+    throw_error(mycollInvalidArgument, "MYCOLL_UCX_ERROR_MODE='" + mode + "' is not peer or none");
+  u.peer_error_mode = mode == "peer";
+  return u;
+}
+
+IbConfig ib_from_env() {
+  IbConfig b;
+  b.hca = trim(env_get("MYCOLL_IB_HCA"));
+  b.gid_index = int_in_range("MYCOLL_IB_GID_INDEX", -1, 1 << 20);
+  b.timeout = int_in_range("MYCOLL_IB_TIMEOUT", 1, 31);
+  b.retry_cnt = int_in_range("MYCOLL_IB_RETRY_CNT", 0, 7);
+  b.buffer_bytes = parse_bytes(env_get("MYCOLL_IB_BUFFER_BYTES"), "MYCOLL_IB_BUFFER_BYTES");
+  if (b.buffer_bytes < 4096 || b.buffer_bytes > (size_t(1) << 30))
+    throw_error(mycollInvalidArgument, "MYCOLL_IB_BUFFER_BYTES must be 4K..1G, got " +
+                                           std::to_string(b.buffer_bytes));
+  return b;
+}
+
+}  // namespace
+
 Config Config::from_env() {
   Config c;
   c.debug_level = env_get("MYCOLL_DEBUG");
-  c.timeout_s = parse_double(env_get("MYCOLL_TIMEOUT"), "MYCOLL_TIMEOUT");
-  if (!(c.timeout_s > 0))
-    throw_error(mycollInvalidArgument, "MYCOLL_TIMEOUT must be > 0 seconds");
+  c.timeout_s = timeout_from_env();
   c.transport = trim(env_get("MYCOLL_TRANSPORT"));
   c.net = trim(env_get("MYCOLL_NET"));
   c.algo = trim(env_get("MYCOLL_ALGO"));
@@ -359,6 +402,9 @@ Config Config::from_env() {
       c.flight_signal == SIGSTOP)
     throw_error(mycollInvalidArgument, "MYCOLL_FLIGHT_RECORDER_SIGNAL='" + sig +
                                            "' is not USR1, USR2 or a catchable signal number");
+  c.topo_dump_file = env_get("MYCOLL_TOPO_DUMP_FILE");
+  c.ucx = ucx_from_env();
+  c.ib = ib_from_env();
   return c;
 }
 
