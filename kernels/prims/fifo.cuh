@@ -42,7 +42,7 @@ struct FifoShared {
 // One channel's view of its two FIFOs: sending to `next`, receiving from
 // `prev` (either may be -1: unused).
 struct Chan {
-  GiveUp g;
+  const DevComm* cm;  // the give-up context, read only when a wait checks (few registers)
   char* send_data;
   char* send_head;
   const char* send_tail;
@@ -63,7 +63,7 @@ struct Chan {
 
 __device__ __forceinline__ Chan make_chan(const DevComm& cm, int to, int from, int ch) {
   Chan c;
-  c.g = GiveUp::of(cm);
+  c.cm = &cm;
   c.next = to;
   c.prev = from;
   const DevPeer& pr = cm.peers[to >= 0 ? to : from];
@@ -121,9 +121,11 @@ __device__ __forceinline__ bool batch_begin(const Chan& c, FifoShared& sh, uint6
         if (want_r) nr = m;
       }
       if (ns > 0 || nr > 0) break;
-      if (const int code = w.tick(c.g)) {
+      if (!w.due()) continue;
+      if (const int code = w.check(GiveUp::of(*c.cm))) {
         const bool on_recv = want_r > 0 && ll::ld_vol(c.recv_head) == sh.recvd;
-        if (code > 0) c.g.record(code, on_recv ? c.prev : c.next, on_recv ? kDevRecv : kDevSend);
+        if (code > 0)
+          GiveUp::of(*c.cm).record(code, on_recv ? c.prev : c.next, on_recv ? kDevRecv : kDevSend);
         sh.stop = 1;
         break;
       }

@@ -72,8 +72,10 @@ struct Waiter {
   uint32_t spins = 0;
 
   __device__ explicit Waiter(uint64_t start) : since(start) {}
-  __device__ int tick(const GiveUp& g) {
-    if ((++spins & 255) != 0) return 0;
+  __device__ int tick(const GiveUp& g) { return due() ? check(g) : 0; }
+  // tick() in two halves, for callers that build the GiveUp only when due.
+  __device__ bool due() { return (++spins & 255) == 0; }
+  __device__ int check(const GiveUp& g) {
     if (since == 0) since = globaltimer();
     return g.verdict(since, (spins & 0x3fff) == 0);
   }

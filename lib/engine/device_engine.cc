@@ -61,18 +61,14 @@ constexpr uint64_t kLlSlotBytes = 16384;
 constexpr int kProxySlots = 8;
 constexpr uint64_t kProxySlotBytes = 65536;
 constexpr int kProxyChannels = 8;
-// The plan kernel runs on at most MYCOLL_GPU_PLAN_CHANNELS (32). Measured on
-// 4 H200s: its ring all-reduce at 48 channels took 3.6x as long as at 32
-// (1 GiB: 16.2 ms vs 5.1 ms), while the fused ring kernel gains up to 64
-// (1 GiB: 4.79 ms at 64, 4.95 at 48, 5.48 at 32). So the ring kernel uses
-// all MYCOLL_NCHANNELS, the plan kernel's collectives at most 32 of them.
+// The plan kernel runs on at most MYCOLL_GPU_PLAN_CHANNELS (32), the ring
+// kernel on all MYCOLL_NCHANNELS: measured in docs/performance.md.
 // Largest broadcast and reduce the LL-collective kernel runs (the table in
 // lib/engine/device_select.h).
 constexpr uint64_t kLlBroadcastBytes = 256 * 1024;
 constexpr uint64_t kLlReduceBytes = 256 * 1024;
 // The direct kernel: blocks copying this rank's own block alongside the
-// exchange (1 GiB all-to-all at 2 H200s, 512 MiB of it the own block: 1.58
-// ms in all, 1.02x NCCL), and SMs it leaves to whatever else runs.
+// exchange, and SMs it leaves to whatever else runs (docs/performance.md).
 constexpr int kDirectCopyBlocks = 8;
 constexpr int kDirectSpareSms = 4;
 
@@ -86,13 +82,6 @@ void cuda_check(cudaError_t e, const char* what) {
     throw_error(mycollUnhandledCudaError, std::string(what) + ": " + cudaGetErrorString(e));
 }
 
-bool is_blocked(Coll c) {
-  return c == Coll::AllGather || c == Coll::ReduceScatter || c == Coll::AllToAll ||
-         c == Coll::Scatter || c == Coll::Gather;
-}
-bool reduces(Coll c) {
-  return c == Coll::AllReduce || c == Coll::Reduce || c == Coll::ReduceScatter;
-}
 
 // A plan flattened for the kernel, resident in device memory for the life
 // of the communicator (CUDA graphs may replay it at any time).
@@ -145,8 +134,7 @@ class DeviceCommImpl : public DeviceComm {
     min_sms_ = *std::min_element(all_sms.begin(), all_sms.end());
     share_gpu(c);
     plan_channels_ = std::min(geom_.max_channels, any_proxy_ ? kProxyChannels : cfg.gpu_plan_channels);
-    // Point-to-point batches gain up to all of them (2 and 4 H200s, 1 GiB
-    // sendrecv: 3.70 / 3.63 ms at 32 channels, 3.13 / 3.12 at 64).
+    // Point-to-point batches gain up to all of them (docs/performance.md).
     p2p_channels_ = any_proxy_ ? plan_channels_ : geom_.max_channels;
     const bool kernels_ok = !any_proxy_ && c.nranks >= 2;
     geom_.os_bytes = kernels_ok ? static_cast<int32_t>(cfg.gpu_oneshot_bytes) : 0;
@@ -550,7 +538,7 @@ class DeviceCommImpl : public DeviceComm {
                                t.root, in_place);
     auto it = plans_.find(key);
     if (it != plans_.end()) return it->second;
-    const size_t blocks = is_blocked(t.coll) ? c_.nranks : 1;
+    const size_t blocks = coll_is_blocked(t.coll) ? c_.nranks : 1;
     DeviceCollArgs a;
     a.coll = t.coll;
     a.algo = t.algo;
@@ -727,7 +715,7 @@ class DeviceCommImpl : public DeviceComm {
     a.bufs[2] = static_cast<char*>(d_scratch_);
     a.comm = d_comm_;
     a.nranks = c_.nranks;
-    cuda_check(launch_plan(a, reduces(t.coll), t.dtype, t.op, p.nch, s), "plan kernel launch");
+    cuda_check(launch_plan(a, coll_reduces(t.coll), t.dtype, t.op, p.nch, s), "plan kernel launch");
   }
 
   mycollComm& c_;

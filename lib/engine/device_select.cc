@@ -15,14 +15,7 @@ const char* dev_kernel_name(DevKernel k) {
 }
 
 uint64_t whole_message_bytes(Coll c, uint64_t block_bytes, int nranks) {
-  switch (c) {
-    case Coll::AllGather:
-    case Coll::ReduceScatter:
-    case Coll::AllToAll:
-    case Coll::Scatter:
-    case Coll::Gather: return block_bytes * uint64_t(nranks);
-    default: return block_bytes;
-  }
+  return coll_whole_count(c, block_bytes, nranks);
 }
 
 namespace {
