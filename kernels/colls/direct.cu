@@ -37,7 +37,7 @@ template <typename U>
 __device__ bool exchange(const Chan& c, FifoShared& sh, const char* src, uint64_t sbytes, char* dst,
                          uint64_t rbytes, bool inplace) {
   const uint64_t st = (sbytes + c.sb - 1) / c.sb, rt = (rbytes + c.sb - 1) / c.sb;
-  const uint64_t tid = threadIdx.x, nt = blockDim.x;
+  const int tid = threadIdx.x, nt = blockDim.x;
   uint64_t sd = 0, rd = 0;  // slots of this range sent / received
   while (sd < st || rd < rt) {
     uint64_t want_r = rt - rd;
@@ -101,8 +101,8 @@ __global__ void __launch_bounds__(kThreads, 1) direct_kernel(CollKArgs a) {
     const char* src = a.kind == Coll::Gather ? a.in : a.in + uint64_t(r) * B;
     char* dst = a.kind == Coll::Scatter ? a.out : a.out + uint64_t(r) * B;
     vec_move<U, mycollSum, kL | kD>(nullptr, src, nullptr, dst, B, 0,
-                                    uint64_t(b - body) * blockDim.x + threadIdx.x,
-                                    uint64_t(gridDim.x - body) * blockDim.x);
+                                    (b - body) * int(blockDim.x) + int(threadIdx.x),
+                                    (int(gridDim.x) - body) * int(blockDim.x));
     return;
   }
   const int ch = b % a.nch;

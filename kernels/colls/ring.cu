@@ -95,7 +95,7 @@ __device__ __forceinline__ void move_slot(int mode, const char* fin, const char*
     default: break;
   }
   if constexpr (kReduce) {
-    const uint64_t tid = threadIdx.x, nt = blockDim.x;
+    const int tid = threadIdx.x, nt = blockDim.x;
     switch (mode) {
       case kR | kL | kS: vec_move<T, OP, kR | kL | kS>(fin, loc, fout, dst, len, 0, tid, nt); return;
       case kR | kL | kS | kD:

@@ -4,7 +4,8 @@
 // buffer (kL), combines them, and stores the value to the next FIFO slot
 // (kS) and/or the destination (kD):
 //   value = kR && kL ? local <op> fifo : kR ? fifo : local  (/ avg_n at kD)
-// Threads tid of nt cooperate (a block, a warp group or a grid). Where every
+// Threads tid of nt cooperate (a block, a warp group or a grid; int: the
+// index arithmetic of the unrolled loop stays 32-bit where it can). Where every
 // pointer touched is 16-byte aligned, 16-byte vectors, kUnroll loads in
 // flight per thread before any store; the rest in whole elements (copies of
 // byte elements go through 4-byte words where aligned).
@@ -97,7 +98,7 @@ __device__ __forceinline__ void put(char* fout, char* dst, uint64_t i, V v, int 
 // Copies (M without kR | kL both) need T only for its size.
 template <typename T, int OP, int M, int kUnroll = 8>
 __device__ __forceinline__ void vec_move(const char* fin, const char* loc, char* fout, char* dst,
-                                         uint64_t len, int avg_n, uint64_t tid, uint64_t nt) {
+                                         uint64_t len, int avg_n, int tid, int nt) {
   uint64_t done = 0;
   const bool a16 = (!(M & kR) || aligned16(fin)) && (!(M & kL) || aligned16(loc)) &&
                    (!(M & kS) || aligned16(fout)) && (!(M & kD) || aligned16(dst));
@@ -105,7 +106,7 @@ __device__ __forceinline__ void vec_move(const char* fin, const char* loc, char*
     const uint64_t nv = len / 16;
     const uint4* x = reinterpret_cast<const uint4*>(loc);
     const uint4* y = reinterpret_cast<const uint4*>(fin);
-    for (uint64_t i = tid; i < nv; i += nt * kUnroll) {
+    for (uint64_t i = tid; i < nv; i += uint64_t(nt) * kUnroll) {
       uint4 va[kUnroll], vb[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u)
@@ -150,14 +151,14 @@ __device__ __forceinline__ void vec_move(const char* fin, const char* loc, char*
 // bit-identical results). first may be dst.
 template <typename T, int OP>
 __device__ void vec_fold(char* dst, const char* first, const char* const* srcs, int nsrc, uint64_t n,
-                         uint64_t tid, uint64_t nt) {
+                         int tid, int nt) {
   uintptr_t align = reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(first);
   for (int s = 0; s < nsrc; ++s) align |= reinterpret_cast<uintptr_t>(srcs[s]);
   uint64_t done = 0;
   if ((align & 15) == 0) {
     const uint64_t nv = n / 16;
     constexpr int U = 4;
-    for (uint64_t i = tid; i < nv; i += nt * U) {
+    for (uint64_t i = tid; i < nv; i += uint64_t(nt) * U) {
       uint4 acc[U];
 #pragma unroll
       for (int u = 0; u < U; ++u)
@@ -190,7 +191,7 @@ __device__ void vec_fold(char* dst, const char* first, const char* const* srcs, 
 
 // Every element of dst[0:n) divided by nranks (Avg after a plan's sum).
 template <typename T>
-__device__ void vec_scale_avg(char* dst, uint64_t n, int nranks, uint64_t tid, uint64_t nt) {
+__device__ void vec_scale_avg(char* dst, uint64_t n, int nranks, int tid, int nt) {
   T* z = reinterpret_cast<T*>(dst);
   for (uint64_t i = tid; i < n / sizeof(T); i += nt) z[i] = div_avg<T>(z[i], nranks);
 }
