@@ -49,7 +49,7 @@ static_assert(sizeof(DevOp) == 32, "DevOp layout");
 //          same for the ll ring)
 //   state: for peer s, channel c: r's own counters: data slots sent to s,
 //          received from s; ll slots sent to s, received from s
-//   os:    one-shot all-reduce (kernels/oneshot_kernel.cu), only when
+//   os:    one-shot all-reduce (kernels/colls/oneshot.cu), only when
 //          os_bytes > 0: for sender s, parity b in {0, 1}: os_line_bytes()
 //          of LL lines (s's whole input, 8 data bytes per 16-byte line,
 //          written by s)
@@ -57,12 +57,12 @@ static_assert(sizeof(DevOp) == 32, "DevOp layout");
 //          r's own, shared by the one-shot and two-shot kernels: [0] epoch
 //          (u64, launches of either kernel completed), [8] blocks done (u32,
 //          the launch in flight)
-//   ts:    two-shot all-reduce (kernels/twoshot_kernel.cu), only when
+//   ts:    two-shot all-reduce (kernels/colls/twoshot.cu), only when
 //          ts_bytes > 0, 256-byte aligned: for sender s, parity b: an A
 //          buffer (s's input lines of r's part) then a B buffer (s's reduced
 //          lines of part s), ts_part_bytes() of LL lines each
 //   lc:    LL all-gather / reduce-scatter / broadcast / reduce /
-//          all-to-all (kernels/ll_coll_kernel.cu), only when lc_bytes > 0,
+//          all-to-all (kernels/colls/ll_coll.cu), only when lc_bytes > 0,
 //          256-byte aligned: for sender s, parity b in {0, 1}:
 //          lc_line_bytes() of LL lines (lc_bytes of data: the largest
 //          message, which a broadcast root sends whole and a reduce sender
@@ -183,7 +183,7 @@ struct DevComm {
   DevError* error;             // host-mapped
 };
 
-// The low-latency point-to-point kernel (kernels/p2p_kernel.cu): one thread
+// The low-latency point-to-point kernel (kernels/colls/p2p.cu): one thread
 // block per key (peer, channel, direction) of a batch whose every slice
 // travels in the ll ring, moving the key's slices in batch order with the
 // plan kernel's ll line layout, flags and counters. Everything the kernel

@@ -14,6 +14,8 @@
 
 #include <cstdint>
 
+#include "algorithms/plan.h"
+#include "kernels/device_plan.h"
 #include "mycoll.h"
 
 namespace mycoll {
@@ -74,6 +76,54 @@ cudaError_t preload_dtype_op() {
         preload_ops<Launch, __nv_fp8_e4m3>(), preload_ops<Launch, __nv_fp8_e5m2>()})
     if (e == cudaSuccess) e = r;
   return e;
+}
+
+// What a one-kernel collective (ring, direct, one-shot, two-shot, LL) is
+// launched with, passed by value.
+struct CollKArgs {
+  const char* in;
+  char* out;
+  // all-reduce, broadcast, reduce: the message; the blocked collectives: one block
+  uint64_t bytes;
+  const DevComm* comm;  // device memory
+  Coll kind;
+  int32_t root;      // rooted collectives
+  int32_t avg_n;     // Avg: divide the final sum by this; 0 = no division
+  int32_t nch;       // direct kernel: channels per peer stream
+  int32_t nstreams;  // direct kernel: peer streams
+};
+
+inline CollKArgs coll_kargs(Coll kind, const void* in, void* out, uint64_t bytes,
+                            const DevComm* comm, int root, bool avg, int nranks) {
+  CollKArgs a{};
+  a.in = static_cast<const char*>(in);
+  a.out = static_cast<char*>(out);
+  a.bytes = bytes;
+  a.comm = comm;
+  a.kind = kind;
+  a.root = root;
+  a.avg_n = avg ? nranks : 0;
+  return a;
+}
+
+// Defines NAME<T, OP>, what dispatch_dtype_op and preload_dtype_op take, for
+// a kernel taking `const ARGS&`-passable args, launched with THREADS threads
+// per block; the kernel is the expression after them, written over T and OP
+// (e.g. my_kernel<T, OP, true>).
+#define MYCOLL_DEFINE_LAUNCH(NAME, ARGS, THREADS, ...)                    \
+  template <typename T, int OP>                                           \
+  struct NAME {                                                           \
+    static cudaError_t run(const ARGS& a, int blocks, cudaStream_t s) {   \
+      __VA_ARGS__<<<blocks, THREADS, 0, s>>>(a);                          \
+      return cudaGetLastError();                                          \
+    }                                                                     \
+    static cudaError_t preload() { return preload_kernel(__VA_ARGS__); }  \
+  };
+
+// Thread blocks for `lines` LL lines, one per `per_block` lines, 1..most.
+inline int blocks_for_lines(uint64_t lines, uint64_t per_block, int most) {
+  const uint64_t b = (lines + per_block - 1) / per_block;
+  return b < 1 ? 1 : b > uint64_t(most) ? most : int(b);
 }
 
 // cudaFuncGetAttributes loads a kernel (CUDA's lazy loading would otherwise

@@ -1,10 +1,12 @@
-// Host entry to the collective kernels (kernels/plan_kernel.cu,
-// kernels/oneshot_kernel.cu, kernels/twoshot_kernel.cu, kernels/ll_coll_kernel.cu,
-// kernels/ring_kernel.cu, kernels/p2p_kernel.cu).
+// Host entry to the collective kernels (kernels/colls/: plan.cu, ring.cu,
+// direct.cu, oneshot.cu, twoshot.cu, ll_coll.cu, p2p.cu), all built over the
+// primitives of kernels/prims/. The device engine's selection table
+// (lib/engine/device_select.h) decides which one serves a call.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include "algorithms/plan.h"
 #include "kernels/device_plan.h"
 #include "mycoll.h"
 
@@ -17,7 +19,7 @@ cudaError_t launch_plan(const KernelArgs& a, bool reduce, mycollDataType_t t, my
 int plan_kernel_threads();
 int plan_kernel_max_step_ops();
 
-// One-shot all-reduce (kernels/oneshot_kernel.cu): out = in_0 <op> ... <op>
+// One-shot all-reduce (kernels/colls/oneshot.cu): out = in_0 <op> ... <op>
 // in_{n-1} in rank order, in one kernel through the inboxes' os regions.
 // Requires 0 < bytes <= comm's geom.os_bytes, every peer mapped over CUDA IPC,
 // and every rank making the same sequence of one-shot calls. out may be in.
@@ -28,7 +30,7 @@ cudaError_t launch_oneshot(const void* in, void* out, uint64_t bytes, mycollData
 // launch takes at most max_blocks of them: ranks sharing a GPU).
 int oneshot_blocks(uint64_t bytes);
 
-// Two-shot all-reduce (kernels/twoshot_kernel.cu): the same result as
+// Two-shot all-reduce (kernels/colls/twoshot.cu): the same result as
 // launch_oneshot, as a reduce-scatter and an all-gather of LL lines in one
 // kernel through the inboxes' ts regions. Requires 0 < bytes <= comm's
 // geom.ts_bytes, every peer mapped over CUDA IPC, and every rank making the
@@ -41,7 +43,7 @@ cudaError_t launch_twoshot(const void* in, void* out, uint64_t bytes, mycollData
 // max_blocks at launch; every rank must pass the same max_blocks).
 int twoshot_blocks(uint64_t bytes, int nranks);
 // LL all-gather / reduce-scatter / broadcast / reduce / all-to-all
-// (kernels/ll_coll_kernel.cu), in one kernel through the inboxes' lc regions.
+// (kernels/colls/ll_coll.cu), in one kernel through the inboxes' lc regions.
 // `bytes` is one block: all-gather's input, reduce-scatter's output,
 // broadcast's and reduce's buffer, all-to-all's count elements. Requires 0 <
 // the collective's whole message (n x bytes; broadcast, reduce: bytes) <=
@@ -50,14 +52,7 @@ int twoshot_blocks(uint64_t bytes, int nranks);
 // (all-gather: in = out + rank x bytes; reduce-scatter: out = in + rank x
 // bytes; broadcast, reduce, all-to-all: in = out). Reduce writes out on the
 // root only (other ranks may pass null).
-enum LlColl : int32_t {
-  kLlAllGather = 0,
-  kLlReduceScatter = 1,
-  kLlBroadcast = 2,
-  kLlReduce = 3,
-  kLlAllToAll = 4,
-};
-cudaError_t launch_ll_coll(LlColl kind, const void* in, void* out, uint64_t bytes,
+cudaError_t launch_ll_coll(Coll kind, const void* in, void* out, uint64_t bytes,
                            mycollDataType_t t, mycollRedOp_t op, int root, const DevComm* comm,
                            int nranks, int max_blocks, cudaStream_t stream);
 // Thread blocks the LL-collective kernel uses for a block of `bytes` (at
@@ -65,25 +60,18 @@ cudaError_t launch_ll_coll(LlColl kind, const void* in, void* out, uint64_t byte
 int ll_coll_blocks(uint64_t bytes);
 
 // Fused ring all-reduce / all-gather / reduce-scatter and chain broadcast /
-// reduce (kernels/ring_kernel.cu) through the plan kernel's bandwidth FIFOs
+// reduce (kernels/colls/ring.cu) through the plan kernel's bandwidth FIFOs
 // with ranks r - 1 and r + 1, one block per channel: each slot is received,
 // combined and forwarded in one pass. `bytes` is all-reduce's, broadcast's
 // and reduce's message, all-gather's input block or reduce-scatter's output
 // block (> 0). Requires every peer mapped over CUDA IPC and nchannels <=
 // geom.max_channels; interleaves with plan-kernel launches (same counters).
 // In place as the API defines it; reduce writes out on the root only.
-enum RingColl : int32_t {
-  kRingAllReduce = 0,
-  kRingAllGather = 1,
-  kRingReduceScatter = 2,
-  kRingBroadcast = 3,
-  kRingReduce = 4,
-};
-cudaError_t launch_ring(RingColl kind, const void* in, void* out, uint64_t bytes,
+cudaError_t launch_ring(Coll kind, const void* in, void* out, uint64_t bytes,
                         mycollDataType_t t, mycollRedOp_t op, int root, const DevComm* comm,
                         int nranks, int nchannels, cudaStream_t stream);
 
-// Direct all-to-all / scatter / gather (kernels/ring_kernel.cu): one block
+// Direct all-to-all / scatter / gather (kernels/colls/direct.cu): one block
 // per (stream, channel), a stream being one peer, with whom all-to-all
 // exchanges blocks both ways (in place too) and scatter / gather move one
 // block one way, through the bandwidth FIFOs (same counters as the plan
@@ -92,19 +80,14 @@ cudaError_t launch_ring(RingColl kind, const void* in, void* out, uint64_t bytes
 // mapped over CUDA IPC, nchannels <= geom.max_channels and alike on every
 // rank, and the whole grid (direct_streams x nchannels + copy_blocks)
 // resident on the GPU at once: a block waits on its peer's block.
-enum DirectColl : int32_t {
-  kDirectAllToAll = 0,
-  kDirectScatter = 1,
-  kDirectGather = 2,
-};
-inline int direct_streams(DirectColl kind, int nranks, int rank, int root) {
-  return kind == kDirectAllToAll || rank == root ? nranks - 1 : 1;
+inline int direct_streams(Coll kind, int nranks, int rank, int root) {
+  return kind == Coll::AllToAll || rank == root ? nranks - 1 : 1;
 }
-cudaError_t launch_direct(DirectColl kind, const void* in, void* out, uint64_t bytes,
+cudaError_t launch_direct(Coll kind, const void* in, void* out, uint64_t bytes,
                           mycollDataType_t t, int root, const DevComm* comm, int nranks,
                           int rank, int nchannels, int copy_blocks, cudaStream_t stream);
 
-// LL point-to-point kernel (kernels/p2p_kernel.cu): one block of `threads`
+// LL point-to-point kernel (kernels/colls/p2p.cu): one block of `threads`
 // threads per key (c.nkeys of them, at most kP2pLlMaxKeys), key k moving its
 // slices keys[k].first .. + keys[k].n of ptr/bytes (nslices in all, at most
 // kP2pLlMaxSlices) in order through the ll rings, interoperating with the
@@ -121,7 +104,8 @@ cudaError_t launch_p2p_ll(const P2pLlCommon& c, const P2pLlKey* keys, const uint
 // it. The device engine calls these at init, before its first exchange
 // with the other ranks, so no rank of the communicator runs a kernel yet.
 cudaError_t preload_plan_kernels();
-cudaError_t preload_ring_kernels();  // fused ring, chain and direct kernels
+cudaError_t preload_ring_kernels();  // fused ring and chain kernels
+cudaError_t preload_direct_kernels();
 cudaError_t preload_ll_coll_kernels();
 cudaError_t preload_oneshot_kernels();
 cudaError_t preload_twoshot_kernels();

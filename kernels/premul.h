@@ -1,5 +1,5 @@
 // Pre-multiplication pass of NCCL's PreMulSum on GPU buffers
-// (kernels/premul_kernel.cu): dst[i] = src[i] * scalar, every data type,
+// (kernels/colls/premul.cu): dst[i] = src[i] * scalar, every data type,
 // computed as the Prod reduction functor does (kernels/reduce_ops.cuh).
 // Plain C++ declarations so host code calls it without CUDA headers; built
 // only when the build has CUDA (MYCOLL_HAVE_CUDA).

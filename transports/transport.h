@@ -142,9 +142,11 @@ std::unique_ptr<Transport> make_socket_transport();
 // Network transports that depend on optional system libraries (loaded at run
 // time). make_* throws Error(InvalidUsage) naming why when unavailable;
 // *_available() says so without throwing (why gets the reason).
+// ib_available: whether a port that hca_spec (MYCOLL_IB_HCA syntax, Config::ib.hca)
+// allows is active; probed once per spec and process.
 std::unique_ptr<Transport> make_ib_transport();
 std::unique_ptr<Transport> make_ucx_transport();
-bool ib_available(std::string* why);
+bool ib_available(const std::string& hca_spec, std::string* why);
 bool ucx_available(std::string* why);
 
 }  // namespace mycoll

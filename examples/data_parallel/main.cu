@@ -44,7 +44,7 @@
 
 namespace {
 
-using mycoll_examples::must;
+using mycoll_launch::must;
 
 // ---------------------------------------------------------------------------
 // Model layout: one flat float buffer, [W1 | b1 | W2 | b2], row-major.
@@ -681,7 +681,7 @@ bool parse_args(int argc, char** argv, Options* o) {
 int main(int argc, char** argv) {
   Options o;
   if (!parse_args(argc, argv, &o)) return 2;
-  const bool under_launcher = mycoll_examples::launched_by_env();
+  const bool under_launcher = mycoll_launch::launched_by_env();
   if (under_launcher && o.np > 0) {
     std::fprintf(stderr,
                  "%s: --np forks local ranks itself; leave it out under a launcher "
@@ -712,12 +712,12 @@ int main(int argc, char** argv) {
   };
   if (under_launcher) {
     const int dev = device_from_env(ngpus) % ngpus;  // round-robin when ranks outnumber GPUs
-    return mycoll_examples::launch(0, body, 30.0, [dev](int rank) { select_device(dev, rank); });
+    return mycoll_launch::launch(0, body, 30.0, [dev](int rank) { select_device(dev, rank); });
   }
   const int np = o.np > 0 ? o.np : ngpus;
   if (np > ngpus)
     std::printf("%d ranks on %d GPU(s): ranks share GPUs round-robin (step times then measure a "
                 "shared GPU)\n", np, ngpus);
-  return mycoll_examples::launch(np, body, 30.0,
+  return mycoll_launch::launch(np, body, 30.0,
                                  [ngpus](int rank) { select_device(rank % ngpus, rank); });
 }

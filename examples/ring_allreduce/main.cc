@@ -19,7 +19,7 @@
 
 namespace {
 
-using mycoll_examples::must;
+using mycoll_launch::must;
 using ring_example::input_value;
 
 int rank_main(mycollComm_t comm, int rank, int nranks, size_t count) {
@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
     }
   }
   const size_t n = static_cast<size_t>(count);
-  return mycoll_examples::launch(static_cast<int>(np),
+  return mycoll_launch::launch(static_cast<int>(np),
                                  [n](mycollComm_t comm, int rank, int nranks) {
                                    return rank_main(comm, rank, nranks, n);
                                  });

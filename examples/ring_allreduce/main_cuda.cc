@@ -28,7 +28,7 @@
 
 namespace {
 
-using mycoll_examples::must;
+using mycoll_launch::must;
 
 constexpr double kSyncTimeoutS = 300;
 
@@ -92,8 +92,8 @@ void select_device(int rank) {
     return;
   }
   int dev = rank;
-  if (dev < 0) dev = mycoll_examples::env_local_rank();
-  if (dev < 0) dev = std::max(0, mycoll_examples::env_rank());
+  if (dev < 0) dev = mycoll_launch::env_local_rank();
+  if (dev < 0) dev = std::max(0, mycoll_launch::env_rank());
   dev %= have;
   e = cudaSetDevice(dev);
   if (e != cudaSuccess) {
@@ -163,7 +163,7 @@ void usage(const char* prog) {
 // must not have initialised CUDA before.
 int count_gpus() {
   int n = 0;
-  bool ok = mycoll_examples::run_in_child(
+  bool ok = mycoll_launch::run_in_child(
       [] {
         int c = 0;
         if (cudaGetDeviceCount(&c) != cudaSuccess) c = 0;
@@ -198,7 +198,7 @@ int main(int argc, char** argv) {
       return a == "-h" || a == "--help" ? 0 : 2;
     }
   }
-  if (np > 0 || !mycoll_examples::launched_by_env()) {
+  if (np > 0 || !mycoll_launch::launched_by_env()) {
     const int have = count_gpus();
     if (np == 0) np = have;
     if (have == 0) {
@@ -217,7 +217,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   const size_t n = static_cast<size_t>(count);
-  return mycoll_examples::launch(
+  return mycoll_launch::launch(
       static_cast<int>(np),
       [n](mycollComm_t comm, int rank, int nranks) { return rank_main(comm, rank, nranks, n); },
       30.0, select_device);

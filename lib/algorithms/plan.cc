@@ -58,31 +58,17 @@ bool algo_supports(Algo a, Coll c) {
 BufferCounts buffer_counts(const CollArgs& a) {
   size_t n = a.nranks > 0 ? static_cast<size_t>(a.nranks) : 0;
   size_t blocked = (a.count == 0 || n == 0) ? 0 : (n - 1) * algo::block_stride(a) + a.count;
-  bool is_root = a.rank == a.root;
-  switch (a.coll) {
-    case Coll::AllReduce: return {a.count, a.count};
-    case Coll::Broadcast: return {is_root ? a.count : 0, a.count};
-    case Coll::Reduce: return {a.count, is_root ? a.count : 0};
-    case Coll::AllGather: return {a.count, blocked};
-    case Coll::ReduceScatter: return {blocked, a.count};
-    case Coll::AllToAll: return {blocked, blocked};
-    case Coll::Scatter: return {is_root ? blocked : 0, a.count};
-    case Coll::Gather: return {a.count, is_root ? blocked : 0};
-    case Coll::SendRecv: return {a.count, a.count};
-  }
-  return {};
+  const bool is_root = a.rank == a.root;
+  BufferCounts b{coll_input_blocked(a.coll) ? blocked : a.count,
+                 coll_output_blocked(a.coll) ? blocked : a.count};
+  // Rooted collectives: only the root reads its input (broadcast, scatter)
+  // or writes its output (reduce, gather).
+  if (!is_root && (a.coll == Coll::Broadcast || a.coll == Coll::Scatter)) b.input = 0;
+  if (!is_root && (a.coll == Coll::Reduce || a.coll == Coll::Gather)) b.output = 0;
+  return b;
 }
 
 namespace {
-
-bool is_rooted(Coll c) {
-  return c == Coll::Broadcast || c == Coll::Reduce || c == Coll::Scatter || c == Coll::Gather;
-}
-
-bool is_blocked(Coll c) {
-  return c == Coll::AllGather || c == Coll::ReduceScatter || c == Coll::AllToAll ||
-         c == Coll::Scatter || c == Coll::Gather;
-}
 
 void validate(Algo algo, const CollArgs& a) {
   if (static_cast<int>(algo) >= kNumAlgos)
@@ -102,11 +88,11 @@ void validate(Algo algo, const CollArgs& a) {
     throw_error(mycollInvalidArgument, std::string("build_plan ") + coll_name(a.coll) +
                                            ": rank " + std::to_string(a.rank) +
                                            " out of range [0, " + std::to_string(a.nranks) + ")");
-  if (is_rooted(a.coll) && (a.root < 0 || a.root >= a.nranks))
+  if (coll_is_rooted(a.coll) && (a.root < 0 || a.root >= a.nranks))
     throw_error(mycollInvalidArgument, std::string("build_plan ") + coll_name(a.coll) +
                                            ": root " + std::to_string(a.root) +
                                            " out of range [0, " + std::to_string(a.nranks) + ")");
-  if (is_blocked(a.coll) && a.stride != 0 && a.stride < a.count)
+  if (coll_is_blocked(a.coll) && a.stride != 0 && a.stride < a.count)
     throw_error(mycollInvalidArgument, std::string("build_plan ") + coll_name(a.coll) +
                                            ": stride " + std::to_string(a.stride) +
                                            " < count " + std::to_string(a.count));
@@ -138,8 +124,7 @@ Plan build_plan(Algo algo, const CollArgs& a) {
       case Algo::TwoShot: plan = algo::twoshot_plan(a); break;
     }
   }
-  bool reduced = a.coll == Coll::AllReduce || a.coll == Coll::ReduceScatter ||
-                 (a.coll == Coll::Reduce && a.rank == a.root);
+  const bool reduced = coll_reduces(a.coll) && (a.coll != Coll::Reduce || a.rank == a.root);
   plan.result = Slice{Buf::Output, 0, reduced ? a.count : 0};
   return plan;
 }

@@ -25,6 +25,33 @@ enum class Coll : uint8_t {
 constexpr int kNumColls = 9;
 const char* coll_name(Coll c);  // "allreduce", "broadcast", ... (lower case, as in MYCOLL_ALGO)
 
+// Collective traits, the one place that says them (engines, enqueue, plans,
+// the NCCL shim ask here instead of listing collectives).
+// Reduces: combines the ranks' inputs with a mycollRedOp_t.
+constexpr bool coll_reduces(Coll c) {
+  return c == Coll::AllReduce || c == Coll::Reduce || c == Coll::ReduceScatter;
+}
+// Rooted: one rank (root) is the only source or the only destination.
+constexpr bool coll_is_rooted(Coll c) {
+  return c == Coll::Broadcast || c == Coll::Reduce || c == Coll::Scatter || c == Coll::Gather;
+}
+// Input / output laid out as nranks blocks of `count` elements, block r for
+// rank r (the blocked buffer); count is then per block.
+constexpr bool coll_input_blocked(Coll c) {
+  return c == Coll::ReduceScatter || c == Coll::AllToAll || c == Coll::Scatter;
+}
+constexpr bool coll_output_blocked(Coll c) {
+  return c == Coll::AllGather || c == Coll::AllToAll || c == Coll::Gather;
+}
+// Blocked: count is per rank block of one of its buffers.
+constexpr bool coll_is_blocked(Coll c) { return coll_input_blocked(c) || coll_output_blocked(c); }
+// Elements of the whole message: the blocked buffer (all-gather's output,
+// reduce-scatter's, all-to-all's and scatter's input, gather's output) for
+// blocked collectives, the one buffer of the others.
+constexpr uint64_t coll_whole_count(Coll c, uint64_t count, int nranks) {
+  return coll_is_blocked(c) ? count * static_cast<uint64_t>(nranks) : count;
+}
+
 // Algorithm families. Not every family serves every collective:
 // algo_supports() says which (see docs/algorithms.md). Hier = two-level
 // trees: a chain inside each host, a tree over the hosts' chain heads.

@@ -125,14 +125,13 @@ Algo AlgoPolicy::auto_rule(Coll c, int nranks, size_t bytes) const {
   return a;
 }
 
-// GPUs of one host (measured on 2 and 4 H200s, NVLink through NVSwitch,
-// tables in docs/performance.md): every step of a GPU plan costs a FIFO
-// hand-over of several microseconds, so step count decides up to tens of
-// MiB. All-reduce: one shot while the n-1 copies of the message stay within
-// 1 MiB, then rhd (2 log n steps) up to 8 MiB, then the ring (the fused ring
-// kernel, lib/engine/device_engine.cc, measured ahead of rhd's plan from 16
-// MiB on 4 H200s). All-gather and reduce-scatter: rhd up to 4 MiB, then the
-// ring. The rest as on hosts.
+// GPUs of one host (NVLink through NVSwitch; the measurements behind it are
+// in docs/performance.md): every step of a GPU plan costs a FIFO hand-over,
+// so step count decides up to tens of MiB. All-reduce: one shot while the
+// n-1 copies of the message stay within 1 MiB, then rhd (2 log n steps) up
+// to 8 MiB, then the ring (the fused ring kernel, lib/engine/device_engine.cc).
+// All-gather and reduce-scatter: rhd up to 4 MiB, then the ring. The rest as
+// on hosts.
 // All-reduce that fits the one-shot kernel (oneshot_bytes) is direct too,
 // whatever the 1 MiB bound says (n <= 8); above that, all-reduce that fits
 // the two-shot kernel (twoshot_bytes) is twoshot: one kernel, 2(n-1)/n of

@@ -347,11 +347,6 @@ void launch_root(Fd listen, SockAddr where, const Secret& secret, uint64_t tag, 
   }
 }
 
-double env_timeout() {
-  double t = parse_double(env_get("MYCOLL_TIMEOUT"), "MYCOLL_TIMEOUT");
-  return t > 0 ? t : 300.0;
-}
-
 }  // namespace
 
 void create_unique_id(mycollUniqueId* id) {
@@ -365,7 +360,7 @@ void create_unique_id(mycollUniqueId* id) {
   bound.to_bytes(d.addr);
   net::random_bytes(d.secret.data(), d.secret.size());
   d.tag = net::random_u64();
-  launch_root(std::move(listen), bound, d.secret, d.tag, -1, env_timeout());
+  launch_root(std::move(listen), bound, d.secret, d.tag, -1, timeout_from_env());
   std::memset(id->internal, 0, sizeof(id->internal));
   std::memcpy(id->internal, &d, sizeof(d));
 }

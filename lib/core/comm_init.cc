@@ -127,8 +127,8 @@ static void connect_host_transports(mycollComm& c) {
 }
 
 Plan comm_build_plan(const mycollComm& c, Algo algo, CollArgs a) {
-  const bool reorder = a.coll == Coll::AllReduce || a.coll == Coll::Broadcast ||
-                       a.coll == Coll::Reduce;
+  // Collectives whose buffers are laid out by rank keep rank order.
+  const bool reorder = !coll_is_blocked(a.coll) && a.coll != Coll::SendRecv;
   if (!reorder || c.vrank_of.empty()) {
     if (!c.host_of_rank.empty()) a.host_of = c.host_of_rank.data();
     return build_plan(algo, a);

@@ -2,6 +2,8 @@
 
 #include <signal.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -99,6 +101,14 @@ const std::vector<EnvVar>& env_registry() {
        "GPU: a message whose share on one channel is at most this size travels with the "
        "low-latency protocol (data and flag in one 16-byte store, no fence; half the link "
        "bandwidth); larger ones with the bandwidth protocol (slots, fence, flag). 0 disables it."},
+      {"MYCOLL_PROTO", "enum", "auto",
+       "GPU: the protocol of every kernel: simple (slots, fence, counter: bandwidth) or ll (data "
+       "and flag in one 16-byte store: latency). simple turns off the one-shot, two-shot and LL "
+       "collective kernels and the plan kernel's LL ring (as MYCOLL_GPU_ONESHOT_BYTES, "
+       "_TWOSHOT_BYTES, _LL_COLL_BYTES, _LL_BYTES = 0); ll turns off the fused ring and direct "
+       "kernels (_RING_BYTES, _DIRECT_BYTES = 0) and sends every plan-kernel message that fits "
+       "the LL ring with it. auto: each size takes the faster (the selection table in "
+       "lib/engine/device_select.h). Must be alike on every rank."},
       {"MYCOLL_GPU_ONESHOT_BYTES", "bytes", "64K",
        "GPU: all-reduce of at most this many bytes per rank, on a communicator whose peers are all "
        "on cuda_ipc, with the direct algorithm (the automatic rule's choice for small messages), "
@@ -273,12 +283,55 @@ size_t parse_bytes(const std::string& text, const char* what) {
   return static_cast<size_t>(v) * mult;
 }
 
+double timeout_from_env() {
+  const double t = parse_double(env_get("MYCOLL_TIMEOUT"), "MYCOLL_TIMEOUT");
+  if (!(t > 0)) throw_error(mycollInvalidArgument, "MYCOLL_TIMEOUT must be > 0 seconds");
+  return t;
+}
+
+namespace {
+
+// An int variable that must lie in [lo, hi]: InvalidArgument naming it otherwise.
+int int_in_range(const char* name, long long lo, long long hi) {
+  const long long v = parse_int(env_get(name), name);
+  if (v < lo || v > hi)
+    throw_error(mycollInvalidArgument, std::string(name) + " must be " + std::to_string(lo) +
+                                           ".." + std::to_string(hi) + ", got " + std::to_string(v));
+  return static_cast<int>(v);
+}
+
+UcxConfig ucx_from_env() {
+  UcxConfig u;
+  u.chunk_bytes = parse_bytes(env_get("MYCOLL_UCX_CHUNK_BYTES"), "MYCOLL_UCX_CHUNK_BYTES");
+  if (u.chunk_bytes < 64 || u.chunk_bytes > (size_t(1) << 30))
+    throw_error(mycollInvalidArgument, "MYCOLL_UCX_CHUNK_BYTES must be in 64..1G");
+  u.window = int_in_range("MYCOLL_UCX_WINDOW", 1, 1024);
+  const std::string mode = trim(env_get("MYCOLL_UCX_ERROR_MODE"));
+  if (mode != "peer" && mode != "none")
+    throw_error(mycollInvalidArgument, "MYCOLL_UCX_ERROR_MODE='" + mode + "' is not peer or none");
+  u.peer_error_mode = mode == "peer";
+  return u;
+}
+
+IbConfig ib_from_env() {
+  IbConfig b;
+  b.hca = trim(env_get("MYCOLL_IB_HCA"));
+  b.gid_index = int_in_range("MYCOLL_IB_GID_INDEX", -1, 1 << 20);
+  b.timeout = int_in_range("MYCOLL_IB_TIMEOUT", 1, 31);
+  b.retry_cnt = int_in_range("MYCOLL_IB_RETRY_CNT", 0, 7);
+  b.buffer_bytes = parse_bytes(env_get("MYCOLL_IB_BUFFER_BYTES"), "MYCOLL_IB_BUFFER_BYTES");
+  if (b.buffer_bytes < 4096 || b.buffer_bytes > (size_t(1) << 30))
+    throw_error(mycollInvalidArgument, "MYCOLL_IB_BUFFER_BYTES must be 4K..1G, got " +
+                                           std::to_string(b.buffer_bytes));
+  return b;
+}
+
+}  // namespace
+
 Config Config::from_env() {
   Config c;
   c.debug_level = env_get("MYCOLL_DEBUG");
-  c.timeout_s = parse_double(env_get("MYCOLL_TIMEOUT"), "MYCOLL_TIMEOUT");
-  if (!(c.timeout_s > 0))
-    throw_error(mycollInvalidArgument, "MYCOLL_TIMEOUT must be > 0 seconds");
+  c.timeout_s = timeout_from_env();
   c.transport = trim(env_get("MYCOLL_TRANSPORT"));
   c.net = trim(env_get("MYCOLL_NET"));
   c.algo = trim(env_get("MYCOLL_ALGO"));
@@ -323,6 +376,19 @@ Config Config::from_env() {
   c.gpu_ring_bytes = parse_bytes(env_get("MYCOLL_GPU_RING_BYTES"), "MYCOLL_GPU_RING_BYTES");
   c.gpu_direct_bytes =
       parse_bytes(env_get("MYCOLL_GPU_DIRECT_BYTES"), "MYCOLL_GPU_DIRECT_BYTES");
+  std::string proto = trim(env_get("MYCOLL_PROTO"));
+  std::transform(proto.begin(), proto.end(), proto.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  if (proto == "simple") {
+    c.gpu_oneshot_bytes = c.gpu_twoshot_bytes = c.gpu_ll_coll_bytes = c.gpu_ll_bytes = 0;
+  } else if (proto == "ll") {
+    c.gpu_ring_bytes = c.gpu_direct_bytes = 0;
+    c.gpu_ll_bytes = size_t(1) << 30;  // capped at what the LL ring holds
+  } else if (!proto.empty() && proto != "auto") {
+    throw_error(mycollInvalidArgument,
+                "MYCOLL_PROTO='" + proto + "' is not a protocol (expected auto, simple or ll)");
+  }
+  c.gpu_proto = proto;
   const long long fr = parse_int(env_get("MYCOLL_FLIGHT_RECORDER"), "MYCOLL_FLIGHT_RECORDER");
   if (fr < 0 || fr > 1000000)
     throw_error(mycollInvalidArgument, "MYCOLL_FLIGHT_RECORDER must be in 0..1000000");
@@ -336,6 +402,9 @@ Config Config::from_env() {
       c.flight_signal == SIGSTOP)
     throw_error(mycollInvalidArgument, "MYCOLL_FLIGHT_RECORDER_SIGNAL='" + sig +
                                            "' is not USR1, USR2 or a catchable signal number");
+  c.topo_dump_file = env_get("MYCOLL_TOPO_DUMP_FILE");
+  c.ucx = ucx_from_env();
+  c.ib = ib_from_env();
   return c;
 }
 

@@ -30,6 +30,27 @@ std::string environment_markdown();
 // error caught by tests).
 std::string env_get(const char* name);
 
+// MYCOLL_TIMEOUT in seconds: the one parser of it, for Config::from_env()
+// and for what runs before a communicator has its Config (the rendezvous
+// root). Throws InvalidArgument unless it is a number > 0.
+double timeout_from_env();
+
+// UCX transport settings (MYCOLL_UCX_*), read by the transport at connect.
+struct UcxConfig {
+  size_t chunk_bytes = 256 * 1024;  // MYCOLL_UCX_CHUNK_BYTES (64..1G)
+  int window = 8;                   // MYCOLL_UCX_WINDOW (1..1024)
+  bool peer_error_mode = true;      // MYCOLL_UCX_ERROR_MODE: peer (true) or none
+};
+
+// RDMA verbs transport settings (MYCOLL_IB_*).
+struct IbConfig {
+  std::string hca;                 // MYCOLL_IB_HCA ("" = first active port)
+  int gid_index = -1;              // MYCOLL_IB_GID_INDEX (-1 = auto)
+  int timeout = 14;                // MYCOLL_IB_TIMEOUT (QP ACK timeout exponent, 1..31)
+  int retry_cnt = 7;               // MYCOLL_IB_RETRY_CNT (0..7)
+  size_t buffer_bytes = 4u << 20;  // MYCOLL_IB_BUFFER_BYTES (receive ring per peer, 4K..1G)
+};
+
 struct Config {
   std::string debug_level;      // MYCOLL_DEBUG
   double timeout_s = 300;       // MYCOLL_TIMEOUT
@@ -53,9 +74,13 @@ struct Config {
   size_t gpu_ll_coll_bytes = size_t(2) << 20;  // MYCOLL_GPU_LL_COLL_BYTES (0 = off)
   size_t gpu_ring_bytes = size_t(1) << 20;     // MYCOLL_GPU_RING_BYTES (0 = off)
   size_t gpu_direct_bytes = size_t(1) << 20;   // MYCOLL_GPU_DIRECT_BYTES (0 = off)
+  std::string gpu_proto;  // MYCOLL_PROTO: "", "simple" or "ll" (applied to the limits above)
   size_t flight_ops = 0;        // MYCOLL_FLIGHT_RECORDER (0 = off)
   std::string flight_file;      // MYCOLL_FLIGHT_RECORDER_FILE
   int flight_signal = 0;        // MYCOLL_FLIGHT_RECORDER_SIGNAL (0 = none)
+  std::string topo_dump_file;   // MYCOLL_TOPO_DUMP_FILE ("" = none)
+  UcxConfig ucx;                // MYCOLL_UCX_*
+  IbConfig ib;                  // MYCOLL_IB_*
 
   // Parses every variable; throws InvalidArgument naming the variable on a
   // malformed value.

@@ -13,9 +13,9 @@
 #include <thread>
 
 #include "core/comm.h"
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "engine/reduce.h"
 
 namespace mycoll {
 namespace {

@@ -5,6 +5,7 @@
 #if MYCOLL_HAVE_CUDA
 
 #include "engine/device_engine.h"
+#include "engine/device_select.h"
 #include "engine/device_plan_build.h"
 #include "engine/gpu_proxy.h"
 
@@ -38,7 +39,7 @@ void preload_kernels_once(int dev) {
   static std::vector<int> done;
   std::lock_guard<std::mutex> g(mu);
   if (std::find(done.begin(), done.end(), dev) != done.end()) return;
-  for (cudaError_t e : {preload_plan_kernels(), preload_ring_kernels(), preload_ll_coll_kernels(),
+  for (cudaError_t e : {preload_plan_kernels(), preload_ring_kernels(), preload_direct_kernels(), preload_ll_coll_kernels(),
                         preload_oneshot_kernels(), preload_twoshot_kernels(),
                         preload_p2p_kernels()})
     if (e != cudaSuccess)
@@ -60,17 +61,14 @@ constexpr uint64_t kLlSlotBytes = 16384;
 constexpr int kProxySlots = 8;
 constexpr uint64_t kProxySlotBytes = 65536;
 constexpr int kProxyChannels = 8;
-// The plan kernel runs on at most MYCOLL_GPU_PLAN_CHANNELS (32). Measured on
-// 4 H200s: its ring all-reduce at 48 channels took 3.6x as long as at 32
-// (1 GiB: 16.2 ms vs 5.1 ms), while the fused ring kernel gains up to 64
-// (1 GiB: 4.79 ms at 64, 4.95 at 48, 5.48 at 32). So the ring kernel uses
-// all MYCOLL_NCHANNELS, the plan kernel's collectives at most 32 of them.
-// Largest broadcast and reduce the LL-collective kernel runs (see ll_coll()).
+// The plan kernel runs on at most MYCOLL_GPU_PLAN_CHANNELS (32), the ring
+// kernel on all MYCOLL_NCHANNELS: measured in docs/performance.md.
+// Largest broadcast and reduce the LL-collective kernel runs (the table in
+// lib/engine/device_select.h).
 constexpr uint64_t kLlBroadcastBytes = 256 * 1024;
 constexpr uint64_t kLlReduceBytes = 256 * 1024;
 // The direct kernel: blocks copying this rank's own block alongside the
-// exchange (1 GiB all-to-all at 2 H200s, 512 MiB of it the own block: 1.58
-// ms in all, 1.02x NCCL), and SMs it leaves to whatever else runs.
+// exchange, and SMs it leaves to whatever else runs (docs/performance.md).
 constexpr int kDirectCopyBlocks = 8;
 constexpr int kDirectSpareSms = 4;
 
@@ -84,13 +82,6 @@ void cuda_check(cudaError_t e, const char* what) {
     throw_error(mycollUnhandledCudaError, std::string(what) + ": " + cudaGetErrorString(e));
 }
 
-bool is_blocked(Coll c) {
-  return c == Coll::AllGather || c == Coll::ReduceScatter || c == Coll::AllToAll ||
-         c == Coll::Scatter || c == Coll::Gather;
-}
-bool reduces(Coll c) {
-  return c == Coll::AllReduce || c == Coll::Reduce || c == Coll::ReduceScatter;
-}
 
 // A plan flattened for the kernel, resident in device memory for the life
 // of the communicator (CUDA graphs may replay it at any time).
@@ -143,8 +134,7 @@ class DeviceCommImpl : public DeviceComm {
     min_sms_ = *std::min_element(all_sms.begin(), all_sms.end());
     share_gpu(c);
     plan_channels_ = std::min(geom_.max_channels, any_proxy_ ? kProxyChannels : cfg.gpu_plan_channels);
-    // Point-to-point batches gain up to all of them (2 and 4 H200s, 1 GiB
-    // sendrecv: 3.70 / 3.63 ms at 32 channels, 3.13 / 3.12 at 64).
+    // Point-to-point batches gain up to all of them (docs/performance.md).
     p2p_channels_ = any_proxy_ ? plan_channels_ : geom_.max_channels;
     const bool kernels_ok = !any_proxy_ && c.nranks >= 2;
     geom_.os_bytes = kernels_ok ? static_cast<int32_t>(cfg.gpu_oneshot_bytes) : 0;
@@ -216,6 +206,15 @@ class DeviceCommImpl : public DeviceComm {
                "messages <= {} bytes (MYCOLL_GPU_LL_COLL_BYTES), {} KiB of inbox",
                c.rank, dev_, kLlBroadcastBytes, kLlReduceBytes, geom_.lc_bytes,
                geom_.lc_region_bytes() >> 10);
+    limits_.nranks = c.nranks;
+    limits_.any_proxy = any_proxy_;
+    limits_.ring_bytes = cfg.gpu_ring_bytes;
+    limits_.direct_bytes = cfg.gpu_direct_bytes;
+    limits_.oneshot_bytes = uint64_t(std::max(geom_.os_bytes, 0));
+    limits_.twoshot_bytes = uint64_t(std::max(geom_.ts_bytes, 0));
+    limits_.ll_coll_bytes = uint64_t(std::max(geom_.lc_bytes, 0));
+    limits_.ll_bcast_bytes = kLlBroadcastBytes;
+    limits_.ll_reduce_bytes = kLlReduceBytes;
   }
 
   // Peers may still write counters into this inbox after our last kernel
@@ -539,7 +538,7 @@ class DeviceCommImpl : public DeviceComm {
                                t.root, in_place);
     auto it = plans_.find(key);
     if (it != plans_.end()) return it->second;
-    const size_t blocks = is_blocked(t.coll) ? c_.nranks : 1;
+    const size_t blocks = coll_is_blocked(t.coll) ? c_.nranks : 1;
     DeviceCollArgs a;
     a.coll = t.coll;
     a.algo = t.algo;
@@ -616,94 +615,17 @@ class DeviceCommImpl : public DeviceComm {
     scratch_bytes_ = bytes;
   }
 
-  // All-reduce small enough for the one-shot kernel (os_bytes is 0 unless
-  // every peer is on cuda_ipc). The decision depends only on values every
-  // rank shares, so all ranks make the same one-shot calls.
-  bool oneshot(const Task& t) const {
-    const uint64_t bytes = uint64_t(t.count) * dtype_size(t.dtype);
-    return t.coll == Coll::AllReduce && t.algo == Algo::Direct && c_.nranks >= 2 &&
-           bytes > 0 && bytes <= uint64_t(std::max(geom_.os_bytes, 0));
-  }
-
-  // All-reduce for the two-shot kernel: the same conditions with the
-  // twoshot algorithm and ts_bytes.
-  bool twoshot(const Task& t) const {
-    const uint64_t bytes = uint64_t(t.count) * dtype_size(t.dtype);
-    return t.coll == Coll::AllReduce && t.algo == Algo::TwoShot && c_.nranks >= 2 &&
-           bytes > 0 && bytes <= uint64_t(std::max(geom_.ts_bytes, 0));
-  }
-
-  // All-gather, reduce-scatter, broadcast, reduce or all-to-all for the
-  // LL-collective kernel (lc_bytes is 0 unless every peer of every rank is on
-  // cuda_ipc): the whole message (n blocks; broadcast, reduce: the buffer) is
-  // at most lc_bytes, and
-  //   all-gather, reduce-scatter, all-to-all: the algorithm is direct (the
-  //     automatic rule's choice for these sizes, or forced; direct is the
-  //     only algorithm serving all-to-all);
-  //   broadcast, reduce: MYCOLL_ALGO does not name the collective's
-  //     algorithm (direct serves neither; a forced ring/tree/hier keeps its
-  //     plan), and the buffer is at most kLlBroadcastBytes / kLlReduceBytes.
-  // Every input to the decision is shared by all ranks (MYCOLL_ALGO must be
-  // alike anyway), so all ranks make the same sequence of LL-collective calls.
-  bool ll_coll(const Task& t) const {
-    if (geom_.lc_bytes <= 0 || c_.nranks < 2) return false;
-    const bool whole_buffer = t.coll == Coll::Broadcast || t.coll == Coll::Reduce;
-    const uint64_t block = uint64_t(t.count) * dtype_size(t.dtype);
-    const uint64_t whole = whole_buffer ? block : block * uint64_t(c_.nranks);
-    // A reduce sender writes the whole buffer to the root, which fits its
-    // lc buffer (lc_bytes of data) by this test too.
-    if (block == 0 || whole > uint64_t(geom_.lc_bytes)) return false;
-    switch (t.coll) {
-      case Coll::AllGather:
-      case Coll::ReduceScatter:
-      case Coll::AllToAll: return t.algo == Algo::Direct;
-      // A broadcast root writes the whole buffer to every peer as LL lines
-      // (2x the bytes): measured on 4 H200s the plan is as fast from 512 KiB
-      // up. A reduce root reads n - 1 whole buffers of LL lines, the mirror
-      // image: the same cap until measured otherwise.
-      case Coll::Broadcast:
-        return whole <= kLlBroadcastBytes && !c_.algo.forced(Coll::Broadcast);
-      case Coll::Reduce: return whole <= kLlReduceBytes && !c_.algo.forced(Coll::Reduce);
-      default: return false;
-    }
-  }
-
-  // The whole message: all-gather's output, reduce-scatter's, all-to-all's
-  // and scatter's input, gather's output; the buffer of the others.
-  uint64_t whole_bytes(const Task& t) const {
-    const uint64_t block = uint64_t(t.count) * dtype_size(t.dtype);
-    switch (t.coll) {
-      case Coll::AllGather:
-      case Coll::ReduceScatter:
-      case Coll::AllToAll:
-      case Coll::Scatter:
-      case Coll::Gather: return block * uint64_t(c_.nranks);
-      default: return block;
-    }
-  }
-
-  // All-reduce, all-gather, reduce-scatter, broadcast or reduce for the
-  // fused ring kernel: the ring algorithm, every peer of every rank on
-  // cuda_ipc, and the whole message at least MYCOLL_GPU_RING_BYTES. Inputs
-  // shared by all ranks, like the channel count.
-  bool ring(const Task& t) const {
-    if (any_proxy_ || c_.nranks < 2 || t.algo != Algo::Ring || c_.cfg.gpu_ring_bytes == 0)
-      return false;
-    if (t.coll != Coll::AllReduce && t.coll != Coll::AllGather &&
-        t.coll != Coll::ReduceScatter && t.coll != Coll::Broadcast && t.coll != Coll::Reduce)
-      return false;
-    return t.count > 0 && whole_bytes(t) >= c_.cfg.gpu_ring_bytes;
-  }
-
-  // All-to-all, scatter or gather for the direct kernel: the direct
-  // algorithm, every peer of every rank on cuda_ipc, the whole message at
-  // least MYCOLL_GPU_DIRECT_BYTES. Inputs shared by all ranks.
-  bool direct(const Task& t) const {
-    if (any_proxy_ || c_.nranks < 2 || t.algo != Algo::Direct || c_.cfg.gpu_direct_bytes == 0)
-      return false;
-    if (t.coll != Coll::AllToAll && t.coll != Coll::Scatter && t.coll != Coll::Gather)
-      return false;
-    return t.count > 0 && whole_bytes(t) >= c_.cfg.gpu_direct_bytes && direct_channels(t) > 0;
+  // The selection table's inputs for this call (lib/engine/device_select.h).
+  DevCall dev_call(const Task& t) const {
+    DevCall d;
+    d.coll = t.coll;
+    d.algo = t.algo;
+    d.algo_forced = c_.algo.forced(t.coll);
+    d.block_bytes = uint64_t(t.count) * dtype_size(t.dtype);
+    d.direct_channels = t.coll == Coll::AllToAll || t.coll == Coll::Scatter || t.coll == Coll::Gather
+                            ? direct_channels(t)
+                            : 0;
+    return d;
   }
 
   // Channels per peer of the direct kernel (0: its grid cannot be resident;
@@ -719,18 +641,16 @@ class DeviceCommImpl : public DeviceComm {
   // each, plus copy blocks for this rank's own block where it is not in
   // place already.
   void launch_direct_kernel(const Task& t, cudaStream_t s) {
-    const DirectColl kind = t.coll == Coll::AllToAll  ? kDirectAllToAll
-                            : t.coll == Coll::Scatter ? kDirectScatter
-                                                      : kDirectGather;
+    const Coll kind = t.coll;
     const uint64_t block = uint64_t(t.count) * dtype_size(t.dtype);
     const int n = c_.nranks, r = c_.rank;
     const int nch = direct_channels(t);
     const char* in = static_cast<const char*>(t.input);
     const char* out = static_cast<const char*>(t.output);
     bool own = false;
-    if (kind == kDirectAllToAll) own = in != out;
+    if (kind == Coll::AllToAll) own = in != out;
     else if (r == t.root)
-      own = kind == kDirectScatter ? in + uint64_t(r) * block != out
+      own = kind == Coll::Scatter ? in + uint64_t(r) * block != out
                                    : out + uint64_t(r) * block != in;
     cuda_check(launch_direct(kind, t.input, t.output, block, t.dtype, t.root, d_comm_, n, r, nch,
                              own ? kDirectCopyBlocks : 0, s),
@@ -738,46 +658,37 @@ class DeviceCommImpl : public DeviceComm {
   }
 
   void launch(const Task& t, cudaStream_t s) {
-    if (ring(t)) {
-      const RingColl kind = t.coll == Coll::AllReduce       ? kRingAllReduce
-                            : t.coll == Coll::AllGather     ? kRingAllGather
-                            : t.coll == Coll::ReduceScatter ? kRingReduceScatter
-                            : t.coll == Coll::Broadcast     ? kRingBroadcast
-                                                            : kRingReduce;
-      const uint64_t block = uint64_t(t.count) * dtype_size(t.dtype);
-      const int nch = device_channels(whole_bytes(t), c_.cfg.gpu_channel_bytes, geom_.max_channels);
-      cuda_check(launch_ring(kind, t.input, t.output, block, t.dtype, t.op, t.root, d_comm_,
-                             c_.nranks, nch, s),
-                 "ring kernel launch");
-      return;
-    }
-    if (ll_coll(t)) {
-      const LlColl kind = t.coll == Coll::AllGather       ? kLlAllGather
-                          : t.coll == Coll::ReduceScatter ? kLlReduceScatter
-                          : t.coll == Coll::Broadcast     ? kLlBroadcast
-                          : t.coll == Coll::Reduce        ? kLlReduce
-                                                          : kLlAllToAll;
-      cuda_check(launch_ll_coll(kind, t.input, t.output, uint64_t(t.count) * dtype_size(t.dtype),
-                                t.dtype, t.op, t.root, d_comm_, c_.nranks, block_budget_, s),
-                 "LL collective kernel launch");
-      return;
-    }
-    // After the LL kernel: an all-to-all small enough for it runs there.
-    if (direct(t)) {
-      launch_direct_kernel(t, s);
-      return;
-    }
-    if (oneshot(t)) {
-      cuda_check(launch_oneshot(t.input, t.output, uint64_t(t.count) * dtype_size(t.dtype),
-                                t.dtype, t.op, d_comm_, c_.nranks, block_budget_, s),
-                 "one-shot kernel launch");
-      return;
-    }
-    if (twoshot(t)) {
-      cuda_check(launch_twoshot(t.input, t.output, uint64_t(t.count) * dtype_size(t.dtype),
-                                t.dtype, t.op, d_comm_, c_.nranks, block_budget_, s),
-                 "two-shot kernel launch");
-      return;
+    const DevChoice k = select_device_kernel(dev_call(t), limits_);
+    if (log_enabled(LogLevel::Info, Subsys::Coll))
+      log_info(Subsys::Coll, "op {} {} of {} bytes: {}", t.seq, coll_name(t.coll),
+               uint64_t(t.count) * dtype_size(t.dtype), describe(k));
+    const uint64_t block = uint64_t(t.count) * dtype_size(t.dtype);
+    switch (k.kernel) {
+      case DevKernel::Ring: {
+        const int nch = device_channels(whole_message_bytes(t.coll, block, c_.nranks),
+                                        c_.cfg.gpu_channel_bytes, geom_.max_channels);
+        cuda_check(launch_ring(t.coll, t.input, t.output, block, t.dtype, t.op, t.root, d_comm_,
+                               c_.nranks, nch, s),
+                   "ring kernel launch");
+        return;
+      }
+      case DevKernel::LlColl:
+        cuda_check(launch_ll_coll(t.coll, t.input, t.output, block, t.dtype, t.op, t.root, d_comm_,
+                                  c_.nranks, block_budget_, s),
+                   "LL collective kernel launch");
+        return;
+      case DevKernel::Direct: launch_direct_kernel(t, s); return;
+      case DevKernel::OneShot:
+        cuda_check(launch_oneshot(t.input, t.output, block, t.dtype, t.op, d_comm_, c_.nranks,
+                                  block_budget_, s),
+                   "one-shot kernel launch");
+        return;
+      case DevKernel::TwoShot:
+        cuda_check(launch_twoshot(t.input, t.output, block, t.dtype, t.op, d_comm_, c_.nranks,
+                                  block_budget_, s),
+                   "two-shot kernel launch");
+        return;
+      case DevKernel::Plan: break;
     }
     DevPlan* pp = nullptr;
     if (t.coll == Coll::SendRecv) {
@@ -804,7 +715,7 @@ class DeviceCommImpl : public DeviceComm {
     a.bufs[2] = static_cast<char*>(d_scratch_);
     a.comm = d_comm_;
     a.nranks = c_.nranks;
-    cuda_check(launch_plan(a, reduces(t.coll), t.dtype, t.op, p.nch, s), "plan kernel launch");
+    cuda_check(launch_plan(a, coll_reduces(t.coll), t.dtype, t.op, p.nch, s), "plan kernel launch");
   }
 
   mycollComm& c_;
@@ -830,6 +741,7 @@ class DeviceCommImpl : public DeviceComm {
   cudaStream_t last_checked_stream_ = nullptr;
   bool warned_blocking_stream_ = false;
   bool any_proxy_ = false;  // some rank of the communicator has proxy peers
+  DevLimits limits_;        // the selection table's fixed inputs (set at init)
   std::unique_ptr<GpuProxy> proxy_;
   DevComm* d_comm_ = nullptr;
   std::map<std::tuple<int, int, int, bool, size_t, int, bool>, DevPlan> plans_;

@@ -9,11 +9,6 @@
 namespace mycoll {
 namespace {
 
-bool is_blocked(Coll c) {
-  return c == Coll::AllGather || c == Coll::ReduceScatter || c == Coll::AllToAll ||
-         c == Coll::Scatter || c == Coll::Gather;
-}
-
 // Appends one channel's plan (built for its column starting at element lo)
 // to ops, with byte offsets; Scratch slices go to the channel's own region.
 void flatten(const Plan& plan, size_t es, size_t lo, size_t scratch_base, bool avg,
@@ -99,7 +94,7 @@ DevicePlan build_device_collective(const DeviceCollArgs& a,
     c.rank = a.rank;
     c.root = a.root;
     c.count = hi - lo;
-    c.stride = is_blocked(a.coll) ? a.count : 0;
+    c.stride = coll_is_blocked(a.coll) ? a.count : 0;
     c.in_place = a.in_place;
     c.chunk = device_pipeline_chunk(hi - lo, a.es, align, a.nranks);
     Plan plan = build(c);

@@ -74,7 +74,7 @@ struct ByteRange {
 };
 ByteRange p2p_slice(size_t bytes, int nch, int ch);
 
-// What the LL point-to-point kernel (kernels/p2p_kernel.cu) is told about one
+// What the LL point-to-point kernel (kernels/colls/p2p.cu) is told about one
 // rank's communicator.
 struct P2pLlContext {
   FifoGeom geom{};

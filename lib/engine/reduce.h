@@ -5,13 +5,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/dtype.h"  // dtype_size & co. (users of those alone include it directly)
 #include "mycoll.h"
 
 namespace mycoll {
-
-size_t dtype_size(mycollDataType_t t);  // 0 for an invalid type
-const char* dtype_name(mycollDataType_t t);
-const char* redop_name(mycollRedOp_t op);
 
 // dst[i] = a[i] <op> b[i] for i < n; dst may alias a or b exactly (never
 // partially: InvalidArgument). Avg reduces as Sum (the engine divides once at

@@ -15,10 +15,11 @@
 #include <vector>
 
 #include "core/comm.h"
+#include "core/dtype.h"
 #include "core/enqueue.h"
 #include "core/log.h"
 #include "engine/device_engine.h"
-#include "engine/reduce.h"
+#include "engine/reduce.h"  // premul_host
 #include "nccl/shim.h"
 
 #if MYCOLL_HAVE_CUDA
@@ -49,7 +50,23 @@ struct NcclCall {
   PreMul pm;
 };
 
-bool reduces(Kind k) { return k == Kind::AllReduce || k == Kind::Reduce || k == Kind::ReduceScatter; }
+Coll coll_of(Kind k) {
+  switch (k) {
+    case Kind::AllReduce: return Coll::AllReduce;
+    case Kind::Broadcast: return Coll::Broadcast;
+    case Kind::Reduce: return Coll::Reduce;
+    case Kind::AllGather: return Coll::AllGather;
+    case Kind::ReduceScatter: return Coll::ReduceScatter;
+    case Kind::AllToAll: return Coll::AllToAll;
+    case Kind::Gather: return Coll::Gather;
+    case Kind::Scatter: return Coll::Scatter;
+    case Kind::Send:
+    case Kind::Recv: break;
+  }
+  return Coll::SendRecv;
+}
+
+bool reduces(Kind k) { return coll_reduces(coll_of(k)); }
 
 #if MYCOLL_HAVE_CUDA
 // PreMulSum scratch on GPUs comes from a pool of the library's own per
@@ -111,18 +128,7 @@ thread_local GroupState g_group;
 
 Call to_mycoll(const NcclCall& c) {
   Call m;
-  switch (c.kind) {
-    case Kind::AllReduce: m.coll = Coll::AllReduce; break;
-    case Kind::Broadcast: m.coll = Coll::Broadcast; break;
-    case Kind::Reduce: m.coll = Coll::Reduce; break;
-    case Kind::AllGather: m.coll = Coll::AllGather; break;
-    case Kind::ReduceScatter: m.coll = Coll::ReduceScatter; break;
-    case Kind::AllToAll: m.coll = Coll::AllToAll; break;
-    case Kind::Gather: m.coll = Coll::Gather; break;
-    case Kind::Scatter: m.coll = Coll::Scatter; break;
-    case Kind::Send:
-    case Kind::Recv: m.coll = Coll::SendRecv; break;
-  }
+  m.coll = coll_of(c.kind);
   m.send = c.send;
   m.recv = c.recv;
   m.count = c.count;
@@ -157,7 +163,8 @@ const void* premultiply(const NcclCall& c, mycollComm_t handle, Scratch& keep, b
   CommPin mc = pin_comm(handle, PinMode::kShared, "premultiply");
   const auto t = static_cast<mycollDataType_t>(c.dtype);
   const size_t es = dtype_size(t);
-  const size_t n = c.kind == Kind::ReduceScatter ? c.count * size_t(mc->nranks) : c.count;
+  // The input's elements (PreMulSum serves the reducing collectives).
+  const size_t n = coll_input_blocked(coll_of(c.kind)) ? c.count * size_t(mc->nranks) : c.count;
   if (n == 0 || !c.send) return c.send;
   if (mc->cuda_device >= 0) {
 #if MYCOLL_HAVE_CUDA

@@ -219,7 +219,7 @@ ncclResult_t init_common(ncclComm_t* out, int nranks, const ncclUniqueId& commId
   std::memcpy(&id, &commId, sizeof(id));
   const UniqueIdData data = unpack_unique_id(id);
   if (rank == 0 && !nccl_comm_id().empty())
-    start_root_listener(data, nranks, parse_double(env_get("MYCOLL_TIMEOUT"), "MYCOLL_TIMEOUT"));
+    start_root_listener(data, nranks, timeout_from_env());
   log_info(Subsys::Init, "{}: rank {}/{}{}{} {}", fn, rank, nranks, cv.name.empty() ? "" : " comm ",
            cv.name, cv.blocking && !in_group() ? "blocking" : "in a background thread (non-blocking "
                                                               "config or inside a group)");

@@ -87,12 +87,12 @@ std::string choose_net(const Config& cfg, bool needed) {
   std::string why;
   if (cfg.net.empty()) {
     // Best available: verbs when an RDMA device exists, else TCP sockets.
-    if (needed && ib_available(&why)) return "ib";
+    if (needed && ib_available(cfg.ib.hca, &why)) return "ib";
     return "socket";
   }
   if (cfg.net == "socket") return "socket";
   if (cfg.net == "ib") {
-    if (!ib_available(&why)) throw_error(mycollInvalidUsage, "MYCOLL_NET=ib: " + why);
+    if (!ib_available(cfg.ib.hca, &why)) throw_error(mycollInvalidUsage, "MYCOLL_NET=ib: " + why);
     return "ib";
   }
   if (cfg.net == "ucx") {
@@ -132,7 +132,7 @@ std::vector<std::string> select_transports(const Config& cfg, const std::vector<
                                               peer.hostname + ")");
       } else if (t == "ib" || t == "ucx") {
         std::string why;
-        if (!(t == "ib" ? ib_available(&why) : ucx_available(&why)))
+        if (!(t == "ib" ? ib_available(cfg.ib.hca, &why) : ucx_available(&why)))
           throw_error(mycollInvalidUsage, "MYCOLL_TRANSPORT=" + t + ": " + why);
       } else if (t != "socket") {
         throw_error(mycollInvalidArgument, "MYCOLL_TRANSPORT=" + t +

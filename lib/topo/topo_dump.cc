@@ -216,7 +216,7 @@ std::string topology_json(const mycollComm& c) {
 }
 
 void maybe_dump_topology(const mycollComm& c) {
-  std::string pattern = env_get("MYCOLL_TOPO_DUMP_FILE");
+  const std::string& pattern = c.cfg.topo_dump_file;
   if (pattern.empty()) return;
   std::string path = expand_dump_path(pattern, c.rank);
   std::string json = topology_json(c);

@@ -3,7 +3,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "engine/reduce.h"
+#include "core/dtype.h"
+#include "engine/reduce.h"  // fp16/bf16/fp8 conversions
 
 namespace mycoll_test {
 

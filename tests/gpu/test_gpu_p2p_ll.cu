@@ -1,4 +1,4 @@
-// The LL point-to-point kernel (kernels/p2p_kernel.cu): groups of sends and
+// The LL point-to-point kernel (kernels/colls/p2p.cu): groups of sends and
 // receives on GPU buffers whose every slice fits the ll limit, on 2, 3, 4, 8
 // GPUs, one process per GPU. Every rank decides alone which kernel runs its
 // batch, so besides the LL kernel against itself the tests mix it with the

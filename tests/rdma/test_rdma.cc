@@ -42,7 +42,7 @@ bool device_present(std::string* why) {
   opt.init_comm = false;
   opt.timeout_s = 60;
   auto res = run_ranks(opt, [](mycollComm_t, int, int, const mycollUniqueId&) {
-    return mycoll::ib_available(nullptr) ? 0 : 1;
+    return mycoll::ib_available(mycoll::Config::from_env().ib.hca, nullptr) ? 0 : 1;
   });
   bool ok = res.size() == 1 && res[0].exit_code == 0;
   if (!ok && why) *why = kSkip;
@@ -67,7 +67,7 @@ TEST(RdmaAvailability, ReportsAReason) {
   opt.init_comm = false;
   auto res = run_ranks(opt, [](mycollComm_t, int, int, const mycollUniqueId&) {
     std::string why;
-    bool ok = mycoll::ib_available(&why);
+    bool ok = mycoll::ib_available("", &why);
     if (ok) return check(why.empty(), "no reason when available: " + why) ? 0 : 1;
     // Without libibverbs, without devices, or with ports down: a specific reason.
     bool specific = why.find("libibverbs.so.1 not found") != std::string::npos ||
@@ -85,7 +85,7 @@ TEST(RdmaAvailability, ExcludedDevicesAreNotAvailable) {
   opt.env = {{"MYCOLL_IB_HCA", "=no_such_hca"}};
   auto res = run_ranks(opt, [](mycollComm_t, int, int, const mycollUniqueId&) {
     std::string why;
-    bool ok = mycoll::ib_available(&why);
+    bool ok = mycoll::ib_available(mycoll::Config::from_env().ib.hca, &why);
     return check(!ok && !why.empty(), "MYCOLL_IB_HCA=no_such_hca leaves nothing: '" + why + "'")
                ? 0
                : 1;
@@ -263,7 +263,7 @@ TEST(RdmaRegCache, ReusesCoveringRegistrationsAndInvalidates) {
   opt.nranks = 1;
   opt.init_comm = false;
   auto res = run_ranks(opt, [](mycollComm_t, int, int, const mycollUniqueId&) {
-    auto dev = mycoll::IbDevice::open(mycoll::IbSettings::from_env());
+    auto dev = mycoll::IbDevice::open(mycoll::Config::from_env().ib);
     mycoll::RegCache cache(dev->api, dev->pd, 3);
     const size_t len = 1 << 20;
     char* p = static_cast<char*>(

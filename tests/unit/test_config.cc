@@ -57,6 +57,68 @@ TEST(Config, FromEnvReadsEveryVariableAndNamesBadOnes) {
   EXPECT_NO_THROW(Config::from_env());
 }
 
+// Transport settings are parsed with the rest at init (transports read them
+// from the communicator's Config, never from the environment at connect).
+TEST(Config, TransportSettingsParsedOnceWithTheRest) {
+  Config d = Config::from_env();
+  EXPECT_EQ(d.ucx.chunk_bytes, 256u << 10);
+  EXPECT_EQ(d.ucx.window, 8);
+  EXPECT_TRUE(d.ucx.peer_error_mode);
+  EXPECT_EQ(d.ib.hca, "");
+  EXPECT_EQ(d.ib.gid_index, -1);
+  EXPECT_EQ(d.ib.timeout, 14);
+  EXPECT_EQ(d.ib.retry_cnt, 7);
+  EXPECT_EQ(d.ib.buffer_bytes, 4u << 20);
+  EXPECT_EQ(d.topo_dump_file, "");
+  setenv("MYCOLL_UCX_CHUNK_BYTES", "64K", 1);
+  setenv("MYCOLL_UCX_ERROR_MODE", "none", 1);
+  setenv("MYCOLL_IB_HCA", "mlx5_0:1", 1);
+  setenv("MYCOLL_IB_RETRY_CNT", "3", 1);
+  setenv("MYCOLL_TOPO_DUMP_FILE", "/tmp/t_%r.json", 1);
+  Config c = Config::from_env();
+  EXPECT_EQ(c.ucx.chunk_bytes, 64u << 10);
+  EXPECT_FALSE(c.ucx.peer_error_mode);
+  EXPECT_EQ(c.ib.hca, "mlx5_0:1");
+  EXPECT_EQ(c.ib.retry_cnt, 3);
+  EXPECT_EQ(c.topo_dump_file, "/tmp/t_%r.json");
+  for (const char* v : {"MYCOLL_UCX_CHUNK_BYTES", "MYCOLL_UCX_ERROR_MODE", "MYCOLL_IB_HCA",
+                        "MYCOLL_IB_RETRY_CNT", "MYCOLL_TOPO_DUMP_FILE"})
+    unsetenv(v);
+  const struct {
+    const char* var;
+    const char* bad;
+  } bad[] = {{"MYCOLL_UCX_CHUNK_BYTES", "32"}, {"MYCOLL_UCX_WINDOW", "0"},
+             {"MYCOLL_UCX_ERROR_MODE", "some"}, {"MYCOLL_IB_GID_INDEX", "-2"},
+             {"MYCOLL_IB_TIMEOUT", "32"},      {"MYCOLL_IB_RETRY_CNT", "8"},
+             {"MYCOLL_IB_BUFFER_BYTES", "1K"}};
+  for (const auto& b : bad) {
+    setenv(b.var, b.bad, 1);
+    try {
+      Config::from_env();
+      ADD_FAILURE() << b.var << "=" << b.bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), mycollInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find(b.var), std::string::npos) << e.what();
+    }
+    unsetenv(b.var);
+  }
+}
+
+// MYCOLL_TIMEOUT has one parser: Config::from_env and the rendezvous root
+// (before any Config exists) agree on what is valid.
+TEST(Config, TimeoutParsedInOnePlace) {
+  EXPECT_DOUBLE_EQ(timeout_from_env(), 300.0);
+  setenv("MYCOLL_TIMEOUT", "12.5", 1);
+  EXPECT_DOUBLE_EQ(timeout_from_env(), 12.5);
+  EXPECT_DOUBLE_EQ(Config::from_env().timeout_s, 12.5);
+  for (const char* bad : {"0", "-3", "never"}) {
+    setenv("MYCOLL_TIMEOUT", bad, 1);
+    EXPECT_THROW(timeout_from_env(), Error) << bad;
+    EXPECT_THROW(Config::from_env(), Error) << bad;
+  }
+  unsetenv("MYCOLL_TIMEOUT");
+}
+
 TEST(Config, RegistryIsUniqueAndUnregisteredNamesFail) {
   std::set<std::string> names;
   for (const auto& v : env_registry()) {

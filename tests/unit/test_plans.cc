@@ -3,6 +3,7 @@
 // ability to catch broken plans.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <vector>
@@ -191,6 +192,37 @@ std::vector<size_t> cross_host_sent(Algo algo, CollArgs a, const std::vector<int
 // hosts, and the host tree's H-1 edges carry the message once each way
 // (all-reduce) or once (broadcast, reduce); no head exchanges with more than
 // three other hosts. Other ranks send only inside their host.
+// The collective traits next to Coll agree with the buffers the plans address:
+// at the root, the blocked buffer holds the whole message.
+TEST(CollTraits, AgreeWithBufferCounts) {
+  const int n = 5;
+  const size_t count = 7;
+  for (int i = 0; i < kNumColls; ++i) {
+    const auto c = static_cast<Coll>(i);
+    CollArgs a;
+    a.coll = c;
+    a.nranks = n;
+    a.rank = a.root = 2;
+    a.count = count;
+    const BufferCounts b = buffer_counts(a);
+    EXPECT_EQ(b.input, coll_input_blocked(c) ? count * n : count) << coll_name(c);
+    EXPECT_EQ(b.output, coll_output_blocked(c) ? count * n : count) << coll_name(c);
+    EXPECT_EQ(std::max(b.input, b.output), coll_whole_count(c, count, n)) << coll_name(c);
+    EXPECT_EQ(coll_is_blocked(c), coll_input_blocked(c) || coll_output_blocked(c));
+    if (coll_is_rooted(c)) {
+      a.rank = 0;  // not the root: one of its buffers is unused
+      const BufferCounts nb = buffer_counts(a);
+      EXPECT_TRUE(nb.input == 0 || nb.output == 0) << coll_name(c);
+    }
+  }
+  EXPECT_TRUE(coll_reduces(Coll::AllReduce) && coll_reduces(Coll::Reduce) &&
+              coll_reduces(Coll::ReduceScatter));
+  EXPECT_FALSE(coll_reduces(Coll::AllGather) || coll_reduces(Coll::Broadcast) ||
+               coll_reduces(Coll::SendRecv));
+  EXPECT_FALSE(coll_is_rooted(Coll::AllReduce) || coll_is_rooted(Coll::SendRecv));
+  EXPECT_FALSE(coll_is_blocked(Coll::SendRecv) || coll_is_blocked(Coll::Broadcast));
+}
+
 TEST(HierPlans, OnlyChainHeadsCrossHostsOncePerTreeEdge) {
   for (const Layout& l : layouts()) {
     const int n = static_cast<int>(l.host_of.size());

@@ -558,6 +558,26 @@ TEST(Reduce, Names) {
   EXPECT_STREQ(redop_name(mycollAvg), "avg");
 }
 
+// core/dtype.h: the kind of every type, and every valid type has a size and a name.
+TEST(Dtype, KindsAndCompleteness) {
+  static_assert(dtype_size(mycollFloat32) == 4, "constexpr");
+  for (int i = 0; i < mycollNumTypes; ++i) {
+    const auto t = static_cast<mycollDataType_t>(i);
+    EXPECT_TRUE(dtype_valid(t));
+    EXPECT_GT(dtype_size(t), 0u) << i;
+    EXPECT_STRNE(dtype_name(t), "invalid-type") << i;
+  }
+  EXPECT_FALSE(dtype_valid(static_cast<mycollDataType_t>(-1)));
+  EXPECT_FALSE(dtype_valid(static_cast<mycollDataType_t>(mycollNumTypes)));
+  for (auto t : {mycollFloat16, mycollFloat32, mycollFloat64, mycollBfloat16, mycollFloat8e4m3,
+                 mycollFloat8e5m2})
+    EXPECT_TRUE(dtype_is_float(t) && dtype_is_signed(t)) << dtype_name(t);
+  for (auto t : {mycollInt8, mycollInt32, mycollInt64})
+    EXPECT_TRUE(!dtype_is_float(t) && dtype_is_signed(t)) << dtype_name(t);
+  for (auto t : {mycollUint8, mycollUint32, mycollUint64})
+    EXPECT_TRUE(!dtype_is_float(t) && !dtype_is_signed(t)) << dtype_name(t);
+}
+
 // ---- scale_avg ---------------------------------------------------------------
 
 // Truncation toward zero written without relying on C's '/' on negatives.

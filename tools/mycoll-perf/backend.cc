@@ -64,10 +64,22 @@ class CudaBackend : public Backend {
       desc_ += bus + std::string(p.name, strnlen(p.name, sizeof(p.name)));
     }
     timeout_s_ = sync_timeout_s();
+    // Buffers come from a pool of this backend alone, stream-ordered on
+    // stream_: cudaMalloc/cudaMemset/cudaFree and cudaDeviceSynchronize wait
+    // for every kernel on the device, and with ranks of this process sharing
+    // the GPU (-t) those kernels wait for this rank: a deadlock. The default
+    // pool is avoided too: it may make this stream wait for another rank's.
+    cudaMemPoolProps props = {};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = dev_;
+    check(cudaMemPoolCreate(&pool_, &props), "cudaMemPoolCreate");
   }
   ~CudaBackend() override {
     cudaSetDevice(dev_);
     drop_graph();
+    if (stream_) cudaStreamSynchronize(stream_);
+    if (pool_) cudaMemPoolDestroy(pool_);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
@@ -79,14 +91,15 @@ class CudaBackend : public Backend {
   void* alloc(size_t bytes) override {
     make_current();
     void* p = nullptr;
-    check(cudaMalloc(&p, bytes), ("cudaMalloc of " + std::to_string(bytes) + " bytes").c_str());
-    check(cudaMemset(p, 0, bytes), "cudaMemset");
-    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after cudaMemset");
+    check(cudaMallocFromPoolAsync(&p, bytes ? bytes : 1, pool_, stream_),
+          ("cudaMallocFromPoolAsync of " + std::to_string(bytes) + " bytes").c_str());
+    check(cudaMemsetAsync(p, 0, bytes, stream_), "cudaMemsetAsync");
+    synchronize();
     return p;
   }
   void release(void* p) override {
     cudaSetDevice(dev_);
-    cudaFree(p);
+    cudaFreeAsync(p, stream_);
   }
   void to_buffer(void* dst, const void* src, size_t bytes) override {
     make_current();
@@ -164,6 +177,7 @@ class CudaBackend : public Backend {
 
   int dev_;
   cudaStream_t stream_ = nullptr;
+  cudaMemPool_t pool_ = nullptr;
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
   std::string desc_;

@@ -5,7 +5,7 @@
 //
 // Host: malloc'ed buffers, stream NULL, collectives complete when the call
 // returns, synchronize() is a no-op.
-// Device (built with MYCOLL_PERF_CUDA): cudaMalloc'ed buffers on one GPU, one
+// Device (built with MYCOLL_PERF_CUDA): stream-ordered buffers from a private pool on one GPU, one
 // non-blocking cudaStream_t passed to every collective, synchronize() polls
 // the stream (bounded, like nccl-tests), to/from_buffer copy through that
 // stream, and CUDA graphs of what was issued on the stream.

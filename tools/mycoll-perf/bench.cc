@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -25,7 +27,7 @@
 namespace mycoll_perf {
 namespace {
 
-using mycoll_examples::must;
+using mycoll_launch::must;
 using Clock = std::chrono::steady_clock;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -83,6 +85,45 @@ std::string json_num(double v) {
 
 std::string json_wrong(long long w) { return w < 0 ? "null" : std::to_string(w); }
 
+// s as a JSON string literal (quotes, backslashes and control characters escaped).
+std::string json_str(const std::string& s) {
+  std::string out = "\"";
+  for (const char ch : s) {
+    const unsigned char u = static_cast<unsigned char>(ch);
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (u < 0x20) {
+      char b[8];
+      std::snprintf(b, sizeof(b), "\\u%04x", u);
+      out += b;
+    } else {
+      out += ch;
+    }
+  }
+  return out + "\"";
+}
+
+// printf onto the end of *out.
+__attribute__((format(printf, 2, 3))) void appendf(std::string* out, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char b[512];
+  const int n = std::vsnprintf(b, sizeof(b), fmt, ap);
+  va_end(ap);
+  if (n > 0) out->append(b, std::min<size_t>(static_cast<size_t>(n), sizeof(b) - 1));
+}
+
+// Now, UTC, as ISO 8601 ("2025-01-31T12:00:00Z").
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char b[32];
+  std::strftime(b, sizeof(b), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return b;
+}
+
 class Bench {
  public:
   Bench(const BenchSetup& s, const Options& o)
@@ -95,6 +136,7 @@ class Bench {
   }
   ~Bench() {
     if (json_) std::fclose(json_);
+    if (doc_) std::fclose(doc_);
   }
 
   int run() {
@@ -128,6 +170,7 @@ class Bench {
     long long wrong = 0;
     for (const CollInfo* c : o_.colls) wrong += run_coll(*c);
     barrier();  // nobody tears down while a peer may still use its buffers
+    write_document();
     return wrong > 0 ? 1 : 0;
   }
 
@@ -246,9 +289,59 @@ class Bench {
       json_ = std::fopen(o_.json_path.c_str(), "w");
       if (!json_) failed = 1;
     }
-    // Every rank learns whether rank 0 could open it, so all stop together.
-    if (reduce_same(failed, mycollSum) > 0)
+    if (lead_ && !o_.output_file.empty()) {
+      doc_ = std::fopen(o_.output_file.c_str(), "w");
+      if (!doc_) failed = 2;
+    }
+    // Every rank learns whether rank 0 could open them, so all stop together.
+    const double f = reduce_same(failed, mycollMax);
+    if (f == 1)
       throw std::runtime_error("--json " + o_.json_path + ": rank 0 cannot open it for writing");
+    if (f == 2)
+      throw std::runtime_error("-J " + o_.output_file + ": rank 0 cannot open it for writing");
+  }
+
+  // -J: {"metadata": {...}, "results": [the --json objects]}, written at the end.
+  void write_document() {
+    if (!doc_) return;
+    std::fprintf(doc_, "{\"metadata\": %s,\n \"results\": [", doc_meta_.c_str());
+    for (size_t i = 0; i < doc_rows_.size(); ++i)
+      std::fprintf(doc_, "%s\n  %s", i ? "," : "", doc_rows_[i].c_str());
+    std::fprintf(doc_, "\n]}\n");
+    std::fclose(doc_);
+    doc_ = nullptr;
+  }
+
+  // The run's metadata for -J: what ran, where, when, against what.
+  std::string metadata(int version, const std::vector<char>& recs) const {
+    char v[32];
+    std::snprintf(v, sizeof(v), "%d.%d.%d", version / 10000, version / 100 % 100, version % 100);
+    std::string m = "{\"tool\": \"mycoll-perf\", \"library_version\": " + json_str(v);
+    std::snprintf(v, sizeof(v), "%d.%d.%d", MYCOLL_MAJOR, MYCOLL_MINOR, MYCOLL_PATCH);
+    m += ", \"header_version\": " + json_str(v) + ", \"date\": " + json_str(utc_now()) +
+         ", \"command_line\": " + json_str(o_.command_line) +
+         ", \"options\": " + json_str(describe_options(o_)) +
+         ", \"mem\": " + json_str(slots_[0].be->name()) + ", \"nranks\": " + std::to_string(n_) +
+         ", \"topology\": " + json_str(topology_);
+    if (nccl_) {
+      const char* nvls = std::getenv("NCCL_NVLS_ENABLE");
+      m += ", \"peer\": " + json_str("NCCL " + nccl_describe()) +
+           ", \"nccl_nvls_enable\": " + json_str(nvls ? nvls : "");
+    } else if (mpi_) {
+      m += ", \"peer\": " + json_str(vs_name());
+    }
+    m += ", \"ranks\": [";
+    for (int r = 0; r < n_; ++r) {
+      const char* rr = recs.data() + kHostRecordBytes * r;
+      int pid = 0, used = 0;
+      char h[kHostRecordBytes] = {};
+      std::sscanf(rr, "%d %63s %n", &pid, h, &used);
+      const std::string dev(rr + used, strnlen(rr + used, kHostRecordBytes - used));
+      m += std::string(r ? ", " : "") + "{\"rank\": " + std::to_string(r) +
+           ", \"pid\": " + std::to_string(pid) + ", \"host\": " + json_str(h) +
+           ", \"device\": " + json_str(dev) + "}";
+    }
+    return m + "]}";
   }
 
   void print_header() {
@@ -276,6 +369,7 @@ class Bench {
     slots_[lead].be->from_buffer(recs.data(), all[lead]->data(), recs.size());
     int version = 0;
     mycollGetVersion(&version);
+    if (doc_) doc_meta_ = metadata(version, recs);
     std::printf("# mycoll-perf (nccl-tests style): library %d.%d.%d, header %d.%d.%d, %s memory\n",
                 version / 10000, version / 100 % 100, version % 100, MYCOLL_MAJOR, MYCOLL_MINOR,
                 MYCOLL_PATCH, slots_[0].be->name());
@@ -360,7 +454,7 @@ class Bench {
           if (line.vs.wrong > 0) vs_wrong += line.vs.wrong;
           if (lead_) {
             print_line(line);
-            write_json(line);
+            write_json(json_row(line));
           }
           lines.push_back(line);
         }
@@ -609,39 +703,50 @@ class Bench {
     std::fflush(stdout);
   }
 
-  // One JSON object per line (JSON Lines), every column of the table.
-  void write_json(const Line& l) {
-    if (!json_) return;
-    std::fprintf(json_,
-                 "{\"collective\":\"%s\",\"nranks\":%d,\"mem\":\"%s\",\"size\":%zu,\"count\":%zu,"
-                 "\"type\":\"%s\",\"redop\":\"%s\",\"root\":%d,\"iters\":%d,"
-                 "\"oop_time_us\":%s,\"oop_algbw_gbs\":%s,\"oop_busbw_gbs\":%s,\"oop_wrong\":%s,"
-                 "\"ip_time_us\":%s,\"ip_algbw_gbs\":%s,\"ip_busbw_gbs\":%s,\"ip_wrong\":%s",
-                 l.coll->name, n_, slots_[0].be->name(), l.bytes, l.count, dtype_name(l.type),
-                 l.coll->reduces ? op_name(l.op) : "none", l.root, o_.iters,
-                 json_num(l.oop.time_us).c_str(), json_num(l.oop.algbw).c_str(),
-                 json_num(l.oop.busbw).c_str(), json_wrong(l.oop.wrong).c_str(),
-                 json_num(l.ip.time_us).c_str(), json_num(l.ip.algbw).c_str(),
-                 json_num(l.ip.busbw).c_str(), json_wrong(l.ip.wrong).c_str());
+  // One row to every JSON output: a line of --json's file (JSON Lines), an
+  // element of -J's "results".
+  void write_json(const std::string& row) {
+    if (json_) {
+      std::fprintf(json_, "%s\n", row.c_str());
+      std::fflush(json_);
+    }
+    if (doc_) doc_rows_.push_back(row);
+  }
+
+  // One JSON object with every column of the table's line.
+  std::string json_row(const Line& l) const {
+    std::string row;
+    appendf(&row,
+            "{\"collective\":\"%s\",\"nranks\":%d,\"mem\":\"%s\",\"size\":%zu,\"count\":%zu,"
+            "\"type\":\"%s\",\"redop\":\"%s\",\"root\":%d,\"iters\":%d,",
+            l.coll->name, n_, slots_[0].be->name(), l.bytes, l.count, dtype_name(l.type),
+            l.coll->reduces ? op_name(l.op) : "none", l.root, o_.iters);
+    appendf(&row,
+            "\"oop_time_us\":%s,\"oop_algbw_gbs\":%s,\"oop_busbw_gbs\":%s,\"oop_wrong\":%s,"
+            "\"ip_time_us\":%s,\"ip_algbw_gbs\":%s,\"ip_busbw_gbs\":%s,\"ip_wrong\":%s",
+            json_num(l.oop.time_us).c_str(), json_num(l.oop.algbw).c_str(),
+            json_num(l.oop.busbw).c_str(), json_wrong(l.oop.wrong).c_str(),
+            json_num(l.ip.time_us).c_str(), json_num(l.ip.algbw).c_str(),
+            json_num(l.ip.busbw).c_str(), json_wrong(l.ip.wrong).c_str());
     if (o_.cuda())
-      std::fprintf(json_, ",\"topology\":\"%s\",\"threads\":%d,\"gpus_per_thread\":%d,"
-                   "\"graph_launches\":%d,\"blocking\":%d",
-                   topology_.c_str(), o_.threads, o_.gpus, o_.graph_launches, o_.blocking);
+      appendf(&row,
+              ",\"topology\":\"%s\",\"threads\":%d,\"gpus_per_thread\":%d,"
+              "\"graph_launches\":%d,\"blocking\":%d",
+              topology_.c_str(), o_.threads, o_.gpus, o_.graph_launches, o_.blocking);
     if (mpi_) {
       const char* k = std::strcmp(vs_name(), "Gloo") == 0 ? "gloo" : "mpi";
-      std::fprintf(json_, ",\"%s_time_us\":%s,\"%s_algbw_gbs\":%s,\"%s_busbw_gbs\":%s,\"ratio\":%s",
-                   k, json_num(l.vs.time_us).c_str(), k, json_num(l.vs.algbw).c_str(), k,
-                   json_num(l.vs.busbw).c_str(), json_num(l.ratio).c_str());
+      appendf(&row, ",\"%s_time_us\":%s,\"%s_algbw_gbs\":%s,\"%s_busbw_gbs\":%s,\"ratio\":%s",
+              k, json_num(l.vs.time_us).c_str(), k, json_num(l.vs.algbw).c_str(), k,
+              json_num(l.vs.busbw).c_str(), json_num(l.ratio).c_str());
     }
     if (nccl_)
-      std::fprintf(json_,
-                   ",\"nccl_time_us\":%s,\"nccl_algbw_gbs\":%s,\"nccl_busbw_gbs\":%s,"
-                   "\"nccl_wrong\":%s,\"ratio\":%s",
-                   json_num(l.vs.time_us).c_str(), json_num(l.vs.algbw).c_str(),
-                   json_num(l.vs.busbw).c_str(), json_wrong(l.vs.wrong).c_str(),
-                   json_num(l.ratio).c_str());
-    std::fprintf(json_, "}\n");
-    std::fflush(json_);
+      appendf(&row,
+              ",\"nccl_time_us\":%s,\"nccl_algbw_gbs\":%s,\"nccl_busbw_gbs\":%s,"
+              "\"nccl_wrong\":%s,\"ratio\":%s",
+              json_num(l.vs.time_us).c_str(), json_num(l.vs.algbw).c_str(),
+              json_num(l.vs.busbw).c_str(), json_wrong(l.vs.wrong).c_str(),
+              json_num(l.ratio).c_str());
+    return row + "}";
   }
 
   std::vector<Slot> slots_;
@@ -655,7 +760,10 @@ class Bench {
   bool lead_ = false;        // this thread drives rank 0: it prints
   std::vector<char> stage_;  // host image of a buffer, for init and checks
   std::vector<char> want_;   // expected output image (-c 1)
-  FILE* json_ = nullptr;
+  FILE* json_ = nullptr;  // --json
+  FILE* doc_ = nullptr;   // -J, written by write_document() at the end
+  std::string doc_meta_;  // -J's "metadata" object
+  std::vector<std::string> doc_rows_;  // -J's "results"
 };
 
 }  // namespace

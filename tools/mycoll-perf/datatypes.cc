@@ -5,69 +5,37 @@
 
 namespace mycoll_perf {
 
+namespace {
+
+struct Alias {
+  const char* name;
+  mycollDataType_t type;
+};
+// Every name a type is known by; the first of each type is nccl-tests' own.
+constexpr Alias kAliases[] = {
+    {"int8", mycollInt8},       {"char", mycollInt8},       {"uint8", mycollUint8},
+    {"int32", mycollInt32},     {"int", mycollInt32},       {"uint32", mycollUint32},
+    {"int64", mycollInt64},     {"uint64", mycollUint64},   {"half", mycollFloat16},
+    {"float16", mycollFloat16}, {"float", mycollFloat32},   {"float32", mycollFloat32},
+    {"double", mycollFloat64},  {"float64", mycollFloat64}, {"bfloat16", mycollBfloat16},
+    {"bf16", mycollBfloat16},
+};
+
+}  // namespace
+
 const char* dtype_name(mycollDataType_t t) {
-  switch (t) {
-    case mycollInt8: return "int8";
-    case mycollUint8: return "uint8";
-    case mycollInt32: return "int32";
-    case mycollUint32: return "uint32";
-    case mycollInt64: return "int64";
-    case mycollUint64: return "uint64";
-    case mycollFloat16: return "half";
-    case mycollFloat32: return "float";
-    case mycollFloat64: return "double";
-    case mycollBfloat16: return "bfloat16";
-    default: return "?";
-  }
-}
-
-size_t dtype_size(mycollDataType_t t) {
-  switch (t) {
-    case mycollInt8:
-    case mycollUint8: return 1;
-    case mycollFloat16:
-    case mycollBfloat16: return 2;
-    case mycollInt32:
-    case mycollUint32:
-    case mycollFloat32: return 4;
-    default: return 8;
-  }
-}
-
-bool dtype_is_float(mycollDataType_t t) {
-  return t == mycollFloat16 || t == mycollFloat32 || t == mycollFloat64 || t == mycollBfloat16;
+  for (const Alias& a : kAliases)
+    if (a.type == t) return a.name;
+  return "?";
 }
 
 bool parse_dtype(const std::string& s, mycollDataType_t* t) {
-  struct Alias {
-    const char* name;
-    mycollDataType_t type;
-  };
-  static const Alias kAliases[] = {
-      {"int8", mycollInt8},       {"char", mycollInt8},       {"uint8", mycollUint8},
-      {"int32", mycollInt32},     {"int", mycollInt32},       {"uint32", mycollUint32},
-      {"int64", mycollInt64},     {"uint64", mycollUint64},   {"half", mycollFloat16},
-      {"float16", mycollFloat16}, {"float", mycollFloat32},   {"float32", mycollFloat32},
-      {"double", mycollFloat64},  {"float64", mycollFloat64}, {"bfloat16", mycollBfloat16},
-      {"bf16", mycollBfloat16},
-  };
   for (const Alias& a : kAliases)
     if (s == a.name) {
       *t = a.type;
       return true;
     }
   return false;
-}
-
-const char* op_name(mycollRedOp_t op) {
-  switch (op) {
-    case mycollSum: return "sum";
-    case mycollProd: return "prod";
-    case mycollMax: return "max";
-    case mycollMin: return "min";
-    case mycollAvg: return "avg";
-    default: return "?";
-  }
 }
 
 bool parse_op(const std::string& s, mycollRedOp_t* op) {

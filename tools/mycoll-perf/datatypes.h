@@ -7,19 +7,22 @@
 #include <cstdint>
 #include <string>
 
+#include "core/dtype.h"  // the library's type metadata (header-only: sizes, kinds, op names)
 #include "mycoll.h"
 
 namespace mycoll_perf {
 
-// "int8" "uint8" "int32" "uint32" "int64" "uint64" "half" "float" "double" "bfloat16".
+using mycoll::dtype_is_float;
+using mycoll::dtype_size;
+
+// As nccl-tests names them: "int8" "uint8" "int32" "uint32" "int64" "uint64"
+// "half" "float" "double" "bfloat16"; "?" for a type mycoll-perf does not run.
 const char* dtype_name(mycollDataType_t t);
-size_t dtype_size(mycollDataType_t t);
-bool dtype_is_float(mycollDataType_t t);
 // Name (also "char", "int", "float16", "float32", "float64", "bf16") -> type; false if unknown.
 bool parse_dtype(const std::string& s, mycollDataType_t* t);
 
 // "sum" "prod" "max" "min" "avg".
-const char* op_name(mycollRedOp_t op);
+inline const char* op_name(mycollRedOp_t op) { return mycoll::redop_name(op); }
 bool parse_op(const std::string& s, mycollRedOp_t* op);
 
 // base[idx] = v converted to t (integers wrap modulo the type's width; floats

@@ -20,9 +20,9 @@
 namespace mycoll_perf {
 namespace {
 
-using mycoll_examples::describe;
-using mycoll_examples::must;
-using mycoll_examples::Share;
+using mycoll_launch::describe;
+using mycoll_launch::must;
+using mycoll_launch::Share;
 
 constexpr double kRelayTimeoutS = 300;  // env mode: the id broadcast
 
@@ -50,7 +50,7 @@ void sync_stream(cudaStream_t s, double timeout_s, const char* what) {
 // no CUDA call when it forks the ranks. 0 when there is no driver or GPU.
 int probe_gpus() {
   int n = 0;
-  bool ok = mycoll_examples::run_in_child(
+  bool ok = mycoll_launch::run_in_child(
       [] {
         int c = 0;
         if (cudaGetDeviceCount(&c) != cudaSuccess) c = 0;
@@ -257,9 +257,9 @@ int run_env(const Options& o) {
   const int per = o.threads * o.gpus;
   int have = 0;
   if (cudaGetDeviceCount(&have) != cudaSuccess) have = 0;
-  int local = mycoll_examples::env_local_rank();
+  int local = mycoll_launch::env_local_rank();
   if (local < 0) {
-    const int r = std::max(0, mycoll_examples::env_rank());
+    const int r = std::max(0, mycoll_launch::env_rank());
     local = have >= per ? r % (have / per) : 0;
     std::fprintf(stderr,
                  "mycoll-perf: no local rank in the environment (LOCAL_RANK, "
@@ -325,14 +325,14 @@ int run_env(const Options& o) {
 void select_local_gpu() {
   int have = 0;
   cuda_must(cudaGetDeviceCount(&have), "cudaGetDeviceCount");
-  int local = mycoll_examples::env_local_rank();
-  if (local < 0) local = std::max(0, mycoll_examples::env_rank());
+  int local = mycoll_launch::env_local_rank();
+  if (local < 0) local = std::max(0, mycoll_launch::env_rank());
   if (have <= 0) throw std::runtime_error("--mem cuda: no GPU");
   cuda_must(cudaSetDevice(local % have), "cudaSetDevice");
 }
 
 int run_gpu(const Options& o) {
-  if (o.np == 0 && mycoll_examples::launched_by_env()) return run_env(o);
+  if (o.np == 0 && mycoll_launch::launched_by_env()) return run_env(o);
   const int np = o.np > 0 ? o.np : 1;
   const int per = o.threads * o.gpus;
   const int have = probe_gpus();  // in a child: no CUDA call here before forking
@@ -360,7 +360,7 @@ int run_gpu(const Options& o) {
     pc.share = share;
     return process_main(o, pc);
   };
-  if (o.np > 0) return mycoll_examples::fork_procs(o.np, body);
+  if (o.np > 0) return mycoll_launch::fork_procs(o.np, body);
   try {
     return body(0, 1, [](void*, size_t) { return true; });
   } catch (const std::exception& e) {

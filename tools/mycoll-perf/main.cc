@@ -49,7 +49,7 @@ int run_under_mpi(const Options& o) {
     mycollResult_t r = mycollGetUniqueId(&id);
     if (r != mycollSuccess) {
       std::fprintf(stderr, "rank 0: %s\n",
-                   mycoll_examples::describe(r, "mycollGetUniqueId", nullptr).c_str());
+                   mycoll_launch::describe(r, "mycollGetUniqueId", nullptr).c_str());
       ok = 0;
     }
   }
@@ -74,11 +74,11 @@ int run_under_mpi(const Options& o) {
   mycollResult_t r = mycollCommInitRank(&comm, size, id, rank);
   if (r != mycollSuccess) {
     std::fprintf(stderr, "rank %d: %s\n", rank,
-                 mycoll_examples::describe(r, "mycollCommInitRank", nullptr).c_str());
+                 mycoll_launch::describe(r, "mycollCommInitRank", nullptr).c_str());
     mpi->abort(2);
     return 2;
   }
-  int rc = mycoll_examples::run_rank(comm, [&](mycollComm_t c, int rk, int n) {
+  int rc = mycoll_launch::run_rank(comm, [&](mycollComm_t c, int rk, int n) {
     return mycoll_perf::run_benchmark(c, rk, n, o, /*with_mpi=*/true);
   });
   // A failed rank may leave the others inside a collective: end them all.
@@ -116,6 +116,9 @@ int run_vs_gloo(mycollComm_t comm, int rank, int nranks, const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A line per size reaches a log file at once: a run killed by a timeout
+  // still shows how far it got.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   disable_nvls();
   Options o;
   int exit_code = 0;
@@ -146,9 +149,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "mycoll-perf: -r %d is not a rank of --np %d\n", o.root, o.np);
     return 2;
   }
-  if (o.np == 0 && !mycoll_examples::launched_by_env())
+  if (o.np == 0 && !mycoll_launch::launched_by_env())
     std::fprintf(stderr, "mycoll-perf: one rank (use --np N, or a launcher: see README.md)\n");
-  return mycoll_examples::launch(o.np, [&](mycollComm_t comm, int rank, int nranks) {
+  return mycoll_launch::launch(o.np, [&](mycollComm_t comm, int rank, int nranks) {
     if (o.vs_gloo) return run_vs_gloo(comm, rank, nranks, o);
     return mycoll_perf::run_benchmark(comm, rank, nranks, o, /*with_mpi=*/false);
   });

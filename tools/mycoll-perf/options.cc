@@ -16,38 +16,67 @@ void usage(const char* prog) {
       "usage: %s <collective> [flags]\n"
       "  collective: all_reduce all_gather reduce_scatter broadcast reduce alltoall scatter\n"
       "              gather sendrecv, or all (each in turn)\n"
-      "  -b <bytes>   smallest size (K/M/G suffixes), default 32M\n"
-      "  -e <bytes>   largest size, default 32M\n"
-      "  -f <factor>  multiply the size by this each step, default 2\n"
-      "  -i <bytes>   add this to the size each step (instead of -f)\n"
-      "  -n <iters>   timed iterations per size, default 20\n"
-      "  -w <iters>   warm-up iterations per size, default 1\n"
-      "  -R <K>       time K batches of -n iterations per size (a barrier before each) and\n"
-      "               report the fastest batch, for mycoll and its peer alike: filters\n"
-      "               stalls of a shared host out of the average (default 1)\n"
-      "  -c <0|1>     check every element of one extra run per size, count #wrong (default 1)\n"
-      "  -d <type>    int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 | all\n"
-      "  -o <op>      sum prod max min avg | all (reductions only), default sum\n"
-      "  -r <root>    root of broadcast/reduce/scatter/gather, default 0\n"
-      "  -z <0|1>     blocking: sync the stream after every call (device memory; host\n"
-      "               collectives always complete on return), default 0\n"
-      "  -a <0..3>    time over ranks: 0 rank 0, 1 average, 2 min, 3 max (default)\n"
-      "  --np <N>     fork N local processes (default: processes from the launcher's\n"
-      "               environment, else 1 process)\n"
-      "  --json FILE  also write one JSON object per line per size and collective\n"
-      "  --vs mpi     under mpirun: bootstrap over MPI and time MPI's equivalent too\n"
-      "  --vs gloo    time Gloo's equivalent too (its TCP transport on loopback; --np or a "
-      "launcher)\n"
-      "  --vs nccl    time NCCL (libnccl.so.2, loaded at run time) on the same GPUs,\n"
-      "               buffers and stream (needs --mem cuda)\n"
-      "  --mem <m>    buffer memory: host (default) or cuda (device buffers, one GPU per rank)\n"
-      "  -t <T>       threads per process, one rank each (--mem cuda), default 1\n"
-      "  -g <G>       GPUs per thread, one rank each, driven in one group (--mem cuda), default 1\n"
-      "  -G <N>       capture -n iterations in a CUDA graph, time N launches of it (--mem cuda)\n"
-      "  --skip-without-gpu  with --mem cuda: print 'SKIP: ...' and exit 0 when fewer GPUs\n"
-      "               than needed are present (for test suites)\n"
+      "Flags as nccl-tests spells them (short, or long as --name V or --name=V):\n"
+      "  -b, --minbytes <bytes>   smallest size (K/M/G suffixes), default 32M\n"
+      "  -e, --maxbytes <bytes>   largest size, default 32M\n"
+      "  -f, --stepfactor <f>     multiply the size by this each step, default 2\n"
+      "  -i, --stepbytes <bytes>  add this to the size each step (instead of -f)\n"
+      "  -n, --iters <iters>      timed iterations per size, default 20\n"
+      "  -w, --warmup_iters <n>   warm-up iterations per size, default 1\n"
+      "  -c, --check <0|1>        check every element of one extra run per size, count\n"
+      "                           #wrong (default 1)\n"
+      "  -d, --datatype <type>    int8 uint8 int32 uint32 int64 uint64 half float double\n"
+      "                           bfloat16 | all\n"
+      "  -o, --op <op>            sum prod max min avg | all (reductions only), default sum\n"
+      "  -r, --root <root>        root of broadcast/reduce/scatter/gather, default 0\n"
+      "  -z, --blocking <0|1>     sync the stream after every call (device memory; host\n"
+      "                           collectives always complete on return), default 0\n"
+      "  -a, --average <0..3>     time over ranks: 0 rank 0, 1 average, 2 min, 3 max (default)\n"
+      "  -t, --nthreads <T>       threads per process, one rank each (--mem cuda), default 1\n"
+      "  -g, --ngpus <G>          GPUs per thread, one rank each, driven in one group\n"
+      "                           (--mem cuda), default 1\n"
+      "  -G, --cudagraph <N>      capture -n iterations in a CUDA graph, time N launches of\n"
+      "                           it (--mem cuda)\n"
+      "  -J, --output_file FILE   write the results and the run's metadata to FILE as one\n"
+      "                           JSON document (FILE must end in .json)\n"
+      "mycoll-perf's own:\n"
+      "  -R, --best_of <K>        time K batches of -n iterations per size (a barrier before\n"
+      "                           each) and report the fastest, for mycoll and its peer alike:\n"
+      "                           filters stalls of a shared host out (default 1). Not\n"
+      "                           nccl-tests' -R (buffer registration)\n"
+      "  --np <N>                 fork N local processes (default: processes from the\n"
+      "                           launcher's environment, else 1 process)\n"
+      "  --json FILE              also write one JSON object per line per size and collective\n"
+      "  --vs mpi                 under mpirun: bootstrap over MPI and time MPI's equivalent too\n"
+      "  --vs gloo                time Gloo's equivalent too (its TCP transport on loopback;\n"
+      "                           --np or a launcher)\n"
+      "  --vs nccl                time NCCL (libnccl.so.2, loaded at run time) on the same GPUs,\n"
+      "                           buffers and stream (needs --mem cuda)\n"
+      "  --mem <m>                buffer memory: host (default) or cuda (device buffers, one\n"
+      "                           GPU per rank)\n"
+      "  --skip-without-gpu       with --mem cuda: print 'SKIP: ...' and exit 0 when fewer\n"
+      "                           GPUs than needed are present (for test suites)\n"
       "Exit status: 0 when every checked element was right, 1 if any #wrong > 0, 2 on errors.\n",
       prog);
+}
+
+// nccl-tests' long names (all_reduce_perf -h) and mycoll-perf's own, as the
+// short flag they stand for; nullptr for any other name.
+const char* short_flag(const std::string& long_name) {
+  static const struct {
+    const char* long_name;
+    const char* short_name;
+  } kLong[] = {
+      {"--minbytes", "-b"},    {"--maxbytes", "-e"}, {"--stepfactor", "-f"},
+      {"--stepbytes", "-i"},   {"--iters", "-n"},    {"--warmup_iters", "-w"},
+      {"--check", "-c"},       {"--datatype", "-d"}, {"--op", "-o"},
+      {"--root", "-r"},        {"--blocking", "-z"}, {"--average", "-a"},
+      {"--nthreads", "-t"},    {"--ngpus", "-g"},    {"--cudagraph", "-G"},
+      {"--output_file", "-J"}, {"--best_of", "-R"},
+  };
+  for (const auto& f : kLong)
+    if (long_name == f.long_name) return f.short_name;
+  return nullptr;
 }
 
 // "64K" -> 65536; false when s is not a non-negative size.
@@ -84,8 +113,20 @@ bool parse_options(int argc, char** argv, Options* o, int* exit_code) {
   *exit_code = 2;
   bool factor_given = false, increment_given = false;
   std::string coll_name;
+  for (int i = 0; i < argc; ++i) o->command_line += (i ? " " : "") + std::string(argv[i]);
   for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
+    std::string a = argv[i];
+    // "--minbytes=8" is "--minbytes 8"; long names become their short flag.
+    std::string inline_value;
+    bool has_inline_value = false;
+    const size_t eq = a.find('=');
+    if (a.compare(0, 2, "--") == 0 && eq != std::string::npos) {
+      inline_value = a.substr(eq + 1);
+      has_inline_value = true;
+      a.resize(eq);
+    }
+    const std::string given = a;  // for messages: the name as typed
+    if (const char* s = short_flag(a)) a = s;
     if (a == "-h" || a == "--help") {
       usage(argv[0]);
       *exit_code = 0;
@@ -100,15 +141,15 @@ bool parse_options(int argc, char** argv, Options* o, int* exit_code) {
       coll_name = a;
       continue;
     }
-    if (a == "--skip-without-gpu") {
+    if (a == "--skip-without-gpu" && !has_inline_value) {
       o->skip_without_gpu = true;
       continue;
     }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "mycoll-perf: %s needs a value (see -h)\n", a.c_str());
+    if (!has_inline_value && i + 1 >= argc) {
+      std::fprintf(stderr, "mycoll-perf: %s needs a value (see -h)\n", given.c_str());
       return false;
     }
-    const char* v = argv[++i];
+    const char* v = has_inline_value ? inline_value.c_str() : argv[++i];
     bool ok = true;
     if (a == "-b") ok = parse_bytes(v, &o->min_bytes);
     else if (a == "-e") ok = parse_bytes(v, &o->max_bytes);
@@ -132,6 +173,16 @@ bool parse_options(int argc, char** argv, Options* o, int* exit_code) {
     else if (a == "-g") ok = parse_int(v, 1, 1024, &o->gpus);
     else if (a == "-G") ok = parse_int(v, 0, 1 << 20, &o->graph_launches);
     else if (a == "--json") o->json_path = v;
+    else if (a == "-J") {
+      // As nccl-tests: the format follows the suffix, and JSON is the only one.
+      o->output_file = v;
+      const std::string& f = o->output_file;
+      if (f.size() <= 5 || f.compare(f.size() - 5, 5, ".json") != 0) {
+        std::fprintf(stderr, "mycoll-perf: -J/--output_file %s: the format follows the suffix "
+                     "and only .json is supported\n", v);
+        return false;
+      }
+    }
     else if (a == "--mem") o->mem = v;
     else if (a == "--vs") {
       o->vs_mpi = std::strcmp(v, "mpi") == 0;
@@ -160,11 +211,11 @@ bool parse_options(int argc, char** argv, Options* o, int* exit_code) {
         o->ops.push_back(op);
       }
     } else {
-      std::fprintf(stderr, "mycoll-perf: unknown flag %s (see -h)\n", a.c_str());
+      std::fprintf(stderr, "mycoll-perf: unknown flag %s (see -h)\n", given.c_str());
       return false;
     }
     if (!ok) {
-      std::fprintf(stderr, "mycoll-perf: bad value '%s' for %s (see -h)\n", v, a.c_str());
+      std::fprintf(stderr, "mycoll-perf: bad value '%s' for %s (see -h)\n", v, given.c_str());
       return false;
     }
   }

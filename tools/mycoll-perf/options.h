@@ -1,5 +1,6 @@
 // Command line of mycoll-perf: nccl-tests' flags (-b -e -f -i -n -w -c -d -o -r -z -a
-// -t -g -G) plus --np, --json, --vs, --mem, --skip-without-gpu.
+// -t -g -G -J, short or long: --minbytes ...) plus -R/--best_of, --np, --json, --vs,
+// --mem, --skip-without-gpu.
 #pragma once
 
 #include <cstddef>
@@ -26,7 +27,9 @@ struct Options {
   int root = 0;                              // -r
   int blocking = 0;                          // -z: device: sync the stream after each call
   int average = 3;                           // -a 0 rank 0, 1 avg, 2 min, 3 max over ranks
-  std::string json_path;                     // --json
+  std::string json_path;                     // --json (JSON Lines, one object per size)
+  std::string output_file;                   // -J/--output_file (one JSON document)
+  std::string command_line;                  // argv as given, for -J's metadata
   int np = 0;                                // --np (0: launcher env or one process)
   bool vs_mpi = false;                       // --vs mpi
   bool vs_nccl = false;                      // --vs nccl (device memory only)

@@ -130,24 +130,7 @@ bool ib_hca_matches(const std::string& spec_in, const std::string& dev, int port
   return exclude ? !hit : hit;
 }
 
-IbSettings IbSettings::from_env() {
-  IbSettings s;
-  s.hca = env_get("MYCOLL_IB_HCA");
-  s.gid_index = static_cast<int>(parse_int(env_get("MYCOLL_IB_GID_INDEX"), "MYCOLL_IB_GID_INDEX"));
-  s.timeout = static_cast<int>(parse_int(env_get("MYCOLL_IB_TIMEOUT"), "MYCOLL_IB_TIMEOUT"));
-  s.retry_cnt = static_cast<int>(parse_int(env_get("MYCOLL_IB_RETRY_CNT"), "MYCOLL_IB_RETRY_CNT"));
-  s.buffer_bytes = parse_bytes(env_get("MYCOLL_IB_BUFFER_BYTES"), "MYCOLL_IB_BUFFER_BYTES");
-  check_arg(s.timeout >= 1 && s.timeout <= 31, "MYCOLL_IB_TIMEOUT must be 1..31, got " +
-                                                   std::to_string(s.timeout));
-  check_arg(s.retry_cnt >= 0 && s.retry_cnt <= 7, "MYCOLL_IB_RETRY_CNT must be 0..7, got " +
-                                                      std::to_string(s.retry_cnt));
-  check_arg(s.buffer_bytes >= 4096 && s.buffer_bytes <= (1ull << 30),
-            "MYCOLL_IB_BUFFER_BYTES must be 4K..1G, got " + std::to_string(s.buffer_bytes));
-  check_arg(s.gid_index >= -1, "MYCOLL_IB_GID_INDEX must be -1 (auto) or an index");
-  return s;
-}
-
-std::shared_ptr<IbDevice> IbDevice::open(const IbSettings& s) {
+std::shared_ptr<IbDevice> IbDevice::open(const IbConfig& s) {
   std::string why;
   const IbvApi* api = ibv_api(&why);
   if (!api) throw_error(mycollInvalidUsage, "ibverbs transport: " + why);
@@ -242,12 +225,7 @@ bool ib_probe(const std::string& hca_spec, std::string* why) {
   return found;
 }
 
-bool ib_available(std::string* why) {
-  std::string spec;
-  try {
-    spec = env_get("MYCOLL_IB_HCA");
-  } catch (const Error&) {
-  }
+bool ib_available(const std::string& spec, std::string* why) {
   // Device probing opens contexts: do it once per process.
   static std::mutex mu;
   static std::map<std::string, std::pair<bool, std::string>> memo;

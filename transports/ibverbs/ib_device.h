@@ -7,25 +7,18 @@
 #include <mutex>
 #include <string>
 
+#include "core/config.h"
 #include "transports/ibverbs/ib_regcache.h"
 #include "transports/ibverbs/ibvwrap.h"
 
 namespace mycoll {
 
-struct IbSettings {  // from MYCOLL_IB_* at connect time
-  std::string hca;   // MYCOLL_IB_HCA ("" = first active port)
-  int gid_index = -1;  // MYCOLL_IB_GID_INDEX (-1 = auto)
-  int timeout = 14;    // MYCOLL_IB_TIMEOUT (4.096 us * 2^timeout per retry)
-  int retry_cnt = 7;   // MYCOLL_IB_RETRY_CNT
-  size_t buffer_bytes = 4u << 20;  // MYCOLL_IB_BUFFER_BYTES (receive ring per peer)
-  static IbSettings from_env();    // throws InvalidArgument naming the variable
-};
-
 class IbDevice {
  public:
   // Opens the first active port allowed by s.hca and picks the GID. Throws
-  // Error(InvalidUsage) naming what is missing.
-  static std::shared_ptr<IbDevice> open(const IbSettings& s);
+  // Error(InvalidUsage) naming what is missing. s: the communicator's
+  // Config::ib (MYCOLL_IB_*, parsed once at init).
+  static std::shared_ptr<IbDevice> open(const IbConfig& s);
   ~IbDevice();
 
   const IbvApi* api = nullptr;

@@ -144,7 +144,7 @@ struct Region {
 
 class IbConnection final : public Connection {
  public:
-  IbConnection(std::shared_ptr<IbDevice> dev, int me, int peer, const IbSettings& s)
+  IbConnection(std::shared_ptr<IbDevice> dev, int me, int peer, const IbConfig& s)
       : dev_(std::move(dev)), me_(me), peer_(peer), s_(s) {}
 
   ~IbConnection() override {
@@ -553,7 +553,7 @@ class IbConnection final : public Connection {
 
   std::shared_ptr<IbDevice> dev_;
   int me_, peer_;
-  IbSettings s_;
+  IbConfig s_;
   ibv_cq* scq_ = nullptr;
   ibv_cq* rcq_ = nullptr;
   ibv_qp* qp_ = nullptr;
@@ -608,7 +608,7 @@ class IbTransport final : public Transport {
     mycollResult_t local_code = mycollSuccess;
     if (!peers.empty()) {
       try {
-        IbSettings s = IbSettings::from_env();
+        const IbConfig& s = cfg.ib;
         auto dev = IbDevice::open(s);
         for (int p : peers) {
           conns.push_back(std::make_unique<IbConnection>(dev, me, p, s));

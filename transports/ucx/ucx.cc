@@ -567,14 +567,10 @@ class UcxTransport final : public Transport {
                 "ucx transport: bad peer list on rank " + std::to_string(me) + " (peer " +
                     std::to_string(p) + ")");
     check_arg(n < (1 << 23), "ucx transport: at most 2^23 ranks");
-    const size_t chunk = parse_bytes(env_get("MYCOLL_UCX_CHUNK_BYTES"), "MYCOLL_UCX_CHUNK_BYTES");
-    const long long window = parse_int(env_get("MYCOLL_UCX_WINDOW"), "MYCOLL_UCX_WINDOW");
-    check_arg(chunk >= 64 && chunk <= (1ull << 30), "MYCOLL_UCX_CHUNK_BYTES must be in 64..1G");
-    check_arg(window >= 1 && window <= 1024, "MYCOLL_UCX_WINDOW must be in 1..1024");
-    const std::string err_mode = env_get("MYCOLL_UCX_ERROR_MODE");
-    check_arg(err_mode == "peer" || err_mode == "none",
-              "MYCOLL_UCX_ERROR_MODE='" + err_mode + "' is not peer or none");
-    const bool peer_failure = err_mode == "peer";
+    // Parsed and range-checked once, by Config::from_env at communicator init.
+    const size_t chunk = cfg.ucx.chunk_bytes;
+    const long long window = cfg.ucx.window;
+    const bool peer_failure = cfg.ucx.peer_error_mode;
 
     // 1. Worker addresses round the bootstrap.
     std::shared_ptr<Worker> w;

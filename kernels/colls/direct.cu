@@ -1,0 +1,167 @@
+// Direct kernel for all-to-all, scatter and gather on GPU communicators
+// whose peers are all mapped over CUDA IPC, for messages large enough that
+// bandwidth decides: one block per (peer, channel) sends its range of the
+// peer's block from the input and receives the same range of the peer's
+// block into the output (all-to-all; scatter and gather move one
+// direction), through the bandwidth FIFOs and counters of the plan kernel
+// (kernels/prims/fifo.cuh), plus a few blocks copying this rank's own block.
+// Every block's progress depends on one block of one peer; the grid stays
+// within the GPU's SMs (every block resident), which the host guarantees.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "engine/reduce.h"
+#include "kernels/device_plan.h"
+#include "kernels/dispatch.cuh"
+#include "kernels/launch.h"
+#include "kernels/prims/fifo.cuh"
+#include "kernels/prims/vec.cuh"
+
+namespace mycoll {
+namespace {
+
+using namespace dev;
+
+constexpr int kThreads = 512;
+
+// One (peer, channel): send `sbytes` from src to the peer and receive
+// `rbytes` from it into dst, slot by slot as room and data allow, both in
+// each batch. In place (dst == src, all-to-all) a slot is received only
+// once the slot at the same offset was sent in an earlier batch (a barrier
+// apart), so nothing is overwritten before it is read; the peer's block does
+// the same with us, so both always make progress: a receive waits for our
+// own earlier send only, a send for room the peer frees by receiving.
+// Returns false when the block gave up.
+template <typename U>
+__device__ bool exchange(const Chan& c, FifoShared& sh, const char* src, uint64_t sbytes, char* dst,
+                         uint64_t rbytes, bool inplace) {
+  const uint64_t st = (sbytes + c.sb - 1) / c.sb, rt = (rbytes + c.sb - 1) / c.sb;
+  const int tid = threadIdx.x, nt = blockDim.x;
+  uint64_t sd = 0, rd = 0;  // slots of this range sent / received
+  while (sd < st || rd < rt) {
+    uint64_t want_r = rt - rd;
+    if (inplace && sd - rd < want_r) want_r = sd - rd;
+    if (!batch_begin(c, sh, st - sd, want_r, false)) return false;
+    const uint64_t ns = sh.ns, nr = sh.nr;
+    for (uint64_t j = 0; j < ns; ++j) {
+      const uint64_t off = (sd + j) * c.sb;
+      const uint64_t len = sbytes - off < c.sb ? sbytes - off : c.sb;
+      vec_move<U, mycollSum, kL | kS>(nullptr, src + off, c.out_slot(sh, j), nullptr, len, 0, tid, nt);
+    }
+    for (uint64_t j = 0; j < nr; ++j) {
+      const uint64_t off = (rd + j) * c.sb;
+      const uint64_t len = rbytes - off < c.sb ? rbytes - off : c.sb;
+      vec_move<U, mycollSum, kR | kD>(c.in_slot(sh, j), nullptr, nullptr, dst + off, len, 0, tid, nt);
+    }
+    batch_end(c, sh, ns, nr);
+    sd += ns;
+    rd += nr;
+  }
+  return true;
+}
+
+// Stream i of this rank: its peer, and whether it sends and receives there.
+// All-to-all exchanges both ways with peers r+1, r+2, ...; a scatter root
+// sends to each peer, a gather root receives from each; their other ranks
+// receive from or send to the root.
+struct Stream {
+  int peer;
+  bool send, recv;
+};
+
+__device__ __forceinline__ Stream direct_stream(const CollKArgs& a, int n, int r, int i) {
+  Stream s;
+  if (a.kind == Coll::AllToAll) {
+    s.peer = (r + 1 + i) % n;
+    s.send = s.recv = true;
+  } else if (r == a.root) {
+    s.peer = (r + 1 + i) % n;
+    s.send = a.kind == Coll::Scatter;
+    s.recv = !s.send;
+  } else {
+    s.peer = a.root;
+    s.send = a.kind == Coll::Gather;
+    s.recv = !s.send;
+  }
+  return s;
+}
+
+template <typename U>
+__global__ void __launch_bounds__(kThreads, 1) direct_kernel(CollKArgs a) {
+  __shared__ FifoShared sh;
+  const DevComm& cm = *a.comm;
+  const int n = cm.nranks, r = cm.rank;
+  const int b = blockIdx.x, body = a.nstreams * a.nch;
+  const uint64_t B = a.bytes;
+  if (b >= body) {
+    // This rank's own block (the host launches these blocks only where it
+    // is not already in place): all-to-all and a scatter root copy input
+    // block r, a gather root copies its input to output block r.
+    const char* src = a.kind == Coll::Gather ? a.in : a.in + uint64_t(r) * B;
+    char* dst = a.kind == Coll::Scatter ? a.out : a.out + uint64_t(r) * B;
+    vec_move<U, mycollSum, kL | kD>(nullptr, src, nullptr, dst, B, 0,
+                                    (b - body) * int(blockDim.x) + int(threadIdx.x),
+                                    (int(gridDim.x) - body) * int(blockDim.x));
+    return;
+  }
+  const int ch = b % a.nch;
+  const Stream s = direct_stream(a, n, r, b / a.nch);
+  const Chan c = make_chan(cm, s.send ? s.peer : -1, s.recv ? s.peer : -1, ch);
+  uint64_t* state = reinterpret_cast<uint64_t*>(cm.local + cm.geom.state_off(s.peer, ch));
+  if (threadIdx.x == 0) {
+    sh.sent = state[0];
+    sh.recvd = state[1];
+    sh.stop = 0;
+  }
+  __syncthreads();
+  // This channel's range [c0, c1) of the block, 16-byte aligned; the block
+  // is the peer's in the blocked buffer (at the root) or the whole buffer.
+  const uint64_t per = ((B + a.nch - 1) / a.nch + 15) / 16 * 16;
+  const uint64_t c0 = uint64_t(ch) * per < B ? uint64_t(ch) * per : B;
+  const uint64_t c1 = c0 + per < B ? c0 + per : B;
+  const bool blocked_in = a.kind == Coll::AllToAll || (a.kind == Coll::Scatter && r == a.root);
+  const bool blocked_out = a.kind == Coll::AllToAll || (a.kind == Coll::Gather && r == a.root);
+  const char* src = s.send ? a.in + (blocked_in ? uint64_t(s.peer) * B : 0) + c0 : nullptr;
+  char* dst = s.recv ? a.out + (blocked_out ? uint64_t(s.peer) * B : 0) + c0 : nullptr;
+  if (c1 > c0)
+    exchange<U>(c, sh, src, s.send ? c1 - c0 : 0, dst, s.recv ? c1 - c0 : 0,
+                s.send && s.recv && a.in == a.out);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    if (s.send) state[0] = sh.sent;
+    if (s.recv) state[1] = sh.recvd;
+  }
+}
+
+}  // namespace
+
+cudaError_t preload_direct_kernels() {
+  cudaError_t e = cudaSuccess;
+  for (cudaError_t r : {preload_kernel(direct_kernel<unsigned char>),
+                        preload_kernel(direct_kernel<unsigned short>),
+                        preload_kernel(direct_kernel<unsigned int>),
+                        preload_kernel(direct_kernel<unsigned long long>)})
+    if (e == cudaSuccess) e = r;
+  return e;
+}
+
+cudaError_t launch_direct(Coll kind, const void* in, void* out, uint64_t bytes, mycollDataType_t t,
+                          int root, const DevComm* comm, int nranks, int rank, int nchannels,
+                          int copy_blocks, cudaStream_t stream) {
+  CollKArgs a = coll_kargs(kind, in, out, bytes, comm, root, false, nranks);
+  a.nch = nchannels;
+  a.nstreams = direct_streams(kind, nranks, rank, root);
+  const int grid = a.nstreams * nchannels + copy_blocks;
+  if (grid == 0) return cudaSuccess;
+  switch (dtype_size(t)) {
+    case 1: direct_kernel<unsigned char><<<grid, kThreads, 0, stream>>>(a); break;
+    case 2: direct_kernel<unsigned short><<<grid, kThreads, 0, stream>>>(a); break;
+    case 4: direct_kernel<unsigned int><<<grid, kThreads, 0, stream>>>(a); break;
+    case 8: direct_kernel<unsigned long long><<<grid, kThreads, 0, stream>>>(a); break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace mycoll

@@ -1,0 +1,340 @@
+// LL all-gather, reduce-scatter, broadcast, reduce and all-to-all for small
+// messages on GPU communicators whose peers are all mapped over CUDA IPC:
+// each collective is one kernel and about one NVLink trip, instead of the
+// plan kernel's FIFO steps. The design is the one-shot all-reduce's
+// (kernels/colls/oneshot.cu): LL lines (kernels/prims/ll.cuh), a flag from a
+// device-side epoch, two buffers (parities) per sender in every inbox, here
+// the "lc" region of FifoGeom.
+//
+// `bytes` below is one block: all-gather's input (block r of the output),
+// reduce-scatter's output (block j of the input goes to rank j), broadcast's
+// and reduce's whole buffer, all-to-all's count elements (block j of the
+// input goes to rank j, block s of the output comes from rank s). Lines are
+// 8 data bytes; block b of a launch handles one contiguous range of lines of
+// every block.
+//
+// Protocol of launch number e (the epoch in my inbox's lc control line; every
+// rank runs the same sequence of LL-collective launches, whichever of the
+// five each is, so epochs agree): flag = e mod (2^32 - 1) + 1, parity
+// b = e & 1; rank r writes into peer p's inbox at lc(sender r, parity b):
+//   all-gather:     its input, to every peer; it copies its input to output
+//                   block r (unless in place) and takes block s of the output
+//                   from lc(s, b) of its own inbox for every peer s.
+//   reduce-scatter: input block p to rank p, for every peer p; it reduces
+//                   lc(s, b) of its own inbox for every peer s with its own
+//                   input block r in rank order 0..n-1 into the output, so
+//                   every rank's result is what the one-shot all-reduce gives
+//                   for that block. In place (output = input block r): a
+//                   thread reads its input lines before writing them.
+//   all-to-all:     input block p to rank p, for every peer p; it copies
+//                   input block r to output block r (unless in place) and
+//                   takes output block s from lc(s, b) for every peer s. In
+//                   place (input = output): a thread block reads input lines
+//                   [lbeg, lbeg + range) of every block j and writes output
+//                   lines of the same range of every block s, and these
+//                   byte ranges are its alone; a __syncthreads() between its
+//                   sends and its receives puts every read before any write.
+//   broadcast:      the root writes the buffer to every peer (and copies it
+//                   to its output unless in place); every other rank takes it
+//                   from lc(root, b).
+//   reduce:         every other rank writes its input to the root; the root
+//                   reduces lc(s, b) for every peer s with its own input in
+//                   rank order 0..n-1 into its output (Avg: the sum divided
+//                   by n, like reduce-scatter). Other ranks write no output.
+// Acks: a rank that sends no data to peer p in a launch (broadcast: every
+// non-root to every peer; reduce: the root to every peer, a non-root to every
+// other non-root) writes one ack line instead, line 0 of its own lc(r, b) in
+// p's inbox; in those launches that buffer carries no data (broadcast: only
+// lc(root, b) does; reduce: only the root's inbox does). Acks are written at
+// the start of the kernel, and every rank that receives no data from a peer
+// waits for its ack (broadcast root: every peer; broadcast non-root: every
+// other non-root; reduce non-root: the root and every other non-root).
+// So in every launch each rank waits for a line that every other rank wrote
+// in the same launch (data or an ack).
+//
+// Why two buffers (parities) suffice: rank r writes epoch e+2 into p's
+// parity-b buffer only after its epoch-(e+1) kernel finished (stream order);
+// that kernel waited for a line p wrote in its epoch-(e+1) kernel (above:
+// there always is one), which is stream-ordered after p's epoch-e kernel,
+// the reader of the buffer r is about to overwrite. Lines left from epoch e-2
+// carry another flag. It takes a line from EVERY peer: were a rank to wait
+// only for the rank it gets data from (a broadcast non-root only for the
+// root, a reduce non-root for a root ack), r could finish launch e+1 while a
+// third rank p still reads r's epoch-e lines, and r's epoch-(e+2) lines would
+// replace them (p would wait for its flag until MYCOLL_TIMEOUT). An ack need
+// not wait for the data to be consumed: it says its writer's launch e+1 has
+// started, so its launch e, the reader of the other parity, is over.
+//
+// Why the LL collectives may keep an epoch apart from the one-shot
+// all-reduce's (and any other kernel type's): the argument above holds per
+// kernel type X with X's own region and epoch. Rank r writes epoch e+2 of
+// type X into p's type-X buffer only after finishing its type-X epoch e+1,
+// which needed p's type-X epoch-(e+1) lines, written only after p's type-X
+// epoch-e kernel, the reader of that buffer, finished (stream order: every
+// collective of a communicator is ordered on its stream). Launches of other
+// types in between touch neither the region nor the epoch. All ranks make
+// the same sequence of type-X calls because the host decision depends only
+// on values every rank shares (collective, count, dtype, algorithm, n).
+//
+// Epoch update and giving up are as in the one-shot kernel: the last block of
+// a launch to finish moves the epoch on; every wait reads the host-mapped
+// abort flag every 64K spins and checks MYCOLL_TIMEOUT, records DevError
+// (kind kDevRecv) and stops the block.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "kernels/device_plan.h"
+#include "kernels/dispatch.cuh"
+#include "kernels/launch.h"
+#include "kernels/prims/epoch.cuh"
+#include "kernels/prims/ll.cuh"
+#include "kernels/reduce_ops.cuh"
+
+namespace mycoll {
+namespace {
+
+constexpr int kThreads = 512;
+constexpr int kMaxBlocks = 32;
+constexpr uint64_t kBlockLines = 256;  // another block per this many lines
+constexpr int kU = 4;                  // copies: lines per thread and round of polls
+constexpr int kRU = 2;                 // reduce-scatter: lines per thread and round
+constexpr int kSrc = 8;                // reduce-scatter: sources polled at once
+
+// One block's view of a launch, in registers (the LL asm's memory clobbers
+// would reload values read through cm).
+struct Ctx {
+  const DevComm* cm;
+  int n, me, parity;
+  uint32_t flag;
+  uint64_t base, line_bytes, bytes;
+  uint32_t lbeg, range;  // this block's lines [lbeg, lbeg + range)
+  char* local;
+  volatile int* stop;
+  ll::Spin spin;  // waits of this launch (the block's stop flag)
+
+  // Sender s's buffer of this launch's parity in the inbox at `inbox`.
+  __device__ char* buf(char* inbox, int s) const {
+    return inbox + base + (uint64_t(s) * 2 + parity) * line_bytes;
+  }
+  __device__ int valid(uint64_t l) const { return bytes - l * 8 < 8 ? int(bytes - l * 8) : 8; }
+};
+
+
+// The slow path of a line not there at the first look (callers pass a
+// scalar, so their arrays of lines stay in registers): false once this
+// block gives up.
+__device__ bool spin_line(const Ctx& x, const char* p, int peer, uint64_t* v) {
+  return x.spin.wait(p, x.flag, v, peer);
+}
+
+// My lines to ndst peers p = first, first + 1, ... (mod n): line l of
+// in + p * in_stride into p's lc(me, b). Items (peer, line) spread over the
+// threads; every input load of a round before its stores.
+__device__ void send_lines(const Ctx& x, const char* in, uint64_t in_stride, int first, int ndst) {
+  char* const* remote = x.cm->remote;
+  const uint32_t items = x.range * uint32_t(ndst);
+  for (uint32_t i0 = threadIdx.x; i0 < items; i0 += blockDim.x * kU) {
+    uint64_t v[kU] = {};
+    int p[kU] = {};
+    uint32_t l[kU] = {};
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const uint32_t i = i0 + u * blockDim.x;
+      if (i >= items) continue;
+      const int k = int(i / x.range);
+      l[u] = x.lbeg + i % x.range;
+      p[u] = first + k < x.n ? first + k : first + k - x.n;
+      v[u] = ll::load8(in + uint64_t(p[u]) * in_stride + uint64_t(l[u]) * 8, x.valid(l[u]));
+    }
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const uint32_t i = i0 + u * blockDim.x;
+      if (i < items) ll::store_line(x.buf(remote[p[u]], x.me) + uint64_t(l[u]) * 16, v[u], x.flag);
+    }
+  }
+}
+
+// This block's lines of in into out (a local copy: own block, root's buffer).
+__device__ void copy_lines(const Ctx& x, const char* in, char* out) {
+  for (uint32_t i = threadIdx.x; i < x.range; i += blockDim.x) {
+    const uint64_t l = x.lbeg + i;
+    ll::store8(out + l * 8, ll::load8(in + l * 8, x.valid(l)), x.valid(l));
+  }
+}
+
+// From nsrc senders s = first, first + 1, ... (mod n) of my inbox: line l of
+// lc(s, b) into out + s * out_stride. All loads of a round issued before
+// waiting on any.
+__device__ void recv_lines(const Ctx& x, int first, int nsrc, char* out, uint64_t out_stride) {
+  const uint32_t items = x.range * uint32_t(nsrc);
+  for (uint32_t i0 = threadIdx.x; i0 < items && !*x.stop; i0 += blockDim.x * kU) {
+    uint64_t v[kU] = {};
+    bool ok[kU];
+    int s[kU] = {};
+    uint32_t l[kU] = {};
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const uint32_t i = i0 + u * blockDim.x;
+      ok[u] = true;
+      if (i >= items) continue;
+      const int k = int(i / x.range);
+      l[u] = x.lbeg + i % x.range;
+      s[u] = first + k < x.n ? first + k : first + k - x.n;
+      ok[u] = ll::load_line(x.buf(x.local, s[u]) + uint64_t(l[u]) * 16, x.flag, &v[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const uint32_t i = i0 + u * blockDim.x;
+      if (i >= items) continue;
+      if (!ok[u]) {
+        uint64_t w;
+        if (!spin_line(x, x.buf(x.local, s[u]) + uint64_t(l[u]) * 16, s[u], &w)) return;
+        v[u] = w;
+      }
+      ll::store8(out + uint64_t(s[u]) * out_stride + uint64_t(l[u]) * 8, v[u], x.valid(l[u]));
+    }
+  }
+}
+
+// Acks (see the top of the file), by block 0: line 0 of lc(me, b) into the
+// inbox of every peer but `skip` (-1: none).
+__device__ void send_acks(const Ctx& x, int skip) {
+  if (blockIdx.x != 0) return;
+  for (int p = int(threadIdx.x); p < x.n; p += int(blockDim.x))
+    if (p != x.me && p != skip) ll::store_line(x.buf(x.cm->remote[p], x.me), 0, x.flag);
+}
+
+// Block 0 waits for the ack of every peer but `skip` (-1: none): line 0 of
+// lc(s, b) in my inbox.
+__device__ void wait_acks(const Ctx& x, int skip) {
+  if (blockIdx.x != 0) return;
+  for (int s = int(threadIdx.x); s < x.n; s += int(blockDim.x)) {
+    if (s == x.me || s == skip) continue;
+    uint64_t v;
+    if (!ll::load_line(x.buf(x.local, s), x.flag, &v) && !spin_line(x, x.buf(x.local, s), s, &v))
+      return;
+  }
+}
+
+// Reduce-scatter's and reduce's receive: this block's lines of lc(s, b) for
+// every peer s and of my own input (block), reduced in rank order into out.
+template <typename T, int OP>
+__device__ void reduce_lines(const Ctx& x, const char* mine_in, char* out, int avg_n) {
+  for (uint32_t l0 = threadIdx.x; l0 < x.range && !*x.stop; l0 += blockDim.x * kRU) {
+    uint64_t acc[kRU], mine[kRU];
+    bool want[kRU];
+#pragma unroll
+    for (int u = 0; u < kRU; ++u) {
+      const uint64_t l = x.lbeg + l0 + u * blockDim.x;
+      want[u] = l0 + u * blockDim.x < x.range;
+      // In place, out aliases mine_in: read before the store below.
+      mine[u] = want[u] ? ll::load8(mine_in + l * 8, x.valid(l)) : 0;
+    }
+    auto at = [&](int s, int u) {
+      return x.buf(x.local, s) + (x.lbeg + l0 + u * blockDim.x) * uint64_t(16);
+    };
+    if (!ll::fold_lines<T, OP, kRU, kSrc>(x.n, x.me, want, mine, at, x.flag, x.spin, acc)) return;
+#pragma unroll
+    for (int u = 0; u < kRU; ++u) {
+      if (!want[u]) continue;
+      const uint64_t l = x.lbeg + l0 + u * blockDim.x;
+      uint64_t r = acc[u];
+      if (avg_n) r = ll::div_avg8<T>(r, avg_n);
+      ll::store8(out + l * 8, r, x.valid(l));
+    }
+  }
+}
+
+template <typename T, int OP>
+__global__ void __launch_bounds__(kThreads) ll_coll_kernel(CollKArgs a) {
+  __shared__ uint64_t s_epoch;
+  __shared__ volatile int s_stop;
+  const DevComm& cm = *a.comm;
+  Ctx x;
+  x.cm = a.comm;
+  x.n = cm.nranks;
+  x.me = cm.rank;
+  x.base = cm.geom.lc_base();
+  x.line_bytes = cm.geom.lc_line_bytes();
+  x.local = cm.local;
+  x.bytes = a.bytes;
+  x.stop = &s_stop;
+  char* const ctl = cm.local + cm.geom.lc_ctl_off();
+  x.spin = ll::Spin{dev::GiveUp::of(cm), dev::globaltimer(), &s_stop};
+  if (threadIdx.x == 0) s_stop = 0;
+  const dev::Epoch ep = dev::epoch_begin(ctl, &s_epoch);
+  x.flag = ep.flag;
+  x.parity = ep.parity;
+  const uint32_t lines = uint32_t((a.bytes + 7) / 8);
+  const uint32_t per = (lines + gridDim.x - 1) / gridDim.x;
+  x.lbeg = blockIdx.x * per;
+  x.range = x.lbeg >= lines ? 0 : (lines - x.lbeg < per ? lines - x.lbeg : per);
+  const int n = x.n, me = x.me;
+  const int next = me + 1 < n ? me + 1 : 0;
+
+  switch (a.kind) {
+    case Coll::AllGather:
+      send_lines(x, a.in, 0, next, n - 1);
+      if (a.in != a.out + uint64_t(me) * a.bytes) copy_lines(x, a.in, a.out + uint64_t(me) * a.bytes);
+      recv_lines(x, next, n - 1, a.out, a.bytes);
+      break;
+    case Coll::ReduceScatter:
+      send_lines(x, a.in, a.bytes, next, n - 1);
+      reduce_lines<T, OP>(x, a.in + uint64_t(me) * a.bytes, a.out, a.avg_n);
+      break;
+    case Coll::Broadcast:
+      if (me == a.root) {
+        send_lines(x, a.in, 0, next, n - 1);
+        if (a.in != a.out) copy_lines(x, a.in, a.out);
+        wait_acks(x, -1);
+      } else {
+        send_acks(x, -1);
+        recv_lines(x, a.root, 1, a.out, 0);  // stride 0: the root's lines land at out
+        wait_acks(x, a.root);
+      }
+      break;
+    case Coll::Reduce:
+      if (me == a.root) {
+        send_acks(x, -1);
+        reduce_lines<T, OP>(x, a.in, a.out, a.avg_n);
+      } else {
+        send_lines(x, a.in, 0, a.root, 1);
+        send_acks(x, a.root);
+        wait_acks(x, -1);
+      }
+      break;
+    case Coll::AllToAll:
+      send_lines(x, a.in, a.bytes, next, n - 1);
+      // In place: this block's reads of its input lines before its writes.
+      if (a.in == a.out) __syncthreads();
+      else copy_lines(x, a.in + uint64_t(me) * a.bytes, a.out + uint64_t(me) * a.bytes);
+      recv_lines(x, next, n - 1, a.out, a.bytes);
+      break;
+    default: break;  // the host launches only the collectives above
+  }
+
+  // The last block done moves the epoch on (kernels/prims/epoch.cuh).
+  dev::epoch_end(ctl, ep);
+}
+
+MYCOLL_DEFINE_LAUNCH(Launch, CollKArgs, kThreads, ll_coll_kernel<T, OP>)
+
+}  // namespace
+
+cudaError_t preload_ll_coll_kernels() { return preload_dtype_op<Launch>(); }
+
+int ll_coll_blocks(uint64_t bytes) { return blocks_for_lines((bytes + 7) / 8, kBlockLines, kMaxBlocks); }
+
+cudaError_t launch_ll_coll(Coll kind, const void* in, void* out, uint64_t bytes,
+                           mycollDataType_t t, mycollRedOp_t op, int root, const DevComm* comm,
+                           int nranks, int max_blocks, cudaStream_t stream) {
+  const bool reduce = kind == Coll::ReduceScatter || kind == Coll::Reduce;
+  const CollKArgs a = coll_kargs(kind, in, out, bytes, comm, root, reduce && op == mycollAvg, nranks);
+  const int nb = std::max(1, std::min(ll_coll_blocks(bytes), max_blocks));
+  // Moving bytes needs no element type: one instantiation serves them all.
+  if (!reduce) return Launch<uint8_t, mycollSum>::run(a, nb, stream);
+  return dispatch_dtype_op<Launch>(t, op, a, nb, stream);
+}
+
+}  // namespace mycoll

@@ -1,0 +1,146 @@
+// One-shot all-reduce for small messages on GPU communicators whose peers are
+// all mapped over CUDA IPC: the whole collective is one kernel and about one
+// NVLink round trip, instead of the plan kernel's FIFO steps.
+//
+// Protocol of launch number e (the epoch, kept in my inbox's os control line;
+// every rank runs the same sequence of one-shot and two-shot launches, so
+// epochs agree):
+//   flag = e mod (2^32 - 1) + 1 (never 0: the inbox starts zeroed), parity
+//   b = e & 1. Every rank r writes its whole input as LL lines into every
+//   peer p's inbox at os(sender r, parity b), then polls its own inbox's
+//   os(s, b) for every peer s and reduces in rank order 0..n-1 (its own input
+//   at position r), so every rank computes bit-identical results. Output may
+//   alias input: a thread reads its own lines of input before writing them.
+//
+// Why two buffers (parities) suffice: rank r writes epoch e+2 into p's parity
+// b buffer only after its epoch-(e+1) kernel finished (stream order); that
+// kernel needed p's epoch-(e+1) lines, which p writes only in its epoch-(e+1)
+// kernel, stream-ordered after p's epoch-e kernel, the one reading the buffer
+// r is about to overwrite. Lines left in a buffer from epoch e-2 carry
+// another flag, so they are never taken for epoch e's. (Two one-shot
+// all-reduces of one communicator must not run concurrently, e.g. on two
+// streams or in parallel graph branches: like every collective of a
+// communicator they have to be ordered.)
+//
+// Epoch update: each block reads the epoch when it starts; the last block of
+// the launch to finish (a done counter in the control line) resets the
+// counter and increments the epoch. Blocks that have not counted themselves
+// have read the epoch already (fence before the count), and the next launch
+// is stream-ordered after this one, so no block reads a moved epoch. No host
+// state is involved: CUDA graph replays advance the epoch like eager calls.
+// The epoch and control line are shared with the two-shot kernel
+// (kernels/colls/twoshot.cu: why two parities still suffice when both
+// kernels interleave is argued there).
+//
+// Every wait gives up like the plan kernel: the host-mapped abort flag (read
+// every 64K spins) and MYCOLL_TIMEOUT, recorded in DevError (kind kDevRecv).
+// A kernel that gave up leaves the epochs of the ranks inconsistent; the host
+// then fails the communicator.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "kernels/device_plan.h"
+#include "kernels/dispatch.cuh"
+#include "kernels/launch.h"
+#include "kernels/prims/epoch.cuh"
+#include "kernels/prims/ll.cuh"
+#include "kernels/reduce_ops.cuh"
+
+namespace mycoll {
+namespace {
+
+constexpr int kThreads = 512;
+constexpr int kMaxBlocks = 32;
+constexpr uint64_t kBlockLines = 256;  // another block per this many lines
+constexpr int kU = 2;                  // lines per thread and round of polls
+constexpr int kSrc = 8;                // sources polled at once
+
+template <typename T, int OP>
+__global__ void __launch_bounds__(kThreads) oneshot_kernel(CollKArgs a) {
+  __shared__ uint64_t s_epoch;
+  __shared__ volatile int s_stop;
+  const DevComm& cm = *a.comm;
+  // In registers: the LL asm's memory clobbers would reload them from cm.
+  const int n = cm.nranks, me = cm.rank;
+  const uint64_t os_base = cm.geom.os_base(), line_bytes = cm.geom.os_line_bytes();
+  const char* const local = cm.local;
+  char* const ctl = cm.local + cm.geom.ctl_off();
+  const ll::Spin spin{dev::GiveUp::of(cm), dev::globaltimer(), &s_stop};
+  if (threadIdx.x == 0) s_stop = 0;
+  const dev::Epoch ep = dev::epoch_begin(ctl, &s_epoch);
+  const uint32_t flag = ep.flag;
+  const int parity = ep.parity;
+  const uint64_t lines = (a.bytes + 7) / 8;
+  const uint64_t per = (lines + gridDim.x - 1) / gridDim.x;
+  const uint64_t lbeg = uint64_t(blockIdx.x) * per;
+  const uint64_t lend = lbeg + per < lines ? lbeg + per : lines;
+  const uint64_t nt = blockDim.x;
+  auto valid_of = [&](uint64_t l) { return a.bytes - l * 8 < 8 ? int(a.bytes - l * 8) : 8; };
+
+  // 1. My lines of input to every peer (all input loads of a round first).
+  const uint64_t send_off = os_base + (uint64_t(me) * 2 + parity) * line_bytes;
+  for (uint64_t l0 = lbeg + threadIdx.x; l0 < lend; l0 += nt * 4) {
+    uint64_t v[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const uint64_t l = l0 + u * nt;
+      if (l < lend) v[u] = ll::load8(a.in + l * 8, valid_of(l));
+    }
+    for (int k = 1; k < n; ++k) {
+      const int p = me + k < n ? me + k : me + k - n;
+      char* dst = cm.remote[p] + send_off;
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const uint64_t l = l0 + u * nt;
+        if (l < lend) ll::store_line(dst + l * 16, v[u], flag);
+      }
+    }
+  }
+
+  // 2. Everyone's lines, reduced in rank order, into my output.
+  for (uint64_t l0 = lbeg + threadIdx.x; l0 < lend && !s_stop; l0 += nt * kU) {
+    uint64_t acc[kU], mine[kU];
+    bool want[kU];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const uint64_t l = l0 + u * nt;
+      want[u] = l < lend;
+      mine[u] = want[u] ? ll::load8(a.in + l * 8, valid_of(l)) : 0;
+    }
+    auto at = [&](int s, int u) {
+      return local + os_base + (uint64_t(s) * 2 + parity) * line_bytes + (l0 + u * nt) * 16;
+    };
+    if (!ll::fold_lines<T, OP, kU, kSrc>(n, me, want, mine, at, flag, spin, acc)) break;
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const uint64_t l = l0 + u * nt;
+      if (l >= lend) continue;
+      uint64_t r = acc[u];
+      if (a.avg_n) r = ll::div_avg8<T>(r, a.avg_n);
+      ll::store8(a.out + l * 8, r, valid_of(l));
+    }
+  }
+
+  // 3. The last block done moves the epoch on (see the top of the file).
+  dev::epoch_end(ctl, ep);
+}
+
+MYCOLL_DEFINE_LAUNCH(Launch, CollKArgs, kThreads, oneshot_kernel<T, OP>)
+
+}  // namespace
+
+cudaError_t preload_oneshot_kernels() { return preload_dtype_op<Launch>(); }
+
+int oneshot_blocks(uint64_t bytes) { return blocks_for_lines((bytes + 7) / 8, kBlockLines, kMaxBlocks); }
+
+cudaError_t launch_oneshot(const void* in, void* out, uint64_t bytes, mycollDataType_t t,
+                           mycollRedOp_t op, const DevComm* comm, int nranks, int max_blocks,
+                           cudaStream_t stream) {
+  const CollKArgs a =
+      coll_kargs(Coll::AllReduce, in, out, bytes, comm, 0, op == mycollAvg, nranks);
+  const int nb = std::max(1, std::min(oneshot_blocks(bytes), max_blocks));
+  return dispatch_dtype_op<Launch>(t, op, a, nb, stream);
+}
+
+}  // namespace mycoll

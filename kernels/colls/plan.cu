@@ -1,0 +1,493 @@
+// The collective kernel: each thread block is one channel and executes that
+// channel's ops step by step. Data moves through per-(peer, channel) FIFOs of
+// slots in the receiver's memory: the sender stores slots over NVLink/PCIe
+// and publishes a head counter; the receiver consumes them (copy or reduce)
+// and publishes a tail counter back. Every wait polls the abort flag and
+// gives up after the communicator's timeout, recording why.
+#include <cuda_runtime.h>
+
+#include <cstdio>
+
+#include "kernels/device_plan.h"
+#include "kernels/dispatch.cuh"
+#include "kernels/launch.h"
+#include "kernels/prims/ll.cuh"
+#include "kernels/prims/vec.cuh"
+#include "kernels/prims/wait.cuh"
+#include "kernels/reduce_ops.cuh"
+
+namespace mycoll {
+namespace dev {
+
+constexpr int kThreads = 512;
+constexpr int kUnroll = 8;
+constexpr int kMaxStepOps = 256;  // <= threads per group (the ll pass gives each op a thread)
+
+using ll::ld_vol;
+using ll::st_vol;
+
+__device__ __forceinline__ char* resolve(const KernelArgs& a, uint8_t buf, uint64_t off) {
+  return buf == 3 ? reinterpret_cast<char*>(off) : a.bufs[buf] + off;
+}
+
+// Named barrier of one warp group (ids 1 and 2; 0 is __syncthreads). The
+// non-.aligned form: threads of a warp need not arrive converged.
+__device__ __forceinline__ void group_bar(int group, int nt) {
+  asm volatile("barrier.sync %0, %1;" ::"r"(group + 1), "r"(nt) : "memory");
+}
+// group_bar that also returns whether pred held in any thread of the group,
+// so every thread takes the same branch on a flag another thread may be
+// setting meanwhile (sh.stop).
+__device__ __forceinline__ bool group_bar_any(int group, int nt, bool pred) {
+  uint32_t r;
+  asm volatile(
+      "{\n\t.reg .pred p, q;\n\tsetp.ne.u32 p, %1, 0;\n\t"
+      "barrier.red.or.pred q, %2, %3, p;\n\tselp.u32 %0, 1, 0, q;\n\t}"
+      : "=r"(r)
+      : "r"(uint32_t(pred)), "r"(group + 1), "r"(nt)
+      : "memory");
+  return r != 0;
+}
+
+// ---- low-latency protocol: 16-byte lines {lo, flag, hi, flag} (kernels/prims/ll.cuh) ----
+using ll::load8;
+using ll::reduce8;
+using ll::store8;
+
+// Developer timeline (build with -DMYCOLL_KERNEL_TRACE=K): the K-th launch in
+// this process prints, for channel 0, when each group's leader passed each
+// point (B begin, L local ops done, M a batch moved, E step done, X exit).
+#ifdef MYCOLL_KERNEL_TRACE
+__device__ unsigned int g_trace_launch;
+#define KTRACE(c)                                          \
+  do {                                                     \
+    if (tid == 0 && ch == 0 && sh.tn[group] < 64) {        \
+      sh.tev[group][sh.tn[group]] = globaltimer();         \
+      sh.tlab[group][sh.tn[group]++] = (c);                \
+    }                                                      \
+  } while (0)
+#else
+#define KTRACE(c) \
+  do {            \
+  } while (0)
+#endif
+
+// dst = first <op> srcs[0] <op> srcs[1] ... over n bytes, left to right (so
+// every rank reducing the same slots gets bit-identical results); the whole
+// block participates. first may be dst.
+constexpr int kMaxFused = 64;
+
+// Shared state of one block.
+struct BlockState {
+  DevOp ops[kMaxStepOps];        // the current step's ops
+  uint64_t done[kMaxStepOps];    // slots done per op of the step
+  uint64_t total[kMaxStepOps];   // slots of each transfer op (ll or bandwidth slots)
+  uint8_t isll[kMaxStepOps];     // the op travels in the ll ring
+  uint64_t llbase[kMaxStepOps];  // ll pass: first slot sequence number of the op
+  uint32_t llpre[2][kMaxStepOps + 1];  // ll pass, per group: prefix sum of lines moved
+  const char* fused[kMaxFused];  // sources of a fused local reduction
+  uint64_t n[2];
+  uint64_t base[2];
+  volatile int stop;
+#ifdef MYCOLL_KERNEL_TRACE
+  uint64_t tev[2][64];
+  char tlab[2][64];
+  int tn[2];
+#endif
+};
+
+// Whether an earlier op of the step, in the same direction with the same
+// peer, still has slots to move (messages to/from one peer stream in order).
+__device__ __forceinline__ bool earlier_pending(const BlockState& sh, int k) {
+  const DevOp& op = sh.ops[k];
+  const bool is_send = op.kind == kDevSend;
+  for (int q = 0; q < k; ++q) {
+    const DevOp& o = sh.ops[q];
+    if (o.kind <= kDevRecvReduce && o.peer == op.peer && (o.kind == kDevSend) == is_send &&
+        sh.done[q] < sh.total[q])
+      return true;
+  }
+  return false;
+}
+
+// Records why this block gives up (first error of the communicator wins).
+
+// The block is two warp groups: group 0 runs the step's sends, group 1 its
+// receives, concurrently; each group syncs on its own named barrier and the
+// whole block joins at step boundaries. Messages up to cm.ll_max_bytes travel
+// in the ll ring (latency: all of a step's ready ll messages move in one
+// pass of the group), larger ones in the data ring (bandwidth).
+template <typename T, int OP, bool kReduce>
+__global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
+  __shared__ BlockState sh;
+  constexpr int NT = kThreads / 2;
+  const int group = threadIdx.x / NT;  // 0: sends, 1: receives
+  const int tid = threadIdx.x % NT;
+  const int ch = blockIdx.x;
+  const DevComm& cm = *a.comm;
+  const FifoGeom g = cm.geom;
+  const uint64_t LSB = g.ll_slot_bytes, LD = g.ll_slot_bytes / 2;  // ll data bytes per slot
+  const uint64_t LPS = LD / 8;                                      // ll lines per slot
+  const uint64_t ll_max = cm.ll_max_bytes;
+  if (threadIdx.x == 0) sh.stop = 0;
+#ifdef MYCOLL_KERNEL_TRACE
+  if (tid == 0) sh.tn[group] = 0;
+  KTRACE('B');
+#endif
+  const uint32_t end = a.chan_ops[ch + 1];
+  uint32_t i = a.chan_ops[ch];
+  while (i < end) {
+    // The step's ops into shared memory, loaded by all threads at once (the
+    // host guarantees a step has at most kMaxStepOps ops).
+    const uint32_t s0 = i;
+    const uint32_t avail = end - s0 < uint32_t(kMaxStepOps) ? end - s0 : uint32_t(kMaxStepOps);
+    for (uint32_t k = threadIdx.x; k < avail; k += kThreads) sh.ops[k] = a.ops[s0 + k];
+    __syncthreads();
+    // Every thread finds the step's end itself (no shared count written by
+    // one thread and read by the others: racecheck reported that pair).
+    uint32_t last = 0;
+    while (last + 1 < avail && !sh.ops[last].step_end) ++last;
+    const int nops = int(last + 1);
+    i = s0 + nops;
+    for (int k = threadIdx.x; k < nops; k += kThreads) {
+      const DevOp& op = sh.ops[k];
+      sh.done[k] = 0;
+      sh.isll[k] = 0;
+      sh.total[k] = 0;
+      if (op.kind <= kDevRecvReduce) {
+        const DevPeer& P = cm.peers[op.peer];
+        sh.isll[k] = P.ll && op.bytes <= ll_max;
+        sh.total[k] = sh.isll[k] ? (op.bytes + LD - 1) / LD : (op.bytes + P.slot_bytes - 1) / P.slot_bytes;
+      }
+    }
+    __syncthreads();
+    // Local work first (the Step contract): copies, reductions, Avg scaling.
+    // A copy or reduction followed by reductions into the same slice is one
+    // pass over the data.
+    for (int k = 0; k < nops; ++k) {
+      const DevOp& op = sh.ops[k];
+      if (op.kind == kDevCopy || op.kind == kDevReduce) {
+        int j = k + 1;
+        if constexpr (kReduce) {
+          while (j < nops && j - k < kMaxFused && sh.ops[j].kind == kDevReduce &&
+                 sh.ops[j].dst_buf == op.dst_buf && sh.ops[j].dst_off == op.dst_off &&
+                 sh.ops[j].bytes == op.bytes)
+            ++j;
+        }
+        char* d = resolve(a, op.dst_buf, op.dst_off);
+        if (j == k + 1 && op.kind == kDevCopy) {
+          const char* src = resolve(a, op.src_buf, op.src_off);
+          if (d != src) vec_move<uint8_t, mycollSum, kL | kD>(nullptr, src, nullptr, d, op.bytes, 0, threadIdx.x, kThreads);
+        } else if constexpr (kReduce) {
+          // Copy + reductions: first = the copy's source; reductions only:
+          // first = dst and every op's source reduces into it.
+          const int lead = op.kind == kDevCopy ? 1 : 0;
+          const char* f = op.kind == kDevCopy ? resolve(a, op.src_buf, op.src_off) : d;
+          for (int q = k + lead + threadIdx.x; q < j; q += kThreads)
+            sh.fused[q - k - lead] = resolve(a, sh.ops[q].src_buf, sh.ops[q].src_off);
+          __syncthreads();
+          vec_fold<T, OP>(d, f, sh.fused, j - k - lead, op.bytes, threadIdx.x, kThreads);
+        }
+        __syncthreads();
+        k = j - 1;
+      } else if (op.kind == kDevScaleAvg) {
+        if constexpr (kReduce) vec_scale_avg<T>(resolve(a, op.dst_buf, op.dst_off), op.bytes, a.nranks, threadIdx.x, kThreads);
+        __syncthreads();
+      }
+    }
+    bool any_ll = false;
+    for (int k = 0; k < nops; ++k) {
+      const DevOp& op = sh.ops[k];
+      if (op.kind <= kDevRecvReduce && (op.kind == kDevSend) == (group == 0) && sh.isll[k])
+        any_ll = true;
+    }
+    __syncthreads();
+    KTRACE('L');
+    uint64_t last_progress = globaltimer();
+    uint32_t idle_polls = 0;
+    uint32_t* llpre = sh.llpre[group];
+    for (;;) {
+      bool all_done = true, moved = false;
+      // ---- ll pass: every ready ll op of this group, all its slots at once ----
+      if (any_ll) {
+        if (tid < nops) {
+          const int k = tid;
+          const DevOp& op = sh.ops[k];
+          uint32_t lines = 0;
+          const bool is_send = op.kind == kDevSend;
+          if (op.kind <= kDevRecvReduce && is_send == (group == 0) && sh.isll[k] &&
+              sh.done[k] == 0) {
+            if (!earlier_pending(sh, k)) {
+              const uint64_t* st = reinterpret_cast<const uint64_t*>(cm.local + g.state_off(op.peer, ch));
+              const uint64_t need = (op.bytes + LD - 1) / LD;
+              bool ok;
+              uint64_t base;
+              if (is_send) {
+                base = st[2];
+                ok = base + need - ld_vol(cm.local + g.ll_tail_off(op.peer, ch)) <= uint64_t(g.ll_slots);
+              } else {
+                // Taken once the first line carries its flag: the sender then
+                // writes all the op's slots without waiting for anything.
+                base = st[3];
+                uint64_t v;
+                ok = ll::load_line(cm.local + g.ll_off(op.peer, ch) + (base % g.ll_slots) * LSB,
+                             uint32_t(base + 1), &v);
+              }
+              sh.llbase[k] = base;
+              if (ok) lines = uint32_t((op.bytes + 7) / 8);
+            }
+          }
+          llpre[k + 1] = lines;
+        }
+        group_bar(group, NT);
+        if (tid == 0) {
+          llpre[0] = 0;
+          for (int k = 0; k < nops; ++k) llpre[k + 1] += llpre[k];
+        }
+        group_bar(group, NT);
+        const uint32_t total_lines = llpre[nops];
+        if (total_lines > 0) {
+          constexpr int kL = 8;
+          const uint64_t t0 = globaltimer();
+          int k = 0;  // op of the current line (lines ascend per thread)
+          for (uint32_t l0 = tid; l0 < total_lines && !sh.stop; l0 += NT * kL) {
+            uint64_t v[kL];
+            bool ok[kL];
+            const char* ring[kL];
+            char* out[kL];
+            int valid[kL], kind[kL], peer[kL];
+            uint32_t flag[kL];
+            uint64_t mine[kL];  // sends: the data; receives: the local operand
+#pragma unroll
+            for (int u = 0; u < kL; ++u) {
+              const uint32_t L = l0 + u * NT;
+              ok[u] = true;
+              valid[u] = 0;
+              if (L >= total_lines) continue;
+              while (llpre[k + 1] <= L) ++k;
+              const DevOp& op = sh.ops[k];
+              const uint64_t l = L - llpre[k];  // line within the op
+              const uint64_t slot = l / LPS;
+              const uint64_t seq = sh.llbase[k] + slot;
+              valid[u] = op.bytes - l * 8 < 8 ? int(op.bytes - l * 8) : 8;
+              flag[u] = uint32_t(seq + 1);
+              kind[u] = op.kind;
+              peer[u] = op.peer;
+              const uint64_t lofs = (seq % g.ll_slots) * LSB + (l % LPS) * 16;
+              // All loads of this round are issued before any store or poll.
+              if (group == 0) {
+                out[u] = cm.remote[op.peer] + g.ll_off(cm.rank, ch) + lofs;
+                mine[u] = load8(resolve(a, op.src_buf, op.src_off) + l * 8, valid[u]);
+              } else {
+                ring[u] = cm.local + g.ll_off(op.peer, ch) + lofs;
+                out[u] = resolve(a, op.dst_buf, op.dst_off) + l * 8;
+                mine[u] = 0;
+                if (kReduce && op.kind == kDevRecvReduce)
+                  mine[u] = load8(resolve(a, op.src_buf, op.src_off) + l * 8, valid[u]);
+              }
+            }
+            if (group == 0) {
+#pragma unroll
+              for (int u = 0; u < kL; ++u)
+                if (valid[u]) ll::store_line(out[u], mine[u], flag[u]);
+              continue;
+            }
+#pragma unroll
+            for (int u = 0; u < kL; ++u)
+              if (valid[u]) ok[u] = ll::load_line(ring[u], flag[u], &v[u]);
+            bool quit = false;
+#pragma unroll
+            for (int u = 0; u < kL; ++u) {
+              uint32_t spins = 0;
+              while (!ok[u] && !quit) {
+                ok[u] = ll::load_line(ring[u], flag[u], &v[u]);
+                if (!ok[u] && (++spins & 1023) == 0) {
+                  const int code = GiveUp::of(cm).verdict(t0, (spins & 0xffff) == 0);
+                  if (code > 0) GiveUp::of(cm).record(code, peer[u], kind[u]);
+                  if (code || sh.stop) {
+                    sh.stop = 1;
+                    quit = true;
+                  }
+                }
+              }
+            }
+            if (quit) break;
+#pragma unroll
+            for (int u = 0; u < kL; ++u) {
+              if (valid[u] == 0) continue;
+              uint64_t x = v[u];
+              if constexpr (kReduce) {
+                if (kind[u] == kDevRecvReduce) x = reduce8<T, OP>(mine[u], x);
+              }
+              store8(out[u], x, valid[u]);
+            }
+          }
+          group_bar(group, NT);
+          if (tid < nops && llpre[tid + 1] > llpre[tid] && !sh.stop) {
+            const DevOp& op = sh.ops[tid];
+            uint64_t* st = reinterpret_cast<uint64_t*>(cm.local + g.state_off(op.peer, ch));
+            const uint64_t need = (op.bytes + LD - 1) / LD;
+            if (group == 0) {
+              st[2] = sh.llbase[tid] + need;
+            } else {
+              // The lines are consumed (their loads returned): hand the slots
+              // back. No data of ours travels with this store.
+              st[3] = sh.llbase[tid] + need;
+              st_vol(cm.remote[op.peer] + g.ll_tail_off(cm.rank, ch), sh.llbase[tid] + need);
+            }
+            sh.done[tid] = need;
+          }
+          if (tid == 0) last_progress = globaltimer();
+          moved = true;
+          KTRACE('m');
+        }
+        if (group_bar_any(group, NT, sh.stop)) break;
+      }
+      // ---- bandwidth protocol: one op at a time, a batch of slots each ----
+      for (int k = 0; k < nops; ++k) {
+        const DevOp& op = sh.ops[k];
+        if (op.kind > kDevRecvReduce) continue;
+        const bool is_send = op.kind == kDevSend;
+        if (is_send != (group == 0)) continue;
+        const uint64_t total = sh.total[k];
+        const uint64_t done = sh.done[k];
+        if (done >= total) continue;
+        all_done = false;
+        if (sh.isll[k]) continue;         // moved by the ll pass
+        if (earlier_pending(sh, k)) continue;
+        const DevPeer& P = cm.peers[op.peer];
+        const uint64_t SB = P.slot_bytes;
+        const uint64_t NS = uint64_t(P.nslots);
+        const uint64_t cdata = uint64_t(ch) * NS * SB, cflag = uint64_t(ch) * 384;
+        uint64_t* st = reinterpret_cast<uint64_t*>(cm.local + g.state_off(op.peer, ch));
+        if (tid == 0) {
+          uint64_t n;
+          if (is_send) {
+            uint64_t sent = st[0];
+            uint64_t tail = ld_vol(P.send_tail + cflag);
+            n = NS - (sent - tail);
+            sh.base[group] = sent;
+          } else {
+            uint64_t recvd = st[1];
+            uint64_t head = ld_vol(P.recv_head + cflag);
+            n = head - recvd;
+            sh.base[group] = recvd;
+          }
+          // Hand over at most a quarter of the FIFO per batch so sender and
+          // receiver overlap instead of taking turns on a full FIFO.
+          const uint64_t cap = NS >= 8 ? NS / 4 : 1;
+          if (n > cap) n = cap;
+          sh.n[group] = n < total - done ? n : total - done;
+        }
+        group_bar(group, NT);
+        const uint64_t n = sh.n[group], base = sh.base[group];
+        if (n > 0) {
+          __threadfence();
+          for (uint64_t j = 0; j < n; ++j) {
+            const uint64_t off = (done + j) * SB;
+            const uint64_t len = op.bytes - off < SB ? op.bytes - off : SB;
+            const uint64_t slot = (base + j) % NS;
+            if (is_send) {
+              vec_move<uint8_t, mycollSum, kL | kS>(nullptr, resolve(a, op.src_buf, op.src_off) + off,
+                                                    P.send_data + cdata + slot * SB, nullptr, len,
+                                                    0, tid, NT);
+              if (P.send_len && tid == 0) P.send_len[uint64_t(ch) * NS + slot] = uint32_t(len);
+            } else {
+              const char* ring = P.recv_data + cdata;
+              char* d = resolve(a, op.dst_buf, op.dst_off) + off;
+              if constexpr (kReduce) {
+                if (op.kind == kDevRecvReduce) {
+                  vec_move<T, OP, kR | kL | kD>(ring + slot * SB,
+                                                resolve(a, op.src_buf, op.src_off) + off, nullptr,
+                                                d, len, 0, tid, NT);
+                  continue;
+                }
+              }
+              vec_move<uint8_t, mycollSum, kR | kD>(ring + slot * SB, nullptr, nullptr, d, len, 0,
+                                                    tid, NT);
+            }
+          }
+          group_bar(group, NT);
+          if (tid == 0) {
+            // The barrier orders the group's data stores before this thread's
+            // system-scope fence, which orders them before the flag store.
+            __threadfence_system();
+            if (is_send) {
+              st[0] = base + n;
+              st_vol(P.send_head + cflag, base + n);
+            } else {
+              st[1] = base + n;
+              st_vol(P.recv_tail + cflag, base + n);
+            }
+            sh.done[k] = done + n;
+            last_progress = globaltimer();
+          }
+          KTRACE('M');
+          moved = true;
+        }
+        group_bar(group, NT);
+      }
+      if (group_bar_any(group, NT, sh.stop)) break;
+      if (all_done) break;
+      if (!moved) {
+        if (tid == 0) {
+          // The abort flag lives in host memory: a PCIe read, so only now and then.
+          const int code = sh.stop ? -1  // the other group gave up
+                                   : GiveUp::of(cm).verdict(last_progress, (++idle_polls & 255) == 0);
+          if (code > 0) {
+            int peer = -1, kind = -1;
+            for (int k = 0; k < nops; ++k) {
+              const DevOp& op = sh.ops[k];
+              if (op.kind <= kDevRecvReduce && (op.kind == kDevSend) == (group == 0) &&
+                  sh.done[k] < sh.total[k]) {
+                peer = op.peer;
+                kind = op.kind;
+                break;
+              }
+            }
+            GiveUp::of(cm).record(code, peer, kind);
+          }
+          if (code) sh.stop = 1;
+        }
+        if (group_bar_any(group, NT, sh.stop)) break;
+      }
+    }
+    KTRACE('E');
+    if (__syncthreads_or(sh.stop)) return;
+  }
+#ifdef MYCOLL_KERNEL_TRACE
+  KTRACE('X');
+  __syncthreads();
+  if (threadIdx.x == 0 && ch == 0 && atomicAdd(&g_trace_launch, 1) == MYCOLL_KERNEL_TRACE) {
+    printf("KT rank %d begin %llu\n", cm.rank, (unsigned long long)sh.tev[0][0]);
+    for (int gr = 0; gr < 2; ++gr)
+      for (int e = 0; e < sh.tn[gr]; ++e)
+        printf("KT rank %d %s %c +%llu\n", cm.rank, gr ? "recv" : "send", sh.tlab[gr][e],
+               (unsigned long long)(sh.tev[gr][e] - sh.tev[0][0]));
+  }
+#endif
+}
+
+MYCOLL_DEFINE_LAUNCH(LaunchReduce, KernelArgs, kThreads, plan_kernel<T, OP, true>)
+MYCOLL_DEFINE_LAUNCH(LaunchCopy, KernelArgs, kThreads, plan_kernel<T, OP, false>)
+
+}  // namespace dev
+
+cudaError_t launch_plan(const KernelArgs& a, bool reduce, mycollDataType_t t, mycollRedOp_t op,
+                        int nchannels, cudaStream_t stream) {
+  using namespace dev;
+  if (!reduce) return LaunchCopy<uint8_t, mycollSum>::run(a, nchannels, stream);
+  return dispatch_dtype_op<LaunchReduce>(t, op, a, nchannels, stream);
+}
+
+cudaError_t preload_plan_kernels() {
+  using namespace dev;
+  cudaError_t e = LaunchCopy<uint8_t, mycollSum>::preload();
+  cudaError_t r = preload_dtype_op<LaunchReduce>();
+  return e != cudaSuccess ? e : r;
+}
+
+int plan_kernel_threads() { return dev::kThreads; }
+int plan_kernel_max_step_ops() { return dev::kMaxStepOps; }
+
+}  // namespace mycoll

@@ -1,0 +1,260 @@
+// Fused ring kernel: all-reduce, all-gather and reduce-scatter with the ring
+// algorithm on GPU communicators whose peers are all mapped over CUDA IPC,
+// for messages large enough that bandwidth, not latency, decides.
+//
+// Why not the plan kernel: a ring plan is 2(n-1) steps (all-reduce) of
+// "send one chunk, receive-and-reduce another"; the plan kernel finishes a
+// step (every slot of it received and written to the output) before the next
+// step may send what it produced, and its send and receive halves are two
+// warp groups of one block. Here every thread of a channel's block runs each
+// primitive on whole FIFO slots: receive slot i from the previous rank,
+// combine it with the local input, write it straight into the next rank's
+// FIFO (and the output where the result is final). A slot travels the whole
+// ring without waiting for the rest of its chunk, and the output is written
+// once, never re-read.
+//
+// Wire protocol: the plan kernel's bandwidth FIFOs and counters, unchanged
+// (kernels/device_plan.h, DevPeer): channel c sends to rank r+1 through the
+// (me -> next, c) data ring and receives from r-1 through (prev -> me, c);
+// `head` (slots published) and `tail` (slots consumed) counters per ring;
+// this rank's running counts in its state lines ([0] sent to next, [1]
+// received from prev), read at the start and written back at the end. Both
+// kernels keep the same counts, so plan-kernel and ring-kernel launches
+// interleave freely on a communicator.
+//
+// Primitives (M = which of the four streams a slot touches):
+//   kR  a slot from prev's FIFO      kL  the local input
+//   kS  a slot into next's FIFO      kD  the output
+// value = kR ? (kL ? local <op> fifo : fifo) : local; written to every
+// destination present. Ring all-reduce on chunk k = (r - s) mod n at step s:
+//   s = 0: S|L; 0 < s < n-1: R|L|S; s = n-1: R|L|S|D (Avg divides here);
+//   n-1 < s < 2n-2: R|S|D; s = 2n-2: R|D.
+// All-gather (chunk = block (r - s) mod n): S|L (|D out of place); R|S|D;
+// R|D. Reduce-scatter (block (r - s - 1) mod n): S|L; R|L|S; R|L|D. Every
+// rank uses the same chunk geometry (it depends only on the message size,
+// the channel count and n), so a slot's length is known to both ends.
+// Broadcast is the chain root, root+1, ..., root-1 along the same ring:
+// position p = r - root runs one primitive over its whole channel range,
+// S|L (|D out of place) at the root, R|S|D in the middle, R|D at the end.
+// Reduce is the chain root+1, ..., root: S|L first, R|L|S, then R|L|D at
+// the root. A chain has no cycle (its last rank sends nothing), so a
+// primitive may span more than a FIFO: the slots stream through.
+//
+// Data layout: channel c owns a contiguous range of the message (all-reduce)
+// or of every block (all-gather, reduce-scatter), 16-byte aligned; all-reduce
+// cuts its range into loops of n chunks of at most half a FIFO. Slots move
+// in batches (kernels/prims/fifo.cuh), each slot through one vec_move
+// (kernels/prims/vec.cuh) with the primitive's mode bits.
+//
+// In place: a thread that writes an output element has read the input
+// elements it needs at that position itself (the same primitive), and every
+// other input chunk is read by an earlier primitive of the same block.
+//
+// Every wait gives up like every kernel's (kernels/prims/wait.cuh).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "engine/reduce.h"
+#include "kernels/device_plan.h"
+#include "kernels/dispatch.cuh"
+#include "kernels/launch.h"
+#include "kernels/prims/fifo.cuh"
+#include "kernels/prims/vec.cuh"
+
+namespace mycoll {
+namespace {
+
+using namespace dev;
+
+constexpr int kThreads = 512;
+// Largest chunk one primitive moves: half a FIFO. A rank sends a whole
+// chunk (the first primitive) before it receives anything; were that a full
+// FIFO, every rank's receive-and-send would wait for room that only its
+// successor's receive-and-send can make: a deadlock around the ring. With at
+// most half, a receive-and-send always finds room or data.
+constexpr uint64_t kChunkSlotsDiv = 2;
+
+// One slot of a primitive. Copy modes need T only for its size (one
+// instantiation per element size, not inlined: shared by every caller).
+template <typename U, int M>
+__device__ __noinline__ void slot_copy(const char* fin, const char* loc, char* fout, char* dst,
+                                       uint64_t len) {
+  vec_move<U, mycollSum, M>(fin, loc, fout, dst, len, 0, threadIdx.x, blockDim.x);
+}
+
+template <typename T, int OP, bool kReduce>
+__device__ __forceinline__ void move_slot(int mode, const char* fin, const char* loc, char* fout,
+                                          char* dst, uint64_t len, int avg_n) {
+  using U = typename Bits<sizeof(T)>::type;
+  switch (mode) {
+    case kS | kL: slot_copy<U, kS | kL>(fin, loc, fout, dst, len); return;
+    case kS | kL | kD: slot_copy<U, kS | kL | kD>(fin, loc, fout, dst, len); return;
+    case kR | kS | kD: slot_copy<U, kR | kS | kD>(fin, loc, fout, dst, len); return;
+    case kR | kD: slot_copy<U, kR | kD>(fin, loc, fout, dst, len); return;
+    default: break;
+  }
+  if constexpr (kReduce) {
+    const int tid = threadIdx.x, nt = blockDim.x;
+    switch (mode) {
+      case kR | kL | kS: vec_move<T, OP, kR | kL | kS>(fin, loc, fout, dst, len, 0, tid, nt); return;
+      case kR | kL | kS | kD:
+        vec_move<T, OP, kR | kL | kS | kD>(fin, loc, fout, dst, len, avg_n, tid, nt);
+        return;
+      case kR | kL | kD: vec_move<T, OP, kR | kL | kD>(fin, loc, fout, dst, len, avg_n, tid, nt); return;
+      default: break;
+    }
+  }
+}
+
+// Runs one primitive over `bytes` (a chunk): all threads of the block.
+// Returns false when the block gave up (timeout, abort, another block's
+// failure).
+template <typename T, int OP, bool kReduce>
+__device__ bool prim(const Chan& c, FifoShared& sh, int mode, const char* loc, char* dst,
+                     uint64_t bytes, int avg_n) {
+  const uint64_t total = (bytes + c.sb - 1) / c.sb;
+  for (uint64_t done = 0; done < total;) {
+    if (!batch_begin(c, sh, (mode & kS) ? total - done : 0, (mode & kR) ? total - done : 0, true))
+      return false;
+    const uint64_t n = (mode & kS) ? sh.ns : sh.nr;
+    for (uint64_t j = 0; j < n; ++j) {
+      const uint64_t off = (done + j) * c.sb;
+      const uint64_t len = bytes - off < c.sb ? bytes - off : c.sb;
+      move_slot<T, OP, kReduce>(mode, c.in_slot(sh, j), loc ? loc + off : nullptr, c.out_slot(sh, j),
+                                dst ? dst + off : nullptr, len, avg_n);
+    }
+    batch_end(c, sh, (mode & kS) ? n : 0, (mode & kR) ? n : 0);
+    done += n;
+  }
+  return true;
+}
+
+template <typename T, int OP, bool kReduce>
+__global__ void __launch_bounds__(kThreads, 1) ring_kernel(CollKArgs a) {
+  __shared__ FifoShared sh;
+  const DevComm& cm = *a.comm;
+  const FifoGeom& g = cm.geom;
+  const int n = cm.nranks, r = cm.rank, ch = blockIdx.x, nch = gridDim.x;
+  const Chan c = make_chan(cm, (r + 1) % n, (r + n - 1) % n, ch);
+  uint64_t* st_next = reinterpret_cast<uint64_t*>(cm.local + g.state_off(c.next, ch));
+  uint64_t* st_prev = reinterpret_cast<uint64_t*>(cm.local + g.state_off(c.prev, ch));
+  if (threadIdx.x == 0) {
+    sh.sent = st_next[0];
+    sh.recvd = st_prev[1];
+    sh.stop = 0;
+  }
+  __syncthreads();
+
+  // This channel's range [c0, c1) of the message (all-reduce) or of every
+  // block (all-gather, reduce-scatter), 16-byte aligned.
+  const uint64_t B = a.bytes;
+  const uint64_t per = ((B + nch - 1) / nch + 15) / 16 * 16;
+  const uint64_t c0 = uint64_t(ch) * per < B ? uint64_t(ch) * per : B;
+  const uint64_t c1 = c0 + per < B ? c0 + per : B;
+  // Largest chunk: half a FIFO of whole slots (at least one; a 1-slot FIFO
+  // is refused at init), 16-byte aligned as slots are.
+  const uint64_t half = c.ns / kChunkSlotsDiv > 0 ? c.ns / kChunkSlotsDiv : 1;
+  const uint64_t most = half * c.sb;
+  bool ok = true;
+  if (a.kind == Coll::AllReduce) {
+    const uint64_t share = ((c1 - c0 + n - 1) / n + 15) / 16 * 16;
+    const uint64_t cs = share < most ? share : most;
+    for (uint64_t lo = c0; ok && lo < c1; lo += uint64_t(n) * cs) {
+      const uint64_t L = lo + uint64_t(n) * cs < c1 ? lo + uint64_t(n) * cs : c1;
+      for (int s = 0; ok && s <= 2 * n - 2; ++s) {
+        const int k = ((r - s) % n + n) % n;
+        const uint64_t o = lo + uint64_t(k) * cs;
+        if (o >= L) continue;
+        const uint64_t sz = L - o < cs ? L - o : cs;
+        int mode;
+        if (s == 0) mode = kS | kL;
+        else if (s < n - 1) mode = kR | kL | kS;
+        else if (s == n - 1) mode = kR | kL | kS | kD;
+        else if (s < 2 * n - 2) mode = kR | kS | kD;
+        else mode = kR | kD;
+        ok = prim<T, OP, kReduce>(c, sh, mode, a.in + o, a.out + o, sz, a.avg_n);
+      }
+    }
+  } else if (a.kind == Coll::Broadcast || a.kind == Coll::Reduce) {
+    if (c1 > c0) {
+      int mode;
+      if (a.kind == Coll::Broadcast) {
+        const int p = (r - a.root + n) % n;
+        mode = p == 0 ? (a.in == a.out ? (kS | kL) : (kS | kL | kD))
+               : p < n - 1 ? (kR | kS | kD) : (kR | kD);
+      } else {
+        const int q = (r - a.root - 1 + 2 * n) % n;
+        mode = q == 0 ? (kS | kL) : q < n - 1 ? (kR | kL | kS) : (kR | kL | kD);
+      }
+      ok = prim<T, OP, kReduce>(c, sh, mode, a.in ? a.in + c0 : nullptr,
+                                a.out ? a.out + c0 : nullptr, c1 - c0, a.avg_n);
+    }
+  } else {
+    const bool ag = a.kind == Coll::AllGather;
+    for (uint64_t o = c0; ok && o < c1; o += most) {
+      const uint64_t sz = c1 - o < most ? c1 - o : most;
+      for (int s = 0; ok && s < n; ++s) {
+        const int k = ag ? ((r - s) % n + n) % n : ((r - s - 1) % n + 2 * n) % n;
+        const uint64_t blk = uint64_t(k) * B + o;
+        const char* loc;
+        char* dst;
+        int mode;
+        if (ag) {
+          loc = a.in + o;
+          dst = a.out + blk;
+          if (s == 0) mode = a.out + uint64_t(r) * B == a.in ? (kS | kL) : (kS | kL | kD);
+          else if (s < n - 1) mode = kR | kS | kD;
+          else mode = kR | kD;
+        } else {
+          loc = a.in + blk;
+          dst = a.out + o;
+          mode = s == 0 ? (kS | kL) : s < n - 1 ? (kR | kL | kS) : (kR | kL | kD);
+        }
+        ok = prim<T, OP, kReduce>(c, sh, mode, loc, dst, sz, a.avg_n);
+      }
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    st_next[0] = sh.sent;
+    st_prev[1] = sh.recvd;
+  }
+}
+
+MYCOLL_DEFINE_LAUNCH(LaunchReduce, CollKArgs, kThreads, ring_kernel<T, OP, true>)
+
+template <typename U>
+cudaError_t launch_copy(const CollKArgs& a, int nch, cudaStream_t s) {
+  ring_kernel<U, mycollSum, false><<<nch, kThreads, 0, s>>>(a);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t preload_ring_kernels() {
+  cudaError_t e = preload_dtype_op<LaunchReduce>();
+  for (cudaError_t r : {preload_kernel(ring_kernel<unsigned char, mycollSum, false>),
+                        preload_kernel(ring_kernel<unsigned short, mycollSum, false>),
+                        preload_kernel(ring_kernel<unsigned int, mycollSum, false>),
+                        preload_kernel(ring_kernel<unsigned long long, mycollSum, false>)})
+    if (e == cudaSuccess) e = r;
+  return e;
+}
+
+cudaError_t launch_ring(Coll kind, const void* in, void* out, uint64_t bytes, mycollDataType_t t,
+                        mycollRedOp_t op, int root, const DevComm* comm, int nranks,
+                        int nchannels, cudaStream_t stream) {
+  const CollKArgs a = coll_kargs(kind, in, out, bytes, comm, root, op == mycollAvg, nranks);
+  if (kind != Coll::AllGather && kind != Coll::Broadcast)
+    return dispatch_dtype_op<LaunchReduce>(t, op, a, nchannels, stream);
+  switch (dtype_size(t)) {
+    case 1: return launch_copy<unsigned char>(a, nchannels, stream);
+    case 2: return launch_copy<unsigned short>(a, nchannels, stream);
+    case 4: return launch_copy<unsigned int>(a, nchannels, stream);
+    case 8: return launch_copy<unsigned long long>(a, nchannels, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace mycoll

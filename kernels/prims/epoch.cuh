@@ -1,0 +1,50 @@
+// The launch epoch of the mailbox kernels (one-shot, two-shot and the LL
+// collectives): a control line in this rank's inbox, [0] the epoch (u64:
+// launches completed), [8] blocks done (u32, the launch in flight). Every
+// rank runs the same sequence of launches on one control line, so epochs
+// agree; the flag of epoch e marks every line written in that launch and
+// its parity picks one of two mailbox buffers (why two suffice: see
+// kernels/colls/oneshot.cu). No host state: CUDA graph replays advance the
+// epoch like eager calls.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace mycoll {
+namespace dev {
+
+struct Epoch {
+  uint64_t e;
+  uint32_t flag;  // never 0: inboxes start zeroed
+  int parity;
+};
+
+// The current epoch, read once per block (all threads of the block call
+// it: it contains a __syncthreads). slot: a __shared__ word.
+__device__ __forceinline__ Epoch epoch_begin(const char* ctl, uint64_t* slot) {
+  if (threadIdx.x == 0) *slot = *reinterpret_cast<const volatile uint64_t*>(ctl);
+  __syncthreads();
+  const uint64_t e = *slot;
+  return Epoch{e, uint32_t(e % 0xffffffffull) + 1, int(e & 1)};
+}
+
+// End of a launch, by every thread of each block: the last block to count
+// itself resets the counter and moves the epoch on. Every block read the
+// epoch before counting itself (fence), and the next launch is
+// stream-ordered after this one, so no block ever reads a moved epoch.
+__device__ __forceinline__ void epoch_end(char* ctl, const Epoch& ep) {
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  unsigned int* done = reinterpret_cast<unsigned int*>(ctl + 8);
+  __threadfence();  // this block's read of the epoch before its count
+  if (atomicAdd(done, 1u) == gridDim.x - 1) {
+    __threadfence();
+    *reinterpret_cast<volatile unsigned int*>(done) = 0;
+    *reinterpret_cast<volatile uint64_t*>(ctl) = ep.e + 1;
+  }
+}
+
+}  // namespace dev
+}  // namespace mycoll

@@ -1,0 +1,85 @@
+#include "engine/device_select.h"
+
+namespace mycoll {
+
+const char* dev_kernel_name(DevKernel k) {
+  switch (k) {
+    case DevKernel::Plan: return "plan";
+    case DevKernel::Ring: return "ring";
+    case DevKernel::LlColl: return "ll_coll";
+    case DevKernel::Direct: return "direct";
+    case DevKernel::OneShot: return "oneshot";
+    case DevKernel::TwoShot: return "twoshot";
+  }
+  return "?";
+}
+
+uint64_t whole_message_bytes(Coll c, uint64_t block_bytes, int nranks) {
+  return coll_whole_count(c, block_bytes, nranks);
+}
+
+namespace {
+
+bool ring_row(const DevCall& c, const DevLimits& l, uint64_t whole) {
+  if (l.any_proxy || c.algo != Algo::Ring || l.ring_bytes == 0) return false;
+  switch (c.coll) {
+    case Coll::AllReduce:
+    case Coll::AllGather:
+    case Coll::ReduceScatter:
+    case Coll::Broadcast:
+    case Coll::Reduce: return whole >= l.ring_bytes;
+    default: return false;
+  }
+}
+
+// A reduce sender writes the whole buffer to the root, which fits the
+// root's LL buffer by the same test.
+bool ll_coll_row(const DevCall& c, const DevLimits& l, uint64_t whole) {
+  if (l.ll_coll_bytes == 0 || whole > l.ll_coll_bytes) return false;
+  switch (c.coll) {
+    case Coll::AllGather:
+    case Coll::ReduceScatter:
+    case Coll::AllToAll: return c.algo == Algo::Direct;
+    // Direct serves neither broadcast nor reduce: the flat tree runs unless
+    // MYCOLL_ALGO forces another algorithm's plan.
+    case Coll::Broadcast: return whole <= l.ll_bcast_bytes && !c.algo_forced;
+    case Coll::Reduce: return whole <= l.ll_reduce_bytes && !c.algo_forced;
+    default: return false;
+  }
+}
+
+bool direct_row(const DevCall& c, const DevLimits& l, uint64_t whole) {
+  if (l.any_proxy || c.algo != Algo::Direct || l.direct_bytes == 0) return false;
+  if (c.coll != Coll::AllToAll && c.coll != Coll::Scatter && c.coll != Coll::Gather) return false;
+  return whole >= l.direct_bytes && c.direct_channels > 0;
+}
+
+}  // namespace
+
+DevChoice select_device_kernel(const DevCall& c, const DevLimits& l) {
+  DevChoice r;
+  if (l.nranks < 2 || c.block_bytes == 0 || c.coll == Coll::SendRecv) return r;
+  const uint64_t whole = whole_message_bytes(c.coll, c.block_bytes, l.nranks);
+  if (ring_row(c, l, whole)) {
+    const bool chain = c.coll == Coll::Broadcast || c.coll == Coll::Reduce;
+    return DevChoice{DevKernel::Ring, chain ? "chain" : "ring", "simple"};
+  }
+  if (ll_coll_row(c, l, whole)) {
+    const bool flat = c.coll == Coll::Broadcast || c.coll == Coll::Reduce;
+    return DevChoice{DevKernel::LlColl, flat ? "flat tree" : "direct", "ll"};
+  }
+  if (direct_row(c, l, whole)) return DevChoice{DevKernel::Direct, "direct", "simple"};
+  if (c.coll == Coll::AllReduce && c.algo == Algo::Direct && c.block_bytes <= l.oneshot_bytes)
+    return DevChoice{DevKernel::OneShot, "direct", "ll"};
+  if (c.coll == Coll::AllReduce && c.algo == Algo::TwoShot && c.block_bytes <= l.twoshot_bytes)
+    return DevChoice{DevKernel::TwoShot, "rs+ag", "ll"};
+  r.schedule = algo_name(c.algo);
+  return r;
+}
+
+std::string describe(const DevChoice& c) {
+  return std::string(dev_kernel_name(c.kernel)) + " kernel (" + c.schedule + " schedule, " +
+         c.proto + " protocol)";
+}
+
+}  // namespace mycoll

@@ -1,0 +1,72 @@
+// The device engine's one decision: which GPU code moves a collective.
+// (collective, algorithm, bytes, ranks, peers on cuda_ipc, what is forced)
+// -> (kernel, schedule, protocol). Pure code, no CUDA: the unit tests check
+// it like the algorithm policy, and the engine logs its answer per call at
+// INFO. Every input is alike on every rank (the message size, the
+// communicator's limits, MYCOLL_* settings that must match), so every rank
+// picks the same kernel for every call: the kernels' protocols depend on it.
+//
+// Rows, tried in this order (the first that accepts the call serves it):
+//   kernel   schedule         protocol  collectives            when
+//   ring     ring / chain     simple    AR AG RS BC RD         algo ring, whole >= ring_bytes
+//   ll_coll  direct / flat    ll        AG RS A2A; BC RD       algo direct; BC/RD not forced,
+//                                                              whole <= ll_coll_bytes (BC/RD
+//                                                              <= ll_bcast / ll_reduce bytes)
+//   direct   direct           simple    A2A SC GA              algo direct, whole >= direct_bytes,
+//                                                              a resident grid (channels > 0)
+//   oneshot  direct           ll        AR                     algo direct, bytes <= oneshot_bytes
+//   twoshot  direct (RS+AG)   ll        AR                     algo twoshot, bytes <= twoshot_bytes
+//   plan     the algorithm's  per message (ll up to MYCOLL_GPU_LL_BYTES on a channel, else simple)
+//            plan (ring, tree, rhd, direct, hier)
+// Send/receive batches are not in the table: the batch builder picks the LL
+// point-to-point kernel or the plan kernel (lib/engine/device_plan_build.h).
+// MYCOLL_PROTO=simple turns the ll rows off, =ll the simple rows (config).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "algorithms/plan.h"
+
+namespace mycoll {
+
+enum class DevKernel : uint8_t { Plan, Ring, LlColl, Direct, OneShot, TwoShot };
+const char* dev_kernel_name(DevKernel k);  // "plan", "ring", "ll_coll", ...
+
+// What this communicator's kernels can take, fixed at init (0 = row off).
+struct DevLimits {
+  int nranks = 1;
+  bool any_proxy = false;          // some rank has peers behind a host transport
+  uint64_t ring_bytes = 0;         // MYCOLL_GPU_RING_BYTES (0: off)
+  uint64_t direct_bytes = 0;       // MYCOLL_GPU_DIRECT_BYTES (0: off)
+  uint64_t oneshot_bytes = 0;      // the inbox's one-shot capacity (0: off)
+  uint64_t twoshot_bytes = 0;      // two-shot capacity
+  uint64_t ll_coll_bytes = 0;      // LL-collective capacity (whole message)
+  uint64_t ll_bcast_bytes = 0;     // largest LL broadcast
+  uint64_t ll_reduce_bytes = 0;    // largest LL reduce
+};
+
+// One call, as every rank sees it.
+struct DevCall {
+  Coll coll = Coll::AllReduce;
+  Algo algo = Algo::Ring;    // the algorithm policy's choice (forced or automatic)
+  bool algo_forced = false;  // MYCOLL_ALGO names this collective's algorithm
+  uint64_t block_bytes = 0;  // count x dtype size (blocked collectives: one block)
+  int direct_channels = 0;   // the direct kernel's channels per peer (0: grid not resident)
+};
+
+struct DevChoice {
+  DevKernel kernel = DevKernel::Plan;
+  const char* schedule = "plan";  // ring, chain, direct, flat tree, rs+ag, plan
+  const char* proto = "per message";
+};
+
+// The whole message: n blocks for the blocked collectives, else the buffer.
+uint64_t whole_message_bytes(Coll c, uint64_t block_bytes, int nranks);
+
+DevChoice select_device_kernel(const DevCall& call, const DevLimits& lim);
+
+// "ring kernel (ring schedule, simple protocol)" for logs.
+std::string describe(const DevChoice& c);
+
+}  // namespace mycoll
