@@ -11,17 +11,10 @@
 #include <cstring>
 #include <vector>
 
+#include "module.h"
+
 namespace mycoll_perf {
 namespace {
-
-std::string exe_dir() {
-  char buf[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return ".";
-  std::string p(buf, static_cast<size_t>(n));
-  size_t slash = p.rfind('/');
-  return slash == std::string::npos ? "." : p.substr(0, slash);
-}
 
 struct Loaded {
   const GlooApi* api = nullptr;
@@ -29,37 +22,10 @@ struct Loaded {
 };
 
 Loaded load() {
+  static const ModuleSpec spec = {"mycoll-perf-gloo.so", MYCOLL_PERF_GLOO_ENTRY, false,
+                                  "--vs gloo", "Gloo", "libgloo-dev", "libgloo-dev"};
   Loaded l;
-  const std::string dir = exe_dir();
-  std::vector<std::string> candidates = {dir + "/mycoll-perf-gloo.so"};
-#ifdef MYCOLL_PERF_MPI_MODULE_DIR
-  candidates.push_back(dir + "/" MYCOLL_PERF_MPI_MODULE_DIR "/mycoll-perf-gloo.so");
-#endif
-  std::string tried;
-  for (const std::string& path : candidates) {
-    if (access(path.c_str(), F_OK) != 0) {
-      tried += (tried.empty() ? "" : ", ") + path;
-      continue;
-    }
-    void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-      const char* e = dlerror();
-      l.why = std::string("--vs gloo needs Gloo, which did not load: ") + (e ? e : path) +
-              ". Install the Gloo this mycoll-perf was built with (Debian/Ubuntu: apt-get "
-              "install libgloo-dev) or put its lib directory on LD_LIBRARY_PATH";
-      return l;
-    }
-    auto entry = reinterpret_cast<const GlooApi* (*)()>(dlsym(h, MYCOLL_PERF_GLOO_ENTRY));
-    if (!entry) {
-      l.why = path + " lacks " MYCOLL_PERF_GLOO_ENTRY " (a module of another mycoll-perf?)";
-      return l;
-    }
-    l.api = entry();
-    return l;
-  }
-  l.why = "--vs gloo needs the Gloo module mycoll-perf-gloo.so, which is not installed (looked "
-          "for " + tried + "): this mycoll-perf was built where CMake found no Gloo; install "
-          "Gloo (Debian/Ubuntu: libgloo-dev) and rebuild";
+  l.api = static_cast<const GlooApi*>(load_module(spec, &l.why));
   return l;
 }
 
