@@ -20,7 +20,6 @@ namespace mycoll {
 namespace dev {
 
 constexpr int kThreads = 512;
-constexpr int kUnroll = 8;
 constexpr int kMaxStepOps = 256;  // <= threads per group (the ll pass gives each op a thread)
 
 using ll::ld_vol;
