@@ -12,7 +12,7 @@
 #define MYCOLL_MAJOR 0
 #define MYCOLL_MINOR 1
 #define MYCOLL_PATCH 0
-#define MYCOLL_VERSION(X, Y, Z) ((X) * 10000 + (Y) * 100 + (Z))
+#define MYCOLL_VERSION(X, Y, Z) ((X)*10000 + (Y)*100 + (Z))
 #define MYCOLL_VERSION_CODE MYCOLL_VERSION(MYCOLL_MAJOR, MYCOLL_MINOR, MYCOLL_PATCH)
 
 #if defined(__GNUC__)

@@ -59,7 +59,7 @@ constexpr size_t kW2 = kB1 + kHidden;
 constexpr size_t kB2 = kW2 + size_t{kClasses} * kHidden;
 constexpr size_t kParams = kB2 + kClasses;  // 19210
 
-constexpr int kShardMin = 16384;       // samples per rank (more when --batch is larger)
+constexpr int kShardMin = 16384;          // samples per rank (more when --batch is larger)
 constexpr double kBlobSeparation = 0.45;  // class-mean scale, in units of the noise std
 constexpr uint64_t kDataSeed = 0x5eed0001;
 constexpr uint64_t kInitSeed = 0x5eed0002;
@@ -100,8 +100,8 @@ unsigned blocks_for(size_t n) { return static_cast<unsigned>((n + kThreads - 1) 
 // deterministic, which the final "replicas identical" check relies on.
 // Samples of a step are rows (start + b) % shard of the rank's shard.
 
-__global__ void hidden_forward(const float* __restrict__ p, const float* __restrict__ x,
-                               int shard, int start, int batch, float* __restrict__ h) {
+__global__ void hidden_forward(const float* __restrict__ p, const float* __restrict__ x, int shard,
+                               int start, int batch, float* __restrict__ h) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= batch * kHidden) return;
   const int b = i / kHidden, j = i % kHidden;
@@ -112,8 +112,8 @@ __global__ void hidden_forward(const float* __restrict__ p, const float* __restr
   h[i] = a > 0.f ? a : 0.f;  // ReLU; h > 0 doubles as the backward mask
 }
 
-__global__ void logits_forward(const float* __restrict__ p, const float* __restrict__ h,
-                               int batch, float* __restrict__ z) {
+__global__ void logits_forward(const float* __restrict__ p, const float* __restrict__ h, int batch,
+                               float* __restrict__ z) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= batch * kClasses) return;
   const int b = i / kClasses, c = i % kClasses;
@@ -127,8 +127,8 @@ __global__ void logits_forward(const float* __restrict__ p, const float* __restr
 // One thread per sample: loss = logsumexp(z) - z[y]; dz = (softmax(z) - onehot(y)) / batch,
 // the gradient of this rank's MEAN loss (the all-reduce then averages over ranks).
 __global__ void softmax_xent(const float* __restrict__ z, const int* __restrict__ y, int shard,
-                             int start, int batch, float* __restrict__ dz,
-                             float* __restrict__ loss, float* __restrict__ correct) {
+                             int start, int batch, float* __restrict__ dz, float* __restrict__ loss,
+                             float* __restrict__ correct) {
   const int b = blockIdx.x * blockDim.x + threadIdx.x;
   if (b >= batch) return;
   const float* zr = z + static_cast<size_t>(b) * kClasses;
@@ -203,7 +203,8 @@ __global__ void hidden_backward(const float* __restrict__ p, const float* __rest
   float a = 0.f;
   if (h[i] > 0.f)
     for (int c = 0; c < kClasses; ++c)
-      a += dz[static_cast<size_t>(b) * kClasses + c] * p[kW2 + static_cast<size_t>(c) * kHidden + j];
+      a +=
+          dz[static_cast<size_t>(b) * kClasses + c] * p[kW2 + static_cast<size_t>(c) * kHidden + j];
   dh[i] = a;
 }
 
@@ -296,20 +297,20 @@ uint64_t fnv1a(const void* data, size_t bytes) {
 
 struct DeviceState {
   cudaStream_t stream = nullptr;
-  float* params = nullptr;  // kParams
-  float* grads = nullptr;   // kParams, same layout
-  float* x = nullptr;       // shard x kIn
-  int* y = nullptr;         // shard
-  float* h = nullptr;       // batch x kHidden (post-ReLU activations)
-  float* dh = nullptr;      // batch x kHidden
-  float* z = nullptr;       // batch x kClasses (logits)
-  float* dz = nullptr;      // batch x kClasses
-  float* loss = nullptr;    // batch
-  float* correct = nullptr;  // batch
-  float* stats = nullptr;    // 2: sums over the current window of (mean loss, accuracy)
-  float* stats_avg = nullptr;  // 2: stats averaged over ranks
-  uint64_t* checksum = nullptr;      // 1
-  uint64_t* checksums = nullptr;     // nranks
+  float* params = nullptr;        // kParams
+  float* grads = nullptr;         // kParams, same layout
+  float* x = nullptr;             // shard x kIn
+  int* y = nullptr;               // shard
+  float* h = nullptr;             // batch x kHidden (post-ReLU activations)
+  float* dh = nullptr;            // batch x kHidden
+  float* z = nullptr;             // batch x kClasses (logits)
+  float* dz = nullptr;            // batch x kClasses
+  float* loss = nullptr;          // batch
+  float* correct = nullptr;       // batch
+  float* stats = nullptr;         // 2: sums over the current window of (mean loss, accuracy)
+  float* stats_avg = nullptr;     // 2: stats averaged over ranks
+  uint64_t* checksum = nullptr;   // 1
+  uint64_t* checksums = nullptr;  // nranks
 
   template <typename T>
   void alloc(T** p, size_t n, const char* name) {
@@ -318,12 +319,12 @@ struct DeviceState {
   }
 
   void release() {
-    for (void* p : {static_cast<void*>(params), static_cast<void*>(grads), static_cast<void*>(x),
-                    static_cast<void*>(y), static_cast<void*>(h), static_cast<void*>(dh),
-                    static_cast<void*>(z), static_cast<void*>(dz), static_cast<void*>(loss),
-                    static_cast<void*>(correct), static_cast<void*>(stats),
-                    static_cast<void*>(stats_avg), static_cast<void*>(checksum),
-                    static_cast<void*>(checksums)})
+    for (void* p :
+         {static_cast<void*>(params), static_cast<void*>(grads), static_cast<void*>(x),
+          static_cast<void*>(y), static_cast<void*>(h), static_cast<void*>(dh),
+          static_cast<void*>(z), static_cast<void*>(dz), static_cast<void*>(loss),
+          static_cast<void*>(correct), static_cast<void*>(stats), static_cast<void*>(stats_avg),
+          static_cast<void*>(checksum), static_cast<void*>(checksums)})
       if (p) cuda_must(cudaFree(p), "cudaFree");
     if (stream) cuda_must(cudaStreamDestroy(stream), "cudaStreamDestroy");
     *this = DeviceState{};
@@ -390,10 +391,11 @@ int rank_main(mycollComm_t comm, int rank, int nranks, const Options& o, const c
   cuda_must(cudaGetDeviceProperties(&prop, dev), "cudaGetDeviceProperties");
   const int shard = o.batch > kShardMin ? o.batch : kShardMin;
   if (rank == 0)
-    std::printf("data_parallel: %d ranks (%s), MLP %d-%d-%d (%zu parameters), batch %d per rank "
-                "(%d global), lr %g, %d steps, %d samples per rank\n",
-                nranks, how, kIn, kHidden, kClasses, kParams, o.batch, o.batch * nranks,
-                static_cast<double>(o.lr), o.steps, shard);
+    std::printf(
+        "data_parallel: %d ranks (%s), MLP %d-%d-%d (%zu parameters), batch %d per rank "
+        "(%d global), lr %g, %d steps, %d samples per rank\n",
+        nranks, how, kIn, kHidden, kClasses, kParams, o.batch, o.batch * nranks,
+        static_cast<double>(o.lr), o.steps, shard);
   std::printf("rank %d: GPU %d (%s)\n", rank, dev, prop.name);
   std::fflush(stdout);
 
@@ -488,7 +490,8 @@ int rank_main(mycollComm_t comm, int rank, int nranks, const Options& o, const c
                 converged ? "reached" : "NOT reached");
     if (!identical)
       for (int r = 0; r < nranks; ++r)
-        std::printf("  rank %d parameter checksum %016" PRIx64 "\n", r, all[static_cast<size_t>(r)]);
+        std::printf("  rank %d parameter checksum %016" PRIx64 "\n", r,
+                    all[static_cast<size_t>(r)]);
     std::printf("replicas identical: %s (parameter checksum %016" PRIx64 ")\n",
                 identical ? "yes" : "NO", mine);
     std::fflush(stdout);
@@ -548,8 +551,7 @@ int probe_gpu_count(std::string* why) {
   close(fds[0]);
   if (got < sizeof(msg)) kill(pid, SIGKILL);  // our own probe child, stuck or dead
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
   if (got < sizeof(msg)) {
     *why = "the GPU probe process gave no answer within 60 s (or died)";
     return -1;
@@ -600,21 +602,22 @@ void select_device(int dev, int rank) {
 }
 
 void usage(const char* prog) {
-  std::fprintf(stderr,
-               "usage: %s [--np N] [--steps S] [--batch B] [--lr LR] [--print-every K] "
-               "[--target-loss L] [--no-broadcast] [--skip-without-gpu]\n"
-               "  --np N           fork N local ranks, rank r on GPU r (default: all GPUs);\n"
-               "                   leave out under torchrun/mpirun/srun (one rank per process)\n"
-               "  --steps S        training steps (default 300)\n"
-               "  --batch B        samples per rank per step (default 64)\n"
-               "  --lr LR          SGD learning rate (default 0.1)\n"
-               "  --print-every K  report the loss every K steps (default 20)\n"
-               "  --target-loss L  fail (exit 1) unless the final loss is below L (default 0.5)\n"
-               "  --no-broadcast   skip broadcasting rank 0's initial parameters: with 2+ ranks the\n"
-               "                   replicas then differ and the final check fails (exit 1)\n"
-               "  --skip-without-gpu  print 'SKIP: ...' and exit 0 when there are not enough GPUs\n"
-               "                   (default: an error, exit 2)\n",
-               prog);
+  std::fprintf(
+      stderr,
+      "usage: %s [--np N] [--steps S] [--batch B] [--lr LR] [--print-every K] "
+      "[--target-loss L] [--no-broadcast] [--skip-without-gpu]\n"
+      "  --np N           fork N local ranks, rank r on GPU r (default: all GPUs);\n"
+      "                   leave out under torchrun/mpirun/srun (one rank per process)\n"
+      "  --steps S        training steps (default 300)\n"
+      "  --batch B        samples per rank per step (default 64)\n"
+      "  --lr LR          SGD learning rate (default 0.1)\n"
+      "  --print-every K  report the loss every K steps (default 20)\n"
+      "  --target-loss L  fail (exit 1) unless the final loss is below L (default 0.5)\n"
+      "  --no-broadcast   skip broadcasting rank 0's initial parameters: with 2+ ranks the\n"
+      "                   replicas then differ and the final check fails (exit 1)\n"
+      "  --skip-without-gpu  print 'SKIP: ...' and exit 0 when there are not enough GPUs\n"
+      "                   (default: an error, exit 2)\n",
+      prog);
 }
 
 bool parse_number(const char* s, double lo, double hi, double* out) {
@@ -716,8 +719,10 @@ int main(int argc, char** argv) {
   }
   const int np = o.np > 0 ? o.np : ngpus;
   if (np > ngpus)
-    std::printf("%d ranks on %d GPU(s): ranks share GPUs round-robin (step times then measure a "
-                "shared GPU)\n", np, ngpus);
+    std::printf(
+        "%d ranks on %d GPU(s): ranks share GPUs round-robin (step times then measure a "
+        "shared GPU)\n",
+        np, ngpus);
   return mycoll_launch::launch(np, body, 30.0,
-                                 [ngpus](int rank) { select_device(rank % ngpus, rank); });
+                               [ngpus](int rank) { select_device(rank % ngpus, rank); });
 }

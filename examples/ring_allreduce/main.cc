@@ -83,8 +83,7 @@ int main(int argc, char** argv) {
     }
   }
   const size_t n = static_cast<size_t>(count);
-  return mycoll_launch::launch(static_cast<int>(np),
-                                 [n](mycollComm_t comm, int rank, int nranks) {
-                                   return rank_main(comm, rank, nranks, n);
-                                 });
+  return mycoll_launch::launch(static_cast<int>(np), [n](mycollComm_t comm, int rank, int nranks) {
+    return rank_main(comm, rank, nranks, n);
+  });
 }

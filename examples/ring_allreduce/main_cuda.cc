@@ -68,11 +68,13 @@ class DeviceFloats {
   DeviceFloats& operator=(const DeviceFloats&) = delete;
   float* get() const { return p_; }
   void upload(const std::vector<float>& h) {
-    cuda_must(cudaMemcpy(p_, h.data(), n_ * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+    cuda_must(cudaMemcpy(p_, h.data(), n_ * sizeof(float), cudaMemcpyHostToDevice),
+              "cudaMemcpy H2D");
   }
   std::vector<float> download() const {
     std::vector<float> h(n_);
-    cuda_must(cudaMemcpy(h.data(), p_, n_ * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
+    cuda_must(cudaMemcpy(h.data(), p_, n_ * sizeof(float), cudaMemcpyDeviceToHost),
+              "cudaMemcpy D2H");
     return h;
   }
 
@@ -149,14 +151,15 @@ int rank_main(mycollComm_t comm, int rank, int nranks, size_t count) {
 }
 
 void usage(const char* prog) {
-  std::fprintf(stderr,
-               "usage: %s [--np N] [--count N] [--skip-without-gpu]\n"
-               "  --np N      fork N local ranks, rank r on GPU r (default: one per local GPU;\n"
-               "              under a launcher (MYCOLL_RANK/RANK/OMPI_COMM_WORLD_RANK/...) its\n"
-               "              ranks, the local rank picking the GPU)\n"
-               "  --count N   float32 elements per rank (default 1048579)\n"
-               "  --skip-without-gpu  print 'SKIP: ...' and exit 0 when there are not enough GPUs\n",
-               prog);
+  std::fprintf(
+      stderr,
+      "usage: %s [--np N] [--count N] [--skip-without-gpu]\n"
+      "  --np N      fork N local ranks, rank r on GPU r (default: one per local GPU;\n"
+      "              under a launcher (MYCOLL_RANK/RANK/OMPI_COMM_WORLD_RANK/...) its\n"
+      "              ranks, the local rank picking the GPU)\n"
+      "  --count N   float32 elements per rank (default 1048579)\n"
+      "  --skip-without-gpu  print 'SKIP: ...' and exit 0 when there are not enough GPUs\n",
+      prog);
 }
 
 // Local GPUs, counted in a forked child: this process forks the ranks and
@@ -210,8 +213,10 @@ int main(int argc, char** argv) {
       return 2;
     }
     if (np > have)
-      std::printf("ring_allreduce_cuda: %lld ranks on %d GPU(s), sharing them round-robin "
-                  "(timings then measure a shared GPU), %lld floats each\n", np, have, count);
+      std::printf(
+          "ring_allreduce_cuda: %lld ranks on %d GPU(s), sharing them round-robin "
+          "(timings then measure a shared GPU), %lld floats each\n",
+          np, have, count);
     else
       std::printf("ring_allreduce_cuda: %lld ranks, one per GPU, %lld floats each\n", np, count);
     std::fflush(stdout);

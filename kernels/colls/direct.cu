@@ -47,12 +47,14 @@ __device__ bool exchange(const Chan& c, FifoShared& sh, const char* src, uint64_
     for (uint64_t j = 0; j < ns; ++j) {
       const uint64_t off = (sd + j) * c.sb;
       const uint64_t len = sbytes - off < c.sb ? sbytes - off : c.sb;
-      vec_move<U, mycollSum, kL | kS>(nullptr, src + off, c.out_slot(sh, j), nullptr, len, 0, tid, nt);
+      vec_move<U, mycollSum, kL | kS>(nullptr, src + off, c.out_slot(sh, j), nullptr, len, 0, tid,
+                                      nt);
     }
     for (uint64_t j = 0; j < nr; ++j) {
       const uint64_t off = (rd + j) * c.sb;
       const uint64_t len = rbytes - off < c.sb ? rbytes - off : c.sb;
-      vec_move<U, mycollSum, kR | kD>(c.in_slot(sh, j), nullptr, nullptr, dst + off, len, 0, tid, nt);
+      vec_move<U, mycollSum, kR | kD>(c.in_slot(sh, j), nullptr, nullptr, dst + off, len, 0, tid,
+                                      nt);
     }
     batch_end(c, sh, ns, nr);
     sd += ns;
@@ -138,10 +140,10 @@ __global__ void __launch_bounds__(kThreads, 1) direct_kernel(CollKArgs a) {
 
 cudaError_t preload_direct_kernels() {
   cudaError_t e = cudaSuccess;
-  for (cudaError_t r : {preload_kernel(direct_kernel<unsigned char>),
-                        preload_kernel(direct_kernel<unsigned short>),
-                        preload_kernel(direct_kernel<unsigned int>),
-                        preload_kernel(direct_kernel<unsigned long long>)})
+  for (cudaError_t r :
+       {preload_kernel(direct_kernel<unsigned char>), preload_kernel(direct_kernel<unsigned short>),
+        preload_kernel(direct_kernel<unsigned int>),
+        preload_kernel(direct_kernel<unsigned long long>)})
     if (e == cudaSuccess) e = r;
   return e;
 }
