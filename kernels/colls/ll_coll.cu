@@ -120,14 +120,6 @@ struct Ctx {
   __device__ int valid(uint64_t l) const { return bytes - l * 8 < 8 ? int(bytes - l * 8) : 8; }
 };
 
-
-// The slow path of a line not there at the first look (callers pass a
-// scalar, so their arrays of lines stay in registers): false once this
-// block gives up.
-__device__ bool spin_line(const Ctx& x, const char* p, int peer, uint64_t* v) {
-  return x.spin.wait(p, x.flag, v, peer);
-}
-
 // My lines to ndst peers p = first, first + 1, ... (mod n): line l of
 // in + p * in_stride into p's lc(me, b). Items (peer, line) spread over the
 // threads; every input load of a round before its stores.
@@ -189,7 +181,7 @@ __device__ void recv_lines(const Ctx& x, int first, int nsrc, char* out, uint64_
       if (i >= items) continue;
       if (!ok[u]) {
         uint64_t w;
-        if (!spin_line(x, x.buf(x.local, s[u]) + uint64_t(l[u]) * 16, s[u], &w)) return;
+        if (!x.spin.wait(x.buf(x.local, s[u]) + uint64_t(l[u]) * 16, x.flag, &w, s[u])) return;
         v[u] = w;
       }
       ll::store8(out + uint64_t(s[u]) * out_stride + uint64_t(l[u]) * 8, v[u], x.valid(l[u]));
@@ -212,7 +204,8 @@ __device__ void wait_acks(const Ctx& x, int skip) {
   for (int s = int(threadIdx.x); s < x.n; s += int(blockDim.x)) {
     if (s == x.me || s == skip) continue;
     uint64_t v;
-    if (!ll::load_line(x.buf(x.local, s), x.flag, &v) && !spin_line(x, x.buf(x.local, s), s, &v))
+    if (!ll::load_line(x.buf(x.local, s), x.flag, &v) &&
+        !x.spin.wait(x.buf(x.local, s), x.flag, &v, s))
       return;
   }
 }
@@ -276,7 +269,8 @@ __global__ void __launch_bounds__(kThreads) ll_coll_kernel(CollKArgs a) {
   switch (a.kind) {
     case Coll::AllGather:
       send_lines(x, a.in, 0, next, n - 1);
-      if (a.in != a.out + uint64_t(me) * a.bytes) copy_lines(x, a.in, a.out + uint64_t(me) * a.bytes);
+      if (a.in != a.out + uint64_t(me) * a.bytes)
+        copy_lines(x, a.in, a.out + uint64_t(me) * a.bytes);
       recv_lines(x, next, n - 1, a.out, a.bytes);
       break;
     case Coll::ReduceScatter:
@@ -307,8 +301,10 @@ __global__ void __launch_bounds__(kThreads) ll_coll_kernel(CollKArgs a) {
     case Coll::AllToAll:
       send_lines(x, a.in, a.bytes, next, n - 1);
       // In place: this block's reads of its input lines before its writes.
-      if (a.in == a.out) __syncthreads();
-      else copy_lines(x, a.in + uint64_t(me) * a.bytes, a.out + uint64_t(me) * a.bytes);
+      if (a.in == a.out)
+        __syncthreads();
+      else
+        copy_lines(x, a.in + uint64_t(me) * a.bytes, a.out + uint64_t(me) * a.bytes);
       recv_lines(x, next, n - 1, a.out, a.bytes);
       break;
     default: break;  // the host launches only the collectives above
@@ -324,13 +320,16 @@ MYCOLL_DEFINE_LAUNCH(Launch, CollKArgs, kThreads, ll_coll_kernel<T, OP>)
 
 cudaError_t preload_ll_coll_kernels() { return preload_dtype_op<Launch>(); }
 
-int ll_coll_blocks(uint64_t bytes) { return blocks_for_lines((bytes + 7) / 8, kBlockLines, kMaxBlocks); }
+int ll_coll_blocks(uint64_t bytes) {
+  return blocks_for_lines((bytes + 7) / 8, kBlockLines, kMaxBlocks);
+}
 
-cudaError_t launch_ll_coll(Coll kind, const void* in, void* out, uint64_t bytes,
-                           mycollDataType_t t, mycollRedOp_t op, int root, const DevComm* comm,
-                           int nranks, int max_blocks, cudaStream_t stream) {
+cudaError_t launch_ll_coll(Coll kind, const void* in, void* out, uint64_t bytes, mycollDataType_t t,
+                           mycollRedOp_t op, int root, const DevComm* comm, int nranks,
+                           int max_blocks, cudaStream_t stream) {
   const bool reduce = kind == Coll::ReduceScatter || kind == Coll::Reduce;
-  const CollKArgs a = coll_kargs(kind, in, out, bytes, comm, root, reduce && op == mycollAvg, nranks);
+  const CollKArgs a =
+      coll_kargs(kind, in, out, bytes, comm, root, reduce && op == mycollAvg, nranks);
   const int nb = std::max(1, std::min(ll_coll_blocks(bytes), max_blocks));
   // Moving bytes needs no element type: one instantiation serves them all.
   if (!reduce) return Launch<uint8_t, mycollSum>::run(a, nb, stream);

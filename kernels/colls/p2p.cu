@@ -71,6 +71,7 @@ __device__ __forceinline__ uint64_t line_off(uint32_t l, uint32_t bmod, uint32_t
 template <int K, int S>
 __device__ void send_key(const P2pLlParams<K, S>& p, const P2pLlKey& key, volatile int* stop) {
   const P2pLlCommon& c = p.c;
+  const dev::GiveUp g = dev::GiveUp::of(c);
   const uint32_t lsb = c.ll_slot_bytes, ld = lsb / 2, lps = lsb / 16, slots = c.ll_slots;
   const int tid = threadIdx.x, nt = blockDim.x;
   uint64_t base = *key.count;
@@ -97,7 +98,8 @@ __device__ void send_key(const P2pLlParams<K, S>& p, const P2pLlKey& key, volati
           dev::Waiter w(0);
           while (base + need - tail > slots && !quit) {
             tail = ld_vol(key.credit);
-            if (base + need - tail > slots) quit = dev::tick_or_stop(w, dev::GiveUp::of(c), stop, key.peer, kDevSend);
+            if (base + need - tail > slots)
+              quit = dev::tick_or_stop(w, g, stop, key.peer, kDevSend);
           }
         }
         if (__syncthreads_or(quit)) return;
@@ -118,6 +120,7 @@ __device__ void send_key(const P2pLlParams<K, S>& p, const P2pLlKey& key, volati
 template <int K, int S>
 __device__ void recv_key(const P2pLlParams<K, S>& p, const P2pLlKey& key, volatile int* stop) {
   const P2pLlCommon& c = p.c;
+  const dev::GiveUp g = dev::GiveUp::of(c);
   const uint32_t lsb = c.ll_slot_bytes, ld = lsb / 2, lps = lsb / 16, slots = c.ll_slots;
   const int tid = threadIdx.x, nt = blockDim.x;
   uint64_t base = *key.count;
@@ -150,7 +153,7 @@ __device__ void recv_key(const P2pLlParams<K, S>& p, const P2pLlKey& key, volati
         dev::Waiter w(0);
         while (!ok[u] && !quit) {
           ok[u] = ll::load_line(line[u], flag[u], &v[u]);
-          if (!ok[u]) quit = dev::tick_or_stop(w, dev::GiveUp::of(c), stop, key.peer, kDevRecv);
+          if (!ok[u]) quit = dev::tick_or_stop(w, g, stop, key.peer, kDevRecv);
         }
       }
       if (quit) break;

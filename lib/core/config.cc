@@ -388,7 +388,6 @@ Config Config::from_env() {
     throw_error(mycollInvalidArgument,
                 "MYCOLL_PROTO='" + proto + "' is not a protocol (expected auto, simple or ll)");
   }
-  c.gpu_proto = proto;
   const long long fr = parse_int(env_get("MYCOLL_FLIGHT_RECORDER"), "MYCOLL_FLIGHT_RECORDER");
   if (fr < 0 || fr > 1000000)
     throw_error(mycollInvalidArgument, "MYCOLL_FLIGHT_RECORDER must be in 0..1000000");

@@ -74,7 +74,6 @@ struct Config {
   size_t gpu_ll_coll_bytes = size_t(2) << 20;  // MYCOLL_GPU_LL_COLL_BYTES (0 = off)
   size_t gpu_ring_bytes = size_t(1) << 20;     // MYCOLL_GPU_RING_BYTES (0 = off)
   size_t gpu_direct_bytes = size_t(1) << 20;   // MYCOLL_GPU_DIRECT_BYTES (0 = off)
-  std::string gpu_proto;  // MYCOLL_PROTO: "", "simple" or "ll" (applied to the limits above)
   size_t flight_ops = 0;        // MYCOLL_FLIGHT_RECORDER (0 = off)
   std::string flight_file;      // MYCOLL_FLIGHT_RECORDER_FILE
   int flight_signal = 0;        // MYCOLL_FLIGHT_RECORDER_SIGNAL (0 = none)

@@ -665,7 +665,7 @@ class DeviceCommImpl : public DeviceComm {
     const uint64_t block = uint64_t(t.count) * dtype_size(t.dtype);
     switch (k.kernel) {
       case DevKernel::Ring: {
-        const int nch = device_channels(whole_message_bytes(t.coll, block, c_.nranks),
+        const int nch = device_channels(coll_whole_count(t.coll, block, c_.nranks),
                                         c_.cfg.gpu_channel_bytes, geom_.max_channels);
         cuda_check(launch_ring(t.coll, t.input, t.output, block, t.dtype, t.op, t.root, d_comm_,
                                c_.nranks, nch, s),

@@ -14,10 +14,6 @@ const char* dev_kernel_name(DevKernel k) {
   return "?";
 }
 
-uint64_t whole_message_bytes(Coll c, uint64_t block_bytes, int nranks) {
-  return coll_whole_count(c, block_bytes, nranks);
-}
-
 namespace {
 
 bool ring_row(const DevCall& c, const DevLimits& l, uint64_t whole) {
@@ -59,7 +55,7 @@ bool direct_row(const DevCall& c, const DevLimits& l, uint64_t whole) {
 DevChoice select_device_kernel(const DevCall& c, const DevLimits& l) {
   DevChoice r;
   if (l.nranks < 2 || c.block_bytes == 0 || c.coll == Coll::SendRecv) return r;
-  const uint64_t whole = whole_message_bytes(c.coll, c.block_bytes, l.nranks);
+  const uint64_t whole = coll_whole_count(c.coll, c.block_bytes, l.nranks);
   if (ring_row(c, l, whole)) {
     const bool chain = c.coll == Coll::Broadcast || c.coll == Coll::Reduce;
     return DevChoice{DevKernel::Ring, chain ? "chain" : "ring", "simple"};

@@ -61,9 +61,6 @@ struct DevChoice {
   const char* proto = "per message";
 };
 
-// The whole message: n blocks for the blocked collectives, else the buffer.
-uint64_t whole_message_bytes(Coll c, uint64_t block_bytes, int nranks);
-
 DevChoice select_device_kernel(const DevCall& call, const DevLimits& lim);
 
 // "ring kernel (ring schedule, simple protocol)" for logs.
