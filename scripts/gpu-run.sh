@@ -34,16 +34,19 @@ declare -A part=(
   [procs2]="Gpu/GpuProcesses.*/2gpus_*"
   [procs3]="Gpu/GpuProcesses.*/3gpus_*"
   [procs4]="Gpu/GpuProcesses.*/4gpus_*"
-  [procs8]="Gpu/GpuProcesses.*/8gpus_auto"
-  [kernels]="Gpu/GpuOneShot.*:Gpu/GpuTwoShot.*:Gpu/GpuLlColl.*/[234]gpus"
-  [fused]="Gpu/GpuRingKernel.*:Gpu/GpuDirectKernel.*"
+  [procs8a]="Gpu/GpuProcesses.*/8gpus_auto:Gpu/GpuProcesses.*/8gpus_ring:Gpu/GpuProcesses.*/8gpus_tree"
+  [procs8b]="Gpu/GpuProcesses.*/8gpus_rhd:Gpu/GpuProcesses.*/8gpus_direct:Gpu/GpuProcesses.*/8gpus_twoshot"
+  [kernels]="Gpu/GpuOneShot.*:Gpu/GpuTwoShot.*"
+  [llcoll]="Gpu/GpuLlColl.*"
+  [ring]="Gpu/GpuRingKernel.*"
+  [direct]="Gpu/GpuDirectKernel.*"
   [p2p]="Gpu/GpuP2pLl.*:GpuP2pLlGiveUp.*"
   [graphs]="GpuGraph.*"
   [giveup]="*GiveUp.*"
   [large]="GpuLarge.*"
   [proxied]="Gpu/GpuProxied.*"
 )
-order="threads shared procs2 procs3 procs4 kernels fused p2p graphs giveup proxied large procs8"
+order="threads shared procs2 procs3 procs4 kernels llcoll ring direct p2p graphs giveup proxied large procs8a procs8b"
 if has test; then
   if [ -n "${GTEST_FILTER:-}" ]; then
     "$build/tests/mycoll_gpu_tests" --gtest_filter="$GTEST_FILTER" > "$out/gpu-tests.log" 2>&1 || rc=1

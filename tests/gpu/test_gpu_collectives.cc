@@ -371,7 +371,7 @@ TEST_P(GpuThreads, InitAllOneThreadPerRank) {
   EXPECT_EQ(describe_failures(res), "");
 }
 
-INSTANTIATE_TEST_SUITE_P(Gpu, GpuThreads, ::testing::Values(2, 3, 4, 5),
+INSTANTIATE_TEST_SUITE_P(Gpu, GpuThreads, ::testing::Values(2, 3, 4, 5, 8),
                          [](const ::testing::TestParamInfo<int>& i) {
                            return std::to_string(i.param) + "ranks";
                          });
