@@ -34,8 +34,9 @@ declare -A part=(
   [procs2]="Gpu/GpuProcesses.*/2gpus_*"
   [procs3]="Gpu/GpuProcesses.*/3gpus_*"
   [procs4]="Gpu/GpuProcesses.*/4gpus_*"
-  [procs8a]="Gpu/GpuProcesses.*/8gpus_auto:Gpu/GpuProcesses.*/8gpus_ring:Gpu/GpuProcesses.*/8gpus_tree"
-  [procs8b]="Gpu/GpuProcesses.*/8gpus_rhd:Gpu/GpuProcesses.*/8gpus_direct:Gpu/GpuProcesses.*/8gpus_twoshot"
+  [procs8a]="Gpu/GpuProcesses.*/8gpus_auto:Gpu/GpuProcesses.*/8gpus_ring"
+  [procs8b]="Gpu/GpuProcesses.*/8gpus_tree:Gpu/GpuProcesses.*/8gpus_rhd"
+  [procs8c]="Gpu/GpuProcesses.*/8gpus_direct:Gpu/GpuProcesses.*/8gpus_twoshot"
   [kernels]="Gpu/GpuOneShot.*:Gpu/GpuTwoShot.*"
   [llcoll]="Gpu/GpuLlColl.*"
   [ring]="Gpu/GpuRingKernel.*"
@@ -46,7 +47,7 @@ declare -A part=(
   [large]="GpuLarge.*"
   [proxied]="Gpu/GpuProxied.*"
 )
-order="threads shared procs2 procs3 procs4 kernels llcoll ring direct p2p graphs giveup proxied large procs8a procs8b"
+order="threads shared procs2 procs3 procs4 kernels llcoll ring direct p2p graphs giveup proxied large procs8a procs8b procs8c"
 if has test; then
   if [ -n "${GTEST_FILTER:-}" ]; then
     "$build/tests/mycoll_gpu_tests" --gtest_filter="$GTEST_FILTER" > "$out/gpu-tests.log" 2>&1 || rc=1
