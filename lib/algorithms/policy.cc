@@ -4,7 +4,7 @@
 #include <string>
 
 #include "algorithms/plan.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace mycoll {
 namespace {

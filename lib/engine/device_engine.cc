@@ -19,9 +19,9 @@
 #include <mutex>
 #include <tuple>
 
-#include "core/comm.h"
-#include "core/error.h"
-#include "core/log.h"
+#include "comm/comm.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "engine/reduce.h"
 #include "kernels/device_plan.h"
 #include "kernels/launch.h"

@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "engine/reduce.h"
 
 namespace mycoll {

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
-#include "core/config.h"
-#include "core/error.h"
+#include "base/config.h"
+#include "base/error.h"
 #include "transports/transport.h"
 #include "thread_bootstrap.h"
 

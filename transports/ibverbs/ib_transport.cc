@@ -41,9 +41,9 @@
 #include <set>
 
 #include "bootstrap/bootstrap.h"
-#include "core/config.h"
-#include "core/error.h"
-#include "core/log.h"
+#include "base/config.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "transports/ibverbs/ib_device.h"
 #include "transports/transport.h"
 

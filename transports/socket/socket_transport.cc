@@ -27,9 +27,9 @@
 #include <thread>
 
 #include "bootstrap/socket_util.h"
-#include "core/config.h"
-#include "core/error.h"
-#include "core/log.h"
+#include "base/config.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "transports/transport.h"
 
 namespace mycoll {

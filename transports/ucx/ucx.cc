@@ -50,9 +50,9 @@
 #include <thread>
 
 #include "bootstrap/bootstrap.h"
-#include "core/config.h"
-#include "core/error.h"
-#include "core/log.h"
+#include "base/config.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "transports/transport.h"
 #include "transports/ucx/ucxwrap.h"
 
