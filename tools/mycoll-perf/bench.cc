@@ -18,11 +18,13 @@
 #include <vector>
 
 #include "backend.h"
+#include "build_info.h"
 #include "check.h"
 #include "colls.h"
 #include "datatypes.h"
 #include "launch.h"
 #include "mpi_compare.h"
+#include "progress.h"
 
 namespace mycoll_perf {
 namespace {
@@ -166,7 +168,10 @@ class Bench {
     stage_.assign(cap, 0);
     if (o_.check) want_.assign(cap, 0);
     open_json();
+    const std::string notice = registration_notice(o_);
+    if (lead_ && !notice.empty()) std::fprintf(stderr, "%s\n", notice.c_str());
     print_header();
+    progress_ = std::make_unique<Progress>(stderr, lead_ && stderr_is_terminal(), sweep_steps(o_));
     long long wrong = 0;
     for (const CollInfo* c : o_.colls) wrong += run_coll(*c);
     barrier();  // nobody tears down while a peer may still use its buffers
@@ -318,9 +323,11 @@ class Bench {
     std::snprintf(v, sizeof(v), "%d.%d.%d", version / 10000, version / 100 % 100, version % 100);
     std::string m = "{\"tool\": \"mycoll-perf\", \"library_version\": " + json_str(v);
     std::snprintf(v, sizeof(v), "%d.%d.%d", MYCOLL_MAJOR, MYCOLL_MINOR, MYCOLL_PATCH);
-    m += ", \"header_version\": " + json_str(v) + ", \"date\": " + json_str(utc_now()) +
-         ", \"command_line\": " + json_str(o_.command_line) +
+    m += ", \"header_version\": " + json_str(v) + ", \"commit\": " + json_str(build_commit()) +
+         ", \"date\": " + json_str(utc_now()) + ", \"command_line\": " + json_str(o_.command_line) +
          ", \"options\": " + json_str(describe_options(o_)) +
+         ", \"best_of\": " + std::to_string(o_.repeats) +
+         ", \"local_register\": " + std::to_string(o_.local_register) +
          ", \"mem\": " + json_str(slots_[0].be->name()) + ", \"nranks\": " + std::to_string(n_) +
          ", \"topology\": " + json_str(topology_);
     if (nccl_) {
@@ -370,9 +377,11 @@ class Bench {
     int version = 0;
     mycollGetVersion(&version);
     if (doc_) doc_meta_ = metadata(version, recs);
-    std::printf("# mycoll-perf (nccl-tests style): library %d.%d.%d, header %d.%d.%d, %s memory\n",
-                version / 10000, version / 100 % 100, version % 100, MYCOLL_MAJOR, MYCOLL_MINOR,
-                MYCOLL_PATCH, slots_[0].be->name());
+    std::printf(
+        "# mycoll-perf (nccl-tests style): library %d.%d.%d, header %d.%d.%d, commit %s, %s "
+        "memory\n",
+        version / 10000, version / 100 % 100, version % 100, MYCOLL_MAJOR, MYCOLL_MINOR,
+        MYCOLL_PATCH, build_commit(), slots_[0].be->name());
     std::printf("# nranks %d%s%s%s, %s, time = %s over ranks of each rank's average%s\n", n_,
                 topology_.empty() ? "" : " (", topology_.c_str(), topology_.empty() ? "" : ")",
                 describe_options(o_).c_str(),
@@ -443,7 +452,9 @@ class Bench {
     for (mycollDataType_t t : o_.dtypes) {
       for (mycollRedOp_t op : c.reduces ? o_.ops : none) {
         for (size_t bytes : size_list(o_)) {
+          progress_->step(step_label(o_, c, t, op, bytes));
           Line line = measure(c, t, op, bytes);
+          progress_->clear();  // before the table's line, on a terminal shared with stdout
           for (const Result* r : {&line.oop, &line.ip}) {
             if (r->wrong > 0) wrong += r->wrong;
             if (!std::isnan(r->busbw)) {
@@ -562,7 +573,7 @@ class Bench {
     return line;
   }
 
-  // -w warm-up calls, then -R times: a barrier and -n timed calls (wall
+  // -w warm-up calls, then -B times: a barrier and -n timed calls (wall
   // clock, stream synchronised at the end; -z 1: after every call). -G N:
   // the -n calls are captured in one CUDA graph per rank, launched N times.
   // Each batch's time is aggregated over ranks (-a); the fastest is returned.
@@ -668,7 +679,7 @@ class Bench {
     };
     for (int i = 0; i < o_.warmup; ++i) call();
     double best = 0;
-    for (int k = 0; k < o_.repeats; ++k) {  // -R: the fastest batch, as for mycoll
+    for (int k = 0; k < o_.repeats; ++k) {  // -B: the fastest batch, as for mycoll
       const double t = time_mpi_batch(call);
       if (k == 0 || t < best) best = t;
     }
@@ -764,6 +775,7 @@ class Bench {
   FILE* doc_ = nullptr;   // -J, written by write_document() at the end
   std::string doc_meta_;  // -J's "metadata" object
   std::vector<std::string> doc_rows_;  // -J's "results"
+  std::unique_ptr<Progress> progress_;  // the sweep's line on a terminal's stderr
 };
 
 }  // namespace
