@@ -1,8 +1,9 @@
 // mycoll-perf's pure parts: the command line (nccl-tests' -R, -B/--best_of),
-// the progress line and the build commit. The runs themselves are CLI tests
+// the progress line, the output text and the build commit. The runs themselves are CLI tests
 // (tools/mycoll-perf/CMakeLists.txt).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <regex>
 #include <string>
@@ -11,6 +12,7 @@
 #include "build_info.h"
 #include "options.h"
 #include "progress.h"
+#include "text.h"
 
 namespace mycoll_perf {
 namespace {
@@ -144,6 +146,31 @@ TEST(PerfProgress, DisabledWritesNothing) {
   }
   EXPECT_EQ(contents(f), "");
   std::fclose(f);
+}
+
+TEST(PerfText, TableCells) {
+  const double nan = std::nan("");
+  EXPECT_EQ(fmt_time(nan), "N/A");
+  EXPECT_EQ(fmt_time(7.125), "7.12");
+  EXPECT_EQ(fmt_time(123.45), "123.5");
+  EXPECT_EQ(fmt_time(12345.6), "12346");
+  EXPECT_EQ(fmt_bw(nan), "N/A");
+  EXPECT_EQ(fmt_bw(2.5), "2.50");
+  EXPECT_EQ(fmt_wrong(-1), "N/A");
+  EXPECT_EQ(fmt_wrong(3), "3");
+}
+
+TEST(PerfText, JsonLiterals) {
+  EXPECT_EQ(json_num(std::nan("")), "null");
+  EXPECT_EQ(json_num(HUGE_VAL), "null");
+  EXPECT_EQ(json_num(0.25), "0.25");
+  EXPECT_EQ(json_wrong(-1), "null");
+  EXPECT_EQ(json_wrong(0), "0");
+  EXPECT_EQ(json_str("a \"b\" c\\d\n"), "\"a \\\"b\\\" c\\\\d\\u000a\"");
+  std::string row = "{";
+  appendf(&row, "\"n\":%d", 42);
+  EXPECT_EQ(row, "{\"n\":42");
+  EXPECT_TRUE(std::regex_match(utc_now(), std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)")));
 }
 
 TEST(PerfBuildInfo, CommitIsAHashOrUnknown) {
