@@ -46,7 +46,6 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <thread>
 
 #include "bootstrap/bootstrap.h"
@@ -561,11 +560,7 @@ class UcxTransport final : public Transport {
                                                    const std::vector<int>& peers,
                                                    const Config& cfg) override {
     const int me = bs.rank(), n = bs.nranks();
-    std::set<int> seen;
-    for (int p : peers)
-      check_arg(p >= 0 && p < n && p != me && seen.insert(p).second,
-                "ucx transport: bad peer list on rank " + std::to_string(me) + " (peer " +
-                    std::to_string(p) + ")");
+    check_peer_list("ucx", me, n, peers);
     check_arg(n < (1 << 23), "ucx transport: at most 2^23 ranks");
     // Parsed and range-checked once, by Config::from_env at communicator init.
     const size_t chunk = cfg.ucx.chunk_bytes;
