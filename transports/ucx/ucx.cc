@@ -132,6 +132,21 @@ void on_recv_done(void* /*request*/, ucs_status_t status, const ucp_tag_recv_inf
   s->done = true;
 }
 
+// What a non-blocking tag operation returned: done at once (status
+// `immediate`), failed, or in flight (its callback completes s).
+ucs_status_t track(Slot* s, ucs_status_ptr_t r, ucs_status_t immediate) {
+  if (r == nullptr) {
+    s->done = true;
+    s->status = immediate;
+  } else if (UCS_PTR_IS_ERR(r)) {
+    s->done = true;
+    s->status = UCS_PTR_STATUS(r);
+  } else {
+    s->req = r;
+  }
+  return s->done ? s->status : UCS_INPROGRESS;
+}
+
 // Posts a send of s->buf[0, n) with `tag`; s->done tells completion.
 ucs_status_t post_send(ucp_ep_h ep, Slot* s, size_t n, uint64_t tag) {
   ucp_request_param_t p{};
@@ -141,17 +156,7 @@ ucs_status_t post_send(ucp_ep_h ep, Slot* s, size_t n, uint64_t tag) {
   s->busy = true;
   s->done = false;
   s->len = n;
-  ucs_status_ptr_t r = ucx().tag_send_nbx(ep, s->buf, n, tag, &p);
-  if (r == nullptr) {
-    s->done = true;
-    s->status = UCS_OK;
-  } else if (UCS_PTR_IS_ERR(r)) {
-    s->done = true;
-    s->status = UCS_PTR_STATUS(r);
-  } else {
-    s->req = r;
-  }
-  return s->done ? s->status : UCS_INPROGRESS;
+  return track(s, ucx().tag_send_nbx(ep, s->buf, n, tag, &p), UCS_OK);
 }
 
 // Posts a receive of up to cap bytes into s->buf matching `tag` exactly.
@@ -166,17 +171,8 @@ ucs_status_t post_recv(ucp_worker_h w, Slot* s, size_t cap, uint64_t tag) {
   s->busy = true;
   s->done = false;
   s->len = s->off = 0;
-  ucs_status_ptr_t r = ucx().tag_recv_nbx(w, s->buf, cap, tag, kFullMask, &p);
-  if (r == nullptr) {  // not expected with NO_IMM_CMPL
-    s->done = true;
-    s->status = UCS_ERR_NO_MESSAGE;
-  } else if (UCS_PTR_IS_ERR(r)) {
-    s->done = true;
-    s->status = UCS_PTR_STATUS(r);
-  } else {
-    s->req = r;
-  }
-  return s->done ? s->status : UCS_INPROGRESS;
+  // An immediate completion is not expected with NO_IMM_CMPL.
+  return track(s, ucx().tag_recv_nbx(w, s->buf, cap, tag, kFullMask, &p), UCS_ERR_NO_MESSAGE);
 }
 
 // Everything about one peer. Owned through the connection; callbacks point
