@@ -215,34 +215,15 @@ class Root {
 
   void admit(ServerHandshake& hs) {
     RankHello h;
-    std::memcpy(&h, hs.announcement().data(), sizeof(h));
-    if (h.magic != kHelloMagic || h.version != kIdVersion) {
-      reject(hs, mycollInvalidUsage, "bad hello (different mycoll version?)");
-      return;
-    }
-    if (h.nranks < 1 || h.nranks > kMaxRanks || h.rank < 0 || h.rank >= h.nranks) {
-      reject(hs, mycollInvalidUsage,
-             "bootstrap: rank " + std::to_string(h.rank) + " / nranks " + std::to_string(h.nranks) +
-                 " out of range");
-      return;
-    }
-    if (nranks_ > 0 && h.nranks != nranks_) {
-      reject(hs, mycollInvalidUsage,
-             "bootstrap: rank " + std::to_string(h.rank) +
-                 " says nranks=" + std::to_string(h.nranks) +
-                 " but the communicator has nranks=" + std::to_string(nranks_));
+    std::string why;
+    if (!parse_rank_hello(hs.announcement().data(), hs.announcement().size(), nranks_, &h, &why)) {
+      reject(hs, mycollInvalidUsage, why);
       return;
     }
     if (members_.count(h.rank)) {
       reject(hs, mycollInvalidUsage,
              "bootstrap: rank " + std::to_string(h.rank) + " joined twice (from " +
                  members_[h.rank].peer.str() + " and " + hs.peer().str() + ")");
-      return;
-    }
-    try {
-      SockAddr::from_bytes(h.addr);
-    } catch (const Error& e) {
-      reject(hs, mycollInvalidUsage, std::string("bootstrap: bad listener address: ") + e.what());
       return;
     }
     nranks_ = h.nranks;
@@ -423,21 +404,6 @@ UniqueIdData unique_id_from_address(const std::string& host, int port) {
   // The root hands every rank a fresh random tag in the table; this one only
   // names the id.
   std::memcpy(&d.tag, h.data() + 16, sizeof(d.tag));
-  return d;
-}
-
-UniqueIdData unpack_unique_id(const mycollUniqueId& id) {
-  UniqueIdData d;
-  std::memcpy(&d, id.internal, sizeof(d));
-  if (d.magic != kIdMagic || d.version != kIdVersion)
-    throw_error(mycollInvalidArgument,
-                "not a mycoll unique id (bad magic/version; was it made by mycollGetUniqueId "
-                "of this mycoll version?)");
-  try {
-    SockAddr::from_bytes(d.addr);
-  } catch (const Error& e) {
-    throw_error(mycollInvalidArgument, std::string("not a mycoll unique id: ") + e.what());
-  }
   return d;
 }
 
