@@ -234,6 +234,9 @@ void BootstrapImpl::join_root(const Deadline& d) {
         expected = m.status.nranks;
         continue;
       case RootMessage::Kind::kError:
+        // The root ends right after reporting; if it runs in this process
+        // it may still be telling the others.
+        wait_for_local_root(id_.secret, 2.0);
         throw_error(m.code, m.text + " [rank " + std::to_string(rank_) + "]");
       case RootMessage::Kind::kTable:
         tag_ = m.tag;
