@@ -1,16 +1,22 @@
 // The decoders of network bytes (bootstrap/wire.h, the handshake's, the host
 // engine's header records): valid input, and each rule that refuses input.
+// Also replays the wire fuzz target's committed corpus (tests/fuzz).
+#include <dirent.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "bootstrap/wire.h"
 #include "core/error.h"
 #include "engine/host_wire.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
 namespace mycoll {
 namespace {
@@ -352,6 +358,25 @@ TEST(WireRecord, Refused) {
     EXPECT_NE(std::string(e.what()).find("15 payload bytes for a message of 16"), std::string::npos)
         << e.what();
   }
+}
+
+// ---- the fuzz target's corpus
+
+TEST(WireFuzzCorpus, EveryCommittedInputRunsClean) {
+  const std::string dir = std::string(MYCOLL_SOURCE_DIR) + "/tests/fuzz/corpus/wire";
+  DIR* d = opendir(dir.c_str());
+  ASSERT_NE(d, nullptr) << dir;
+  int n = 0;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream f(dir + "/" + e->d_name, std::ios::binary);
+    Bytes b((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    SCOPED_TRACE(e->d_name);
+    EXPECT_EQ(LLVMFuzzerTestOneInput(b.data(), b.size()), 0);
+    ++n;
+  }
+  closedir(d);
+  EXPECT_GE(n, 10);
 }
 
 }  // namespace
