@@ -34,6 +34,26 @@ bool equal_const_time(const uint8_t* a, const uint8_t* b, size_t n) {
 
 }  // namespace
 
+bool parse_server_hello(const uint8_t* p, size_t len, const uint8_t** nonce_s) {
+  if (len != kServerHelloBytes) return false;
+  uint32_t magic = 0, version = 0;
+  std::memcpy(&magic, p, 4);
+  std::memcpy(&version, p + 4, 4);
+  if (magic != kHelloMagic || version != kAuthVersion) return false;
+  *nonce_s = p + 8;
+  return true;
+}
+
+ProofCheck check_client_proof(const uint8_t* p, size_t len, const Secret& secret,
+                              const std::string& role, const uint8_t* nonce_s) {
+  uint32_t magic = 0;
+  if (len != kClientProofBytes) return ProofCheck::kGarbage;
+  std::memcpy(&magic, p, 4);
+  if (magic != kProofMagic) return ProofCheck::kGarbage;
+  Mac expect = proof_mac(secret, role, "client", nonce_s, p + 4);
+  return equal_const_time(expect.data(), p + 20, 32) ? ProofCheck::kOk : ProofCheck::kWrongSecret;
+}
+
 ServerHandshake::ServerHandshake(Fd fd, SockAddr peer, const Secret& secret, std::string role,
                                  size_t announce_bytes, Deadline deadline)
     : fd_(std::move(fd)),
@@ -82,14 +102,14 @@ ServerHandshake::State ServerHandshake::on_readable() {
     have_ += static_cast<size_t>(k);
     if (have_ < target.size()) continue;
     if (!authed_) {
-      uint32_t magic = 0;
-      std::memcpy(&magic, buf_.data(), 4);
-      if (magic != kProofMagic)
-        return fail("sent garbage instead of an authentication proof", true);
+      switch (check_client_proof(buf_.data(), buf_.size(), secret_, role_, nonce_s_)) {
+        case ProofCheck::kGarbage:
+          return fail("sent garbage instead of an authentication proof", true);
+        case ProofCheck::kWrongSecret:
+          return fail("failed authentication (wrong secret / unique id)", true);
+        case ProofCheck::kOk: break;
+      }
       const uint8_t* nonce_c = buf_.data() + 4;
-      Mac expect = proof_mac(secret_, role_, "client", nonce_s_, nonce_c);
-      if (!equal_const_time(expect.data(), buf_.data() + 20, 32))
-        return fail("failed authentication (wrong secret / unique id)", true);
       Mac mine = proof_mac(secret_, role_, "server", nonce_s_, nonce_c);
       ssize_t s = ::send(fd_.get(), mine.data(), mine.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       if (s != static_cast<ssize_t>(mine.size()))
@@ -129,11 +149,8 @@ bool authenticate_client(int fd, const Secret& secret, const char* role_tag, dou
     Deadline d = Deadline::after(timeout_s);
     uint8_t hello[kServerHelloBytes];
     if (recv_all(fd, hello, sizeof(hello), d) != IoStatus::kOk) return false;
-    uint32_t magic = 0, version = 0;
-    std::memcpy(&magic, hello, 4);
-    std::memcpy(&version, hello + 4, 4);
-    if (magic != kHelloMagic || version != kAuthVersion) return false;
-    const uint8_t* nonce_s = hello + 8;
+    const uint8_t* nonce_s = nullptr;
+    if (!parse_server_hello(hello, sizeof(hello), &nonce_s)) return false;
     uint8_t nonce_c[16];
     random_bytes(nonce_c, sizeof(nonce_c));
     const std::string role(role_tag);

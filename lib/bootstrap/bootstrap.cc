@@ -83,15 +83,13 @@ class BootstrapImpl final : public Bootstrap {
   // A link being read by the I/O thread: an incoming link (owned), or the
   // way back of an outgoing one (borrowed fd; only kAbort travels there).
   struct Incoming {
+    Incoming(Link link, int nranks) : reader(link, nranks) {}
     Fd fd;
     int borrowed = -1;
     int get() const { return fd.valid() ? fd.get() : borrowed; }
     int rank = -1;
     bool ended = false;  // read side over; kept to send reports back
-    FrameHeader hdr{};
-    size_t hdr_have = 0;
-    std::vector<uint8_t> payload;
-    size_t have = 0;
+    FrameReader reader;
   };
 
   void join_root(const Deadline& d);
@@ -220,8 +218,7 @@ void BootstrapImpl::join_root(const Deadline& d) {
           mycollRemoteError,
           me + ": lost root " + root.str() +
               " before the address table arrived (root process gone?): " + io_status_text(st, err));
-    if (fh.magic != kFrameMagic || fh.kind == kColl || fh.kind == kP2p ||
-        fh.len > max_frame_bytes(fh.kind, nranks_))
+    if (!frame_header_ok(fh, Link::kFromRoot, nranks_))
       throw_error(mycollRemoteError, me + ": root " + root.str() + " sent garbage (frame kind " +
                                          std::to_string(fh.kind) + ", " + std::to_string(fh.len) +
                                          " bytes)");
@@ -230,33 +227,24 @@ void BootstrapImpl::join_root(const Deadline& d) {
     if (st != IoStatus::kOk)
       throw_error(st == IoStatus::kTimeout ? mycollTimeout : mycollRemoteError,
                   me + ": reading from root " + root.str() + ": " + io_status_text(st, err));
-    if (fh.kind == kRootStatus && p.size() == sizeof(StatusMsg)) {
-      StatusMsg s;
-      std::memcpy(&s, p.data(), sizeof(s));
-      arrived = std::max(arrived, static_cast<int>(s.arrived));  // ranks that gave up count
-      expected = s.nranks;
-      continue;
+    RootMessage m = parse_root_message(fh.kind, p.data(), p.size(), nranks_);
+    switch (m.kind) {
+      case RootMessage::Kind::kStatus:  // ranks that gave up count as arrived
+        arrived = std::max(arrived, static_cast<int>(m.status.arrived));
+        expected = m.status.nranks;
+        continue;
+      case RootMessage::Kind::kError:
+        // The root ends right after reporting; if it runs in this process
+        // it may still be telling the others.
+        wait_for_local_root(id_.secret, 2.0);
+        throw_error(m.code, m.text + " [rank " + std::to_string(rank_) + "]");
+      case RootMessage::Kind::kTable:
+        tag_ = m.tag;
+        table_ = std::move(m.table);
+        return;
+      case RootMessage::Kind::kMalformed:
+        throw_error(mycollRemoteError, me + ": root " + root.str() + " sent " + m.why);
     }
-    if (fh.kind == kRootError && p.size() >= sizeof(ErrorHeader)) {
-      ErrorHeader eh;
-      std::memcpy(&eh, p.data(), sizeof(eh));
-      std::string text(p.begin() + sizeof(eh), p.end());
-      auto code = static_cast<mycollResult_t>(eh.code);
-      if (code <= mycollSuccess || code >= mycollNumResults) code = mycollRemoteError;
-      throw_error(code, text + " [rank " + std::to_string(rank_) + "]");
-    }
-    if (fh.kind == kRootTable && p.size() >= sizeof(TableHeader)) {
-      TableHeader th;
-      std::memcpy(&th, p.data(), sizeof(th));
-      if (th.nranks != nranks_ ||
-          p.size() != sizeof(th) + static_cast<size_t>(nranks_) * net::kAddrBytes)
-        throw_error(mycollRemoteError, me + ": root sent a malformed address table");
-      tag_ = th.tag;
-      for (int r = 0; r < nranks_; ++r)
-        table_.push_back(SockAddr::from_bytes(p.data() + sizeof(th) + r * net::kAddrBytes));
-      return;
-    }
-    throw_error(mycollRemoteError, me + ": root " + root.str() + " sent an unexpected frame");
   }
 }
 
@@ -288,7 +276,7 @@ void BootstrapImpl::io_loop() {
     for (int p = 0; p < nranks_; ++p) {
       int f = out_[p]->raw.load();
       if (f >= 0 && !back[p]) {
-        back[p] = std::make_unique<Incoming>();
+        back[p] = std::make_unique<Incoming>(Link::kWayBack, nranks_);
         back[p]->borrowed = f;
         back[p]->rank = p;
       }
@@ -373,14 +361,8 @@ void BootstrapImpl::io_accept(std::vector<std::unique_ptr<ServerHandshake>>& pen
 
 void BootstrapImpl::io_admit(ServerHandshake& hs, std::vector<std::unique_ptr<Incoming>>& links) {
   PeerHello h;
-  std::memcpy(&h, hs.announcement().data(), sizeof(h));
   std::string bad;
-  if (h.magic != kPeerMagic)
-    bad = "bad peer hello";
-  else if (h.nranks != nranks_)
-    bad = "peer says nranks=" + std::to_string(h.nranks);
-  else if (h.rank < 0 || h.rank >= nranks_ || h.rank == rank_)
-    bad = "peer claims rank " + std::to_string(h.rank);
+  parse_peer_hello(hs.announcement().data(), hs.announcement().size(), nranks_, rank_, &h, &bad);
   std::lock_guard<std::mutex> lk(mu_);
   if (bad.empty() && incoming_present_[h.rank])
     bad = "second link from rank " + std::to_string(h.rank);
@@ -388,7 +370,7 @@ void BootstrapImpl::io_admit(ServerHandshake& hs, std::vector<std::unique_ptr<In
     log_warn(Subsys::Bootstrap, "rank {}: rejected link from {}: {}", rank_, hs.peer().str(), bad);
     return;
   }
-  auto in = std::make_unique<Incoming>();
+  auto in = std::make_unique<Incoming>(Link::kPeer, nranks_);
   in->fd = hs.take_fd();
   in->rank = h.rank;
   incoming_present_[h.rank] = true;
@@ -406,56 +388,37 @@ void BootstrapImpl::io_link_closed(int peer, const std::string& why) {
 }
 
 bool BootstrapImpl::io_read(Incoming& in) {
+  const bool way_back = !in.fd.valid();
   for (int iter = 0; iter < 256; ++iter) {
-    uint8_t* dst;
-    size_t want;
-    if (in.hdr_have < sizeof(in.hdr)) {
-      dst = reinterpret_cast<uint8_t*>(&in.hdr) + in.hdr_have;
-      want = sizeof(in.hdr) - in.hdr_have;
-    } else {
-      // Grown as the bytes arrive (64 KiB at a time), never to the declared
-      // length up front.
-      want = std::min<size_t>(in.hdr.len - in.have, 64 * 1024);
-      if (in.payload.size() < in.have + want) in.payload.resize(in.have + want);
-      dst = in.payload.data() + in.have;
-    }
-    const bool way_back = !in.fd.valid();
-    ssize_t k = want ? ::recv(in.get(), dst, want, MSG_DONTWAIT) : 0;
-    if (want && k == 0) {
+    size_t want = 0;
+    uint8_t* dst = in.reader.buffer(&want);
+    ssize_t k = ::recv(in.get(), dst, want, MSG_DONTWAIT);
+    if (k == 0) {
       if (!way_back)
-        io_link_closed(in.rank, in.hdr_have || in.have ? "closed in the middle of a message"
-                                                       : "closed (process exited or aborted?)");
+        io_link_closed(in.rank, in.reader.mid_frame() ? "closed in the middle of a message"
+                                                      : "closed (process exited or aborted?)");
       return false;
     }
-    if (want && k < 0) {
+    if (k < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
       if (!way_back) io_link_closed(in.rank, std::string("socket error: ") + std::strerror(errno));
       return false;
     }
-    if (in.hdr_have < sizeof(in.hdr)) {
-      in.hdr_have += static_cast<size_t>(k);
-      if (in.hdr_have < sizeof(in.hdr)) continue;
-      const bool known = in.hdr.kind == kAbort ||
-                         (!way_back && (in.hdr.kind == kColl || in.hdr.kind == kP2p));
-      if (in.hdr.magic != kFrameMagic || !known ||
-          in.hdr.len > max_frame_bytes(in.hdr.kind, nranks_)) {
-        if (way_back) return false;
-        log_warn(Subsys::Bootstrap, "rank {}: corrupt frame from rank {}; dropping the link", rank_,
-                 in.rank);
-        io_link_closed(in.rank, "sent a corrupt frame");
-        return false;
-      }
-      in.payload.clear();
-      in.have = 0;
-    } else {
-      in.have += static_cast<size_t>(k);
+    const FrameReader::Status st = in.reader.advance(static_cast<size_t>(k));
+    if (st == FrameReader::Status::kMore) continue;
+    if (st == FrameReader::Status::kCorrupt) {
+      if (way_back) return false;
+      log_warn(Subsys::Bootstrap, "rank {}: corrupt frame from rank {}; dropping the link", rank_,
+               in.rank);
+      io_link_closed(in.rank, "sent a corrupt frame");
+      return false;
     }
-    if (in.have < in.hdr.len) continue;
-    in.payload.resize(in.have);
     // A whole frame.
-    if (in.hdr.kind == kAbort) {
-      std::string reason(in.payload.begin(), in.payload.end());
+    const uint32_t kind = in.reader.header().kind;
+    std::vector<uint8_t> payload = in.reader.take_payload();
+    if (kind == kAbort) {
+      std::string reason(payload.begin(), payload.end());
       log_warn(Subsys::Bootstrap, "rank {}: rank {} failed: {}", rank_, in.rank, reason);
       {
         std::lock_guard<std::mutex> lk(mu_);
@@ -465,19 +428,13 @@ bool BootstrapImpl::io_read(Incoming& in) {
           remote_.push_back(reason);
       }
       abort_internal(reason, true);
-      in.payload = {};
-      in.hdr_have = 0;
-      in.have = 0;
       continue;
     }
     {
       std::lock_guard<std::mutex> lk(mu_);
-      queues_[{in.rank, in.hdr.kind}].push_back(std::move(in.payload));
+      queues_[{in.rank, kind}].push_back(std::move(payload));
     }
     cv_.notify_all();
-    in.payload = {};
-    in.hdr_have = 0;
-    in.have = 0;
   }
   return true;
 }

@@ -48,6 +48,12 @@ UniqueIdData unpack_unique_id(const mycollUniqueId& id);  // throws InvalidArgum
 // thread that ends after the rendezvous or timeout_s.
 // Throws Error(SystemError) when the port cannot be bound.
 void start_root_listener(const UniqueIdData& id, int nranks, double timeout_s);
+// Waits (at most max_s) while the root of `secret` running in this process,
+// if any, sends its final failure report (timeout, or the root failed). A
+// rank whose init fails on that report waits, so that the root has told
+// every other rank before the call returns (and its caller, maybe, ends the
+// process and the root with it).
+void wait_for_local_root(const Secret& secret, double max_s);
 
 class Bootstrap {
  public:

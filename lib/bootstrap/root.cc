@@ -45,6 +45,25 @@ constexpr auto kStatusInterval = std::chrono::milliseconds(100);
 std::atomic<int> g_live_roots{0};
 std::atomic<bool> g_stop_roots{false};
 
+// Which roots of this process are running, by key (from their secret), and
+// whether each is sending its final failure report, so that a rank whose own
+// process hosts its root can wait for the root to finish telling the other
+// ranks before its failed init returns: the caller may end the process at
+// once, and the root would die with it, half told. Atomics only (see above);
+// a root beyond the last slot is not waited for.
+struct RootSlot {
+  std::atomic<uint64_t> key{0};  // 0: free
+  std::atomic<bool> ending{false};
+};
+constexpr int kRootSlots = 64;
+RootSlot g_root_slots[kRootSlots];
+
+uint64_t root_key(const Secret& secret) {
+  uint64_t k = 0;
+  std::memcpy(&k, secret.data(), sizeof(k));
+  return k ? k : 1;  // 0 marks a free slot
+}
+
 void stop_roots_at_exit() {
   g_stop_roots.store(true);
   for (int i = 0; i < 100 && g_live_roots.load(std::memory_order_acquire) > 0; ++i)
@@ -55,7 +74,10 @@ void register_exit_hook_once() {
   static const bool once = [] {
     // (Logging state is never destroyed, lib/base/log.cc: the hook may log.)
     std::atexit(stop_roots_at_exit);
-    pthread_atfork(nullptr, nullptr, [] { g_live_roots.store(0); });
+    pthread_atfork(nullptr, nullptr, [] {
+      g_live_roots.store(0);
+      for (auto& r : g_root_slots) r.key.store(0);
+    });
     return true;
   }();
   (void)once;
@@ -80,6 +102,9 @@ class Root {
         timeout_s_(timeout_s),
         deadline_(Deadline::after(timeout_s)),
         rejects_("root " + where_) {}
+
+  // Set while the root sends its final failure report (wait_for_local_root).
+  void set_ending_flag(std::atomic<bool>* ending) { ending_ = ending; }
 
   // Thread body. Never throws.
   void run() {
@@ -215,34 +240,15 @@ class Root {
 
   void admit(ServerHandshake& hs) {
     RankHello h;
-    std::memcpy(&h, hs.announcement().data(), sizeof(h));
-    if (h.magic != kHelloMagic || h.version != kIdVersion) {
-      reject(hs, mycollInvalidUsage, "bad hello (different mycoll version?)");
-      return;
-    }
-    if (h.nranks < 1 || h.nranks > kMaxRanks || h.rank < 0 || h.rank >= h.nranks) {
-      reject(hs, mycollInvalidUsage,
-             "bootstrap: rank " + std::to_string(h.rank) + " / nranks " + std::to_string(h.nranks) +
-                 " out of range");
-      return;
-    }
-    if (nranks_ > 0 && h.nranks != nranks_) {
-      reject(hs, mycollInvalidUsage,
-             "bootstrap: rank " + std::to_string(h.rank) +
-                 " says nranks=" + std::to_string(h.nranks) +
-                 " but the communicator has nranks=" + std::to_string(nranks_));
+    std::string why;
+    if (!parse_rank_hello(hs.announcement().data(), hs.announcement().size(), nranks_, &h, &why)) {
+      reject(hs, mycollInvalidUsage, why);
       return;
     }
     if (members_.count(h.rank)) {
       reject(hs, mycollInvalidUsage,
              "bootstrap: rank " + std::to_string(h.rank) + " joined twice (from " +
                  members_[h.rank].peer.str() + " and " + hs.peer().str() + ")");
-      return;
-    }
-    try {
-      SockAddr::from_bytes(h.addr);
-    } catch (const Error& e) {
-      reject(hs, mycollInvalidUsage, std::string("bootstrap: bad listener address: ") + e.what());
       return;
     }
     nranks_ = h.nranks;
@@ -289,6 +295,7 @@ class Root {
   }
 
   void fail_all(mycollResult_t code, const std::string& msg) {
+    if (ending_) ending_->store(true);
     ErrorHeader eh{static_cast<int32_t>(code), 0};
     std::vector<uint8_t> payload(reinterpret_cast<uint8_t*>(&eh),
                                  reinterpret_cast<uint8_t*>(&eh) + sizeof(eh));
@@ -328,20 +335,33 @@ class Root {
   bool had_member_ = false;
   bool status_dirty_ = false;
   net::RejectLog rejects_;
+  std::atomic<bool>* ending_ = nullptr;
 };
 
 void launch_root(Fd listen, SockAddr where, const Secret& secret, uint64_t tag, int nranks,
                  double timeout_s) {
   register_exit_hook_once();
   auto root = std::make_shared<Root>(std::move(listen), where, secret, tag, nranks, timeout_s);
+  RootSlot* slot = nullptr;
+  for (auto& r : g_root_slots) {
+    uint64_t free = 0;
+    if (r.key.compare_exchange_strong(free, root_key(secret))) {
+      r.ending.store(false);
+      slot = &r;
+      root->set_ending_flag(&r.ending);
+      break;
+    }
+  }
   g_live_roots.fetch_add(1);
   try {
-    std::thread([root]() mutable {
+    std::thread([root, slot]() mutable {
       root->run();
       root.reset();  // sockets closed before the count says "stopped"
+      if (slot) slot->key.store(0);
       g_live_roots.fetch_sub(1, std::memory_order_release);
     }).detach();
   } catch (...) {
+    if (slot) slot->key.store(0);
     g_live_roots.fetch_sub(1);
     throw;
   }
@@ -426,19 +446,15 @@ UniqueIdData unique_id_from_address(const std::string& host, int port) {
   return d;
 }
 
-UniqueIdData unpack_unique_id(const mycollUniqueId& id) {
-  UniqueIdData d;
-  std::memcpy(&d, id.internal, sizeof(d));
-  if (d.magic != kIdMagic || d.version != kIdVersion)
-    throw_error(mycollInvalidArgument,
-                "not a mycoll unique id (bad magic/version; was it made by mycollGetUniqueId "
-                "of this mycoll version?)");
-  try {
-    SockAddr::from_bytes(d.addr);
-  } catch (const Error& e) {
-    throw_error(mycollInvalidArgument, std::string("not a mycoll unique id: ") + e.what());
+void wait_for_local_root(const Secret& secret, double max_s) {
+  const uint64_t key = root_key(secret);
+  const auto until = Clock::now() + std::chrono::duration<double>(max_s);
+  for (;;) {
+    bool reporting = false;
+    for (auto& r : g_root_slots) reporting |= r.key.load() == key && r.ending.load();
+    if (!reporting || Clock::now() >= until) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  return d;
 }
 
 void start_root_listener(const UniqueIdData& id, int nranks, double timeout_s) {

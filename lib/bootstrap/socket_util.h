@@ -140,6 +140,15 @@ constexpr size_t kServerHelloBytes = 24;
 constexpr size_t kClientProofBytes = 52;
 constexpr size_t kServerProofBytes = 32;
 
+// Decoders of the handshake's messages (pure; tests/fuzz runs them on
+// arbitrary bytes). A ServerHello of the right magic and version: true, with
+// *nonce_s pointing at its nonce inside p.
+bool parse_server_hello(const uint8_t* p, size_t len, const uint8_t** nonce_s);
+// A ClientProof answering this server's nonce_s[16] for `role`.
+enum class ProofCheck { kOk, kGarbage, kWrongSecret };
+ProofCheck check_client_proof(const uint8_t* p, size_t len, const Secret& secret,
+                              const std::string& role, const uint8_t* nonce_s);
+
 // Server side of the handshake plus a fixed-size announcement from the client
 // (e.g. its rank), as a non-blocking state machine so one thread can serve
 // many half-open connections without a slow or hostile client stalling the

@@ -14,6 +14,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "bootstrap/socket_util.h"
 
@@ -105,6 +107,81 @@ constexpr uint64_t max_frame_bytes(uint32_t kind, int nranks) {
     default: return 0;
   }
 }
+
+// ---- Decoders. Everything the bootstrap reads from a socket goes through
+// these pure functions (no I/O, never trusting a length or an index before
+// it is checked); tests/fuzz/fuzz_wire.cc runs them on arbitrary bytes.
+
+// Which kinds of frame a link carries.
+enum class Link {
+  kFromRoot,  // root -> rank: kRootStatus, kRootTable, kRootError
+  kPeer,      // an incoming peer link: kColl, kP2p, kAbort
+  kWayBack,   // the way back of an outgoing peer link: kAbort only
+};
+
+// Whether h may arrive on `link` of a communicator of nranks ranks: the
+// frame magic, a kind that link carries, at most that kind's bound.
+bool frame_header_ok(const FrameHeader& h, Link link, int nranks);
+
+// Reassembles the frames of one link from its byte stream, cut wherever
+// recv() cuts it. The payload is grown as its bytes arrive (at most
+// kReadChunk at a time), never to the declared length up front. Usage:
+//   for (;;) { size_t max; uint8_t* p = r.buffer(&max); n = recv(fd, p, max);
+//              switch (r.advance(n)) { kFrame: use header()/take_payload(); ... } }
+class FrameReader {
+ public:
+  static constexpr size_t kReadChunk = 64 * 1024;
+  enum class Status { kMore, kFrame, kCorrupt };
+
+  FrameReader(Link link, int nranks) : link_(link), nranks_(nranks) {}
+
+  // Where the next bytes of the stream go, and at most how many (> 0).
+  uint8_t* buffer(size_t* max);
+  // n (1..max) bytes were written at buffer(). kFrame: a whole frame is
+  // here (header(), take_payload()); kCorrupt: the header broke the rules
+  // of frame_header_ok (the link must be dropped; the reader is spent).
+  Status advance(size_t n);
+  // The last frame (after kFrame).
+  const FrameHeader& header() const { return hdr_; }
+  // Hands over the last frame's payload (header().len bytes) and gets
+  // ready for the next frame.
+  std::vector<uint8_t> take_payload();
+  // Whether part of a frame has arrived (a close now cuts a message).
+  bool mid_frame() const { return hdr_have_ > 0 && !complete_; }
+
+ private:
+  Link link_;
+  int nranks_;
+  FrameHeader hdr_{};
+  size_t hdr_have_ = 0;
+  std::vector<uint8_t> payload_;
+  size_t have_ = 0;
+  bool complete_ = false;
+};
+
+// A frame from the root, decoded (Link::kFromRoot; the header passed
+// frame_header_ok).
+struct RootMessage {
+  enum class Kind { kStatus, kTable, kError, kMalformed };
+  Kind kind = Kind::kMalformed;
+  StatusMsg status{};                       // kStatus
+  mycollResult_t code = mycollRemoteError;  // kError: always a failure code
+  std::string text;                         // kError: the root's message
+  uint64_t tag = 0;                         // kTable
+  std::vector<net::SockAddr> table;         // kTable: nranks listener addresses
+  std::string why;                          // kMalformed: what is wrong
+};
+RootMessage parse_root_message(uint32_t kind, const uint8_t* payload, size_t len, int nranks);
+
+// A rank's hello to the root. root_nranks: the communicator's size, or -1
+// while the root does not know it. On failure returns false with the reason
+// the rank is told in *why.
+bool parse_rank_hello(const uint8_t* p, size_t len, int root_nranks, RankHello* out,
+                      std::string* why);
+// A peer's hello on a link to rank `self` of nranks. On failure returns
+// false with the reason in *why.
+bool parse_peer_hello(const uint8_t* p, size_t len, int nranks, int self, PeerHello* out,
+                      std::string* why);
 
 }  // namespace bswire
 }  // namespace mycoll

@@ -431,44 +431,24 @@ class Exec {
     const void* p = nullptr;
     const size_t len = c.peek_record(&p);
     if (len == 0) return false;
-    if (len < sizeof(MsgHeader))
-      throw_error(mycollRemoteError, where() + ": garbage from rank " + std::to_string(s.op->peer) +
-                                         " (a " + std::to_string(len) + "-byte record)");
-    std::memcpy(&s.got, p, sizeof(MsgHeader));
+    MsgRecord r;
+    const RecordError e = parse_msg_record(p, len, s.hdr, s.op->kind == OpKind::Recv, &r);
+    if (e != RecordError::kNone) throw_record_error(e, r, len, s.hdr, s.op->peer, where());
+    s.got = r.hdr;
     s.hdr_done = sizeof(MsgHeader);
-    check_header(s);  // s.got.bytes == s.bytes from here on
-    const size_t payload = len - sizeof(MsgHeader);
-    if (s.got.pad == kPayloadRemote) {
-      if (s.op->kind != OpKind::Recv || payload != sizeof(uint64_t))
-        throw_error(mycollRemoteError, where() + ": garbage from rank " +
-                                           std::to_string(s.op->peer) +
-                                           " (a remote-read message where it cannot be one)");
-      std::memcpy(&s.remote_addr, static_cast<const char*>(p) + sizeof(MsgHeader),
-                  sizeof(uint64_t));
+    if (r.payload == MsgRecord::Payload::kRemote) {
+      s.remote_addr = r.remote_addr;
       s.remote = true;
-      c.consume_record();
-      return true;
-    }
-    if (s.got.pad != kPayloadInlineOrStream)
-      throw_error(mycollRemoteError, where() + ": garbage from rank " + std::to_string(s.op->peer) +
-                                         " (unknown payload mode " + std::to_string(s.got.pad) +
-                                         ")");
-    if (payload == s.bytes) {
-      const char* data = static_cast<const char*>(p) + sizeof(MsgHeader);
-      if (payload > 0) {
+    } else if (r.payload == MsgRecord::Payload::kInline) {
+      if (s.bytes > 0) {
         if (s.op->kind == OpKind::Recv) {
-          std::memcpy(s.dst, data, payload);
+          std::memcpy(s.dst, r.data, s.bytes);
         } else {
           const Task& t = (*tasks_)[task_];
-          reduce_host(t.dtype, t.op, s.dst, s.src, data, payload / dtype_size(t.dtype));
+          reduce_host(t.dtype, t.op, s.dst, s.src, r.data, s.bytes / dtype_size(t.dtype));
         }
       }
       s.done = s.bytes;
-    } else if (payload != 0) {
-      throw_error(mycollRemoteError, where() + ": garbage from rank " + std::to_string(s.op->peer) +
-                                         " (a record with " + std::to_string(payload) +
-                                         " payload bytes for a message of " +
-                                         std::to_string(s.bytes) + ")");
     }
     c.consume_record();
     return true;

@@ -123,18 +123,13 @@ class FastRun {
     const size_t len = x.conn->peek_record(&p);
     if (len == 0) return false;
     const MsgHeader want = header(x);
-    MsgHeader got;
-    if (len < sizeof(got))
-      throw_error(mycollRemoteError, where() + ": garbage from rank " + std::to_string(x.peer) +
-                                         " (a " + std::to_string(len) + "-byte record)");
-    std::memcpy(&got, p, sizeof(got));
-    if (!header_matches(got, want)) throw_header_mismatch(got, want, x.peer, where());
-    if (len != sizeof(got) + x.bytes)  // the sender streams what fits a record: never here
-      throw_error(mycollRemoteError, where() + ": garbage from rank " + std::to_string(x.peer) +
-                                         " (a record of " + std::to_string(len) +
-                                         " bytes for a message of " + std::to_string(x.bytes) +
-                                         ")");
-    const char* data = static_cast<const char*>(p) + sizeof(got);
+    MsgRecord r;
+    RecordError e = parse_msg_record(p, len, want, false, &r);
+    // The sender streams only what does not fit a record: never here.
+    if (e == RecordError::kNone && r.payload != MsgRecord::Payload::kInline)
+      e = RecordError::kPayloadBytes;
+    if (e != RecordError::kNone) throw_record_error(e, r, len, want, x.peer, where());
+    const char* data = r.data;
     char* dst = at(x.buf, x.off);
     if (x.kind == OpKind::Recv)
       std::memcpy(dst, data, x.bytes);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "comm/comm.h"
 #include "engine/reduce.h"
@@ -68,6 +69,53 @@ void throw_header_mismatch(const MsgHeader& h, const MsgHeader& e, int peer,
                      : p2p ? ": sends and receives between this pair do not match"
                            : ": ranks must make the same calls with the same arguments";
   throw_error(mycollInvalidUsage, where + ": mismatch with " + from + ", which sent " + diff + hint);
+}
+
+RecordError parse_msg_record(const void* p, size_t len, const MsgHeader& want, bool remote_ok,
+                             MsgRecord* out) {
+  if (len < sizeof(MsgHeader)) return RecordError::kShort;
+  std::memcpy(&out->hdr, p, sizeof(MsgHeader));
+  if (!header_matches(out->hdr, want)) return RecordError::kMismatch;
+  // From here on out->hdr.bytes == want.bytes.
+  const size_t payload = len - sizeof(MsgHeader);
+  const char* after = static_cast<const char*>(p) + sizeof(MsgHeader);
+  if (out->hdr.pad == kPayloadRemote) {
+    if (!remote_ok || payload != sizeof(uint64_t)) return RecordError::kRemoteHere;
+    std::memcpy(&out->remote_addr, after, sizeof(uint64_t));
+    out->payload = MsgRecord::Payload::kRemote;
+    return RecordError::kNone;
+  }
+  if (out->hdr.pad != kPayloadInlineOrStream) return RecordError::kPayloadMode;
+  if (payload == want.bytes) {
+    out->payload = MsgRecord::Payload::kInline;
+    out->data = after;
+  } else if (payload == 0) {
+    out->payload = MsgRecord::Payload::kStreamed;
+  } else {
+    return RecordError::kPayloadBytes;
+  }
+  return RecordError::kNone;
+}
+
+void throw_record_error(RecordError e, const MsgRecord& got, size_t len, const MsgHeader& want,
+                        int peer, const std::string& where) {
+  const std::string garbage = where + ": garbage from rank " + std::to_string(peer);
+  switch (e) {
+    case RecordError::kMismatch: throw_header_mismatch(got.hdr, want, peer, where);
+    case RecordError::kShort:
+      throw_error(mycollRemoteError, garbage + " (a " + std::to_string(len) + "-byte record)");
+    case RecordError::kRemoteHere:
+      throw_error(mycollRemoteError, garbage + " (a remote-read message where it cannot be one)");
+    case RecordError::kPayloadMode:
+      throw_error(mycollRemoteError,
+                  garbage + " (unknown payload mode " + std::to_string(got.hdr.pad) + ")");
+    case RecordError::kPayloadBytes:
+    case RecordError::kNone: break;
+  }
+  throw_error(mycollRemoteError, garbage + " (a record with " +
+                                     std::to_string(len - std::min(len, sizeof(MsgHeader))) +
+                                     " payload bytes for a message of " +
+                                     std::to_string(want.bytes) + ")");
 }
 
 void backoff(unsigned idle_passes, bool crowded) {

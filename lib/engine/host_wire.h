@@ -76,6 +76,42 @@ inline bool header_matches(const MsgHeader& got, const MsgHeader& want) {
 [[noreturn]] void throw_header_mismatch(const MsgHeader& got, const MsgHeader& want, int peer,
                                         const std::string& where);
 
+// A header record as it arrived (connections with records), decoded by
+// parse_msg_record: the header and how the payload travels.
+struct MsgRecord {
+  enum class Payload : uint8_t {
+    kInline,    // inside the record: `data`, hdr.bytes of them (also for 0 bytes)
+    kStreamed,  // follows on the byte stream (the record is the header alone)
+    kRemote,    // left in the sender's memory at `remote_addr`
+  };
+  MsgHeader hdr;
+  Payload payload = Payload::kInline;
+  const char* data = nullptr;
+  uint64_t remote_addr = 0;
+};
+
+// What is wrong with a record.
+enum class RecordError : uint8_t {
+  kNone,
+  kShort,         // shorter than a header
+  kMismatch,      // a header other than the one expected (or bad magic)
+  kRemoteHere,    // a remote-read message where there cannot be one
+  kPayloadMode,   // an unknown MsgHeader::pad
+  kPayloadBytes,  // neither the whole payload nor none of it
+};
+
+// Decodes a record of len bytes at p that should carry the message `want`
+// (pure; no byte of p is trusted before it is checked; tests/fuzz runs it on
+// arbitrary bytes). remote_ok: this receive may take a remote-read message.
+// On kNone *out holds the record; otherwise out->hdr holds what could be read.
+RecordError parse_msg_record(const void* p, size_t len, const MsgHeader& want, bool remote_ok,
+                             MsgRecord* out);
+
+// Throws the error for a record parse_msg_record refused (RemoteError for
+// garbage, InvalidUsage for a mismatch, as throw_header_mismatch).
+[[noreturn]] void throw_record_error(RecordError e, const MsgRecord& got, size_t len,
+                                     const MsgHeader& want, int peer, const std::string& where);
+
 // The idle policy of both loops: pause for the first 64 idle passes, then
 // yield, then sleep 50 us per pass past 20000. `crowded` (more ranks on this
 // host than CPUs): yield from the second idle pass, since the peer being

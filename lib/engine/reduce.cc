@@ -42,6 +42,7 @@
 #include "engine/fp8.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -520,7 +521,10 @@ ReduceIsa best_isa() {
 #ifdef MYCOLL_HAVE_AVX2_PATH
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx2")) {
-    return __builtin_cpu_supports("f16c") ? ReduceIsa::Avx2F16c : ReduceIsa::Avx2;
+    // F16C: CPUID leaf 1, ECX bit 29 (clang 14's __builtin_cpu_supports has no "f16c").
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    const bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+    return f16c ? ReduceIsa::Avx2F16c : ReduceIsa::Avx2;
   }
 #endif
   return ReduceIsa::Baseline;

@@ -3,12 +3,17 @@
 // bound, its message names the dead rank (also when it only ever talked to
 // a live neighbour: the root cause travels), mycollGetLastError(comm) holds
 // it, and mycollCommAbort from a second thread then returns promptly.
-// Init cells: a rank that never arrives is named by every other rank.
+// Init cells: a rank that never arrives is named by every other rank, also
+// when the process that hosts the root ends as soon as its own init fails.
+#include <dirent.h>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -221,5 +226,61 @@ TEST_P(DeathAtInit, MissingRankIsNamed) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Host, DeathAtInit, ::testing::Values("shm", "socket", "ucx"));
+
+}  // namespace
+
+namespace {
+
+// Puts every thread of this process but the calling one (here: the root
+// thread mycollGetUniqueId started) under SCHED_IDLE and all of them on one
+// CPU, so that a thread the root wakes runs at once and the root only when
+// nothing else can: if init returned on the root's report without waiting
+// for the root, this process would end before the root told anyone else.
+void root_thread_yields() {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(std::max(0, sched_getcpu()), &one);
+  const pid_t self = static_cast<pid_t>(syscall(SYS_gettid));
+  DIR* d = opendir("/proc/self/task");
+  ASSERT_NE(d, nullptr);
+  while (dirent* e = readdir(d)) {
+    const pid_t tid = static_cast<pid_t>(std::atoi(e->d_name));
+    if (tid <= 0) continue;
+    sched_setaffinity(tid, sizeof(one), &one);
+    sched_param none{};
+    if (tid != self) sched_setscheduler(tid, SCHED_IDLE, &none);
+  }
+  closedir(d);
+}
+
+// The root runs in rank 0's process and ends with its timeout report; rank
+// 0 gets the report first (ranks are told in order) and its process ends at
+// once, as a launcher's does on a failed init. The others must still have
+// the report naming the missing rank, not a lost root: init on the root's
+// process returns only once the root has told every rank.
+TEST(DeathAtInitRootHost, ExitsAtOnceAndTheOthersStillNameTheMissingRank) {
+  constexpr int kMany = 6, kMissing = kMany - 1;
+  LaunchOptions opt;
+  opt.nranks = kMany;
+  opt.init_comm = false;
+  opt.env = {{"MYCOLL_TRANSPORT", "socket"}, {"MYCOLL_TIMEOUT", "2"}};
+  opt.timeout_s = 40;
+  auto res = run_ranks(opt, [&](mycollComm_t, int rank, int n, const mycollUniqueId& id) {
+    if (rank == kMissing) die(Fault::Kill);
+    if (rank == 0) root_thread_yields();
+    mycollComm_t comm = nullptr;
+    mycollResult_t r = mycollCommInitRank(&comm, n, id, rank);
+    if (rank == 0) _exit(r == mycollSuccess ? 3 : 0);  // at once: no at-exit hooks
+    const std::string why = mycollGetLastError(nullptr);
+    check(r == mycollTimeout, std::string("init times out, got ") + mycollGetErrorString(r));
+    check(why.find("missing ranks: " + std::to_string(kMissing)) != std::string::npos,
+          "names rank " + std::to_string(kMissing) + ": " + why);
+    return 0;
+  });
+  for (int r = 0; r < kMissing; ++r) {
+    EXPECT_EQ(res[r].exit_code, 0) << "rank " << r;
+    EXPECT_FALSE(res[r].timed_out) << "rank " << r;
+  }
+}
 
 }  // namespace

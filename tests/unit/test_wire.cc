@@ -1,0 +1,383 @@
+// The decoders of network bytes (bootstrap/wire.h, the handshake's, the host
+// engine's header records): valid input, and each rule that refuses input.
+// Also replays the wire fuzz target's committed corpus (tests/fuzz).
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "bootstrap/wire.h"
+#include "base/error.h"
+#include "engine/host_wire.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
+
+namespace mycoll {
+namespace {
+
+using namespace bswire;
+using Bytes = std::vector<uint8_t>;
+
+template <typename T>
+void put(Bytes& b, const T& v) {
+  const auto* p = reinterpret_cast<const uint8_t*>(&v);
+  b.insert(b.end(), p, p + sizeof(v));
+}
+
+Bytes frame(uint32_t kind, const Bytes& payload, uint32_t magic = kFrameMagic) {
+  Bytes b;
+  put(b, FrameHeader{magic, kind, payload.size()});
+  b.insert(b.end(), payload.begin(), payload.end());
+  return b;
+}
+
+Bytes v4_addr(int port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  Bytes b(net::kAddrBytes, 0);
+  std::memcpy(b.data(), &a, sizeof(a));
+  return b;
+}
+
+// Feeds bytes to r in pieces of `piece`; returns the frames' payloads, or
+// stops at kCorrupt (*corrupt = true).
+std::vector<Bytes> feed(FrameReader& r, const Bytes& s, size_t piece, bool* corrupt) {
+  std::vector<Bytes> out;
+  *corrupt = false;
+  for (size_t at = 0; at < s.size();) {
+    size_t max = 0;
+    uint8_t* dst = r.buffer(&max);
+    const size_t k = std::min({max, piece, s.size() - at});
+    std::memcpy(dst, s.data() + at, k);
+    at += k;
+    FrameReader::Status st = r.advance(k);
+    if (st == FrameReader::Status::kCorrupt) {
+      *corrupt = true;
+      break;
+    }
+    if (st == FrameReader::Status::kFrame) out.push_back(r.take_payload());
+  }
+  return out;
+}
+
+TEST(WireFrames, ReassembledWhereverTheStreamIsCut) {
+  Bytes s = frame(kColl, {});
+  for (const Bytes& f :
+       {frame(kP2p, {1, 2, 3}), frame(kAbort, {'x'}), frame(kColl, Bytes(70000, 9))})
+    s.insert(s.end(), f.begin(), f.end());
+  for (size_t piece : {size_t{1}, size_t{5}, size_t{16}, size_t{4096}, s.size()}) {
+    FrameReader r(Link::kPeer, 4);
+    bool corrupt = false;
+    std::vector<Bytes> got = feed(r, s, piece, &corrupt);
+    EXPECT_FALSE(corrupt);
+    ASSERT_EQ(got.size(), 4u) << "piece " << piece;
+    EXPECT_TRUE(got[0].empty());
+    EXPECT_EQ(got[1], (Bytes{1, 2, 3}));
+    EXPECT_EQ(got[3], Bytes(70000, 9));
+    EXPECT_FALSE(r.mid_frame());
+  }
+}
+
+TEST(WireFrames, MidFrameWhileAFrameIsIncomplete) {
+  FrameReader r(Link::kPeer, 2);
+  Bytes s = frame(kP2p, {1, 2, 3, 4});
+  bool corrupt = false;
+  EXPECT_TRUE(feed(r, Bytes(s.begin(), s.begin() + 3), 3, &corrupt).empty());
+  EXPECT_TRUE(r.mid_frame());
+  EXPECT_EQ(feed(r, Bytes(s.begin() + 3, s.end()), 64, &corrupt).size(), 1u);
+  EXPECT_FALSE(r.mid_frame());
+}
+
+TEST(WireFrames, PayloadGrowsWithItsBytesNotWithTheDeclaredLength) {
+  // A peer declares the largest kColl frame (4 GiB) and sends 10 bytes.
+  FrameReader r(Link::kPeer, 2);
+  Bytes s;
+  put(s, FrameHeader{kFrameMagic, kColl, kMaxFrameBytes});
+  s.insert(s.end(), 10, 0);
+  bool corrupt = false;
+  EXPECT_TRUE(feed(r, s, 64, &corrupt).empty());
+  EXPECT_FALSE(corrupt);
+  size_t max = 0;
+  r.buffer(&max);
+  EXPECT_EQ(max, FrameReader::kReadChunk);
+}
+
+TEST(WireFrames, EachLinkCarriesOnlyItsKindsWithinTheirBounds) {
+  struct Case {
+    Link link;
+    uint32_t kind;
+    uint64_t len;
+    uint32_t magic;
+    bool ok;
+  };
+  const int n = 3;
+  const uint64_t table = sizeof(TableHeader) + n * net::kAddrBytes;
+  for (const Case& c : std::vector<Case>{
+           {Link::kPeer, kColl, 100, kFrameMagic, true},
+           {Link::kPeer, kP2p, kMaxFrameBytes, kFrameMagic, true},
+           {Link::kPeer, kP2p, kMaxFrameBytes + 1, kFrameMagic, false},
+           {Link::kPeer, kAbort, kMaxTextBytes, kFrameMagic, true},
+           {Link::kPeer, kAbort, kMaxTextBytes + 1, kFrameMagic, false},
+           {Link::kPeer, kRootTable, 0, kFrameMagic, false},
+           {Link::kPeer, kColl, 0, kFrameMagic + 1, false},
+           {Link::kPeer, 999, 0, kFrameMagic, false},
+           {Link::kWayBack, kAbort, 10, kFrameMagic, true},
+           {Link::kWayBack, kColl, 0, kFrameMagic, false},
+           {Link::kFromRoot, kRootStatus, sizeof(StatusMsg), kFrameMagic, true},
+           {Link::kFromRoot, kRootStatus, sizeof(StatusMsg) + 1, kFrameMagic, false},
+           {Link::kFromRoot, kRootTable, table, kFrameMagic, true},
+           {Link::kFromRoot, kRootTable, table + 1, kFrameMagic, false},
+           {Link::kFromRoot, kRootError, sizeof(ErrorHeader) + kMaxTextBytes, kFrameMagic, true},
+           {Link::kFromRoot, kAbort, 0, kFrameMagic, false},
+           {Link::kFromRoot, kColl, 0, kFrameMagic, false},
+       }) {
+    EXPECT_EQ(frame_header_ok(FrameHeader{c.magic, c.kind, c.len}, c.link, n), c.ok)
+        << "link " << static_cast<int>(c.link) << " kind " << c.kind << " len " << c.len;
+    FrameReader r(c.link, n);
+    bool corrupt = false;
+    Bytes s;
+    put(s, FrameHeader{c.magic, c.kind, c.len});
+    feed(r, s, 16, &corrupt);
+    EXPECT_EQ(corrupt, !c.ok);
+  }
+}
+
+Bytes table_payload(uint64_t tag, int32_t declared, int entries, int family = AF_INET) {
+  Bytes p;
+  put(p, TableHeader{tag, declared, 0});
+  for (int r = 0; r < entries; ++r) {
+    Bytes a = v4_addr(5000 + r);
+    reinterpret_cast<sockaddr_in*>(a.data())->sin_family = static_cast<sa_family_t>(family);
+    p.insert(p.end(), a.begin(), a.end());
+  }
+  return p;
+}
+
+TEST(WireRoot, Table) {
+  Bytes p = table_payload(77, 3, 3);
+  RootMessage m = parse_root_message(kRootTable, p.data(), p.size(), 3);
+  ASSERT_EQ(m.kind, RootMessage::Kind::kTable) << m.why;
+  EXPECT_EQ(m.tag, 77u);
+  ASSERT_EQ(m.table.size(), 3u);
+  EXPECT_EQ(m.table[2].str(), "127.0.0.1:5002");
+  for (const Bytes& bad : {table_payload(77, 4, 3), table_payload(77, 3, 2),
+                           table_payload(77, 3, 3, 12345), Bytes(3, 0)}) {
+    m = parse_root_message(kRootTable, bad.data(), bad.size(), 3);
+    EXPECT_EQ(m.kind, RootMessage::Kind::kMalformed);
+    EXPECT_NE(m.why, "");
+    EXPECT_TRUE(m.table.empty());
+  }
+}
+
+TEST(WireRoot, ErrorCodeOutsideTheEnumIsARemoteError) {
+  for (int32_t code : {int32_t{mycollTimeout}, int32_t{0}, int32_t{-1}, int32_t{mycollNumResults},
+                       int32_t{0x7fffffff}}) {
+    Bytes p;
+    put(p, ErrorHeader{code, 0});
+    p.push_back('!');
+    RootMessage m = parse_root_message(kRootError, p.data(), p.size(), 3);
+    ASSERT_EQ(m.kind, RootMessage::Kind::kError);
+    EXPECT_EQ(m.code, code == mycollTimeout ? mycollTimeout : mycollRemoteError) << code;
+    EXPECT_EQ(m.text, "!");
+  }
+  Bytes tiny(4, 0);
+  EXPECT_EQ(parse_root_message(kRootError, tiny.data(), tiny.size(), 3).kind,
+            RootMessage::Kind::kMalformed);
+}
+
+TEST(WireRoot, StatusAndUnknownKinds) {
+  Bytes p;
+  put(p, StatusMsg{2, 3});
+  RootMessage m = parse_root_message(kRootStatus, p.data(), p.size(), 3);
+  ASSERT_EQ(m.kind, RootMessage::Kind::kStatus);
+  EXPECT_EQ(m.status.arrived, 2);
+  EXPECT_EQ(parse_root_message(kRootStatus, p.data(), p.size() - 1, 3).kind,
+            RootMessage::Kind::kMalformed);
+  EXPECT_EQ(parse_root_message(kColl, p.data(), p.size(), 3).kind, RootMessage::Kind::kMalformed);
+}
+
+RankHello rank_hello(int rank, int nranks) {
+  RankHello h{};
+  h.magic = kHelloMagic;
+  h.version = kIdVersion;
+  h.rank = rank;
+  h.nranks = nranks;
+  Bytes a = v4_addr(6000);
+  std::memcpy(h.addr, a.data(), sizeof(h.addr));
+  return h;
+}
+
+bool rank_hello_ok(const RankHello& h, int root_nranks, std::string* why) {
+  RankHello out;
+  return parse_rank_hello(reinterpret_cast<const uint8_t*>(&h), sizeof(h), root_nranks, &out, why);
+}
+
+TEST(WireHello, RankHello) {
+  std::string why;
+  EXPECT_TRUE(rank_hello_ok(rank_hello(1, 3), -1, &why)) << why;
+  EXPECT_TRUE(rank_hello_ok(rank_hello(1, 3), 3, &why)) << why;
+  RankHello h = rank_hello(1, 3);
+  h.version = 9;
+  EXPECT_FALSE(rank_hello_ok(h, 3, &why));
+  EXPECT_NE(why.find("different mycoll version"), std::string::npos);
+  EXPECT_FALSE(rank_hello_ok(rank_hello(3, 3), 3, &why));
+  EXPECT_FALSE(rank_hello_ok(rank_hello(-1, 3), 3, &why));
+  EXPECT_FALSE(rank_hello_ok(rank_hello(0, kMaxRanks + 1), -1, &why));
+  EXPECT_FALSE(rank_hello_ok(rank_hello(1, 4), 3, &why));
+  EXPECT_NE(why.find("nranks=4"), std::string::npos) << why;
+  h = rank_hello(1, 3);
+  h.addr[0] = h.addr[1] = 0x77;  // family neither IPv4 nor IPv6
+  EXPECT_FALSE(rank_hello_ok(h, 3, &why));
+  EXPECT_NE(why.find("listener address"), std::string::npos) << why;
+  RankHello out;
+  EXPECT_FALSE(
+      parse_rank_hello(reinterpret_cast<const uint8_t*>(&h), sizeof(h) - 1, 3, &out, &why));
+}
+
+TEST(WireHello, PeerHello) {
+  auto ok = [](PeerHello h, int nranks, int self, std::string* why) {
+    PeerHello out;
+    return parse_peer_hello(reinterpret_cast<const uint8_t*>(&h), sizeof(h), nranks, self, &out,
+                            why);
+  };
+  std::string why;
+  EXPECT_TRUE(ok(PeerHello{kPeerMagic, 1, 3, 0}, 3, 0, &why)) << why;
+  EXPECT_FALSE(ok(PeerHello{kPeerMagic, 0, 3, 0}, 3, 0, &why));  // claims to be self
+  EXPECT_FALSE(ok(PeerHello{kPeerMagic, 3, 3, 0}, 3, 0, &why));
+  EXPECT_FALSE(ok(PeerHello{kPeerMagic, 1, 4, 0}, 3, 0, &why));
+  EXPECT_FALSE(ok(PeerHello{kHelloMagic, 1, 3, 0}, 3, 0, &why));
+}
+
+TEST(WireAuth, ServerHelloAndClientProof) {
+  Bytes hello;
+  put(hello, uint32_t{0x4155594d});
+  put(hello, uint32_t{1});
+  hello.insert(hello.end(), 16, 3);
+  const uint8_t* nonce = nullptr;
+  EXPECT_TRUE(net::parse_server_hello(hello.data(), hello.size(), &nonce));
+  EXPECT_EQ(nonce, hello.data() + 8);
+  hello[4] = 2;  // version
+  EXPECT_FALSE(net::parse_server_hello(hello.data(), hello.size(), &nonce));
+  EXPECT_FALSE(net::parse_server_hello(hello.data(), hello.size() - 1, &nonce));
+
+  Secret secret;
+  secret.fill(1);
+  uint8_t nonce_s[16] = {};
+  Bytes proof;
+  put(proof, uint32_t{0x5055594d});
+  proof.insert(proof.end(), 48, 0);
+  EXPECT_EQ(net::check_client_proof(proof.data(), proof.size(), secret, "r", nonce_s),
+            net::ProofCheck::kWrongSecret);
+  proof[0] ^= 1;
+  EXPECT_EQ(net::check_client_proof(proof.data(), proof.size(), secret, "r", nonce_s),
+            net::ProofCheck::kGarbage);
+  EXPECT_EQ(net::check_client_proof(proof.data(), 3, secret, "r", nonce_s),
+            net::ProofCheck::kGarbage);
+}
+
+TEST(WireUniqueId, GarbageIsAnInvalidArgument) {
+  mycollUniqueId id;
+  std::memset(&id, 0x41, sizeof(id));
+  try {
+    unpack_unique_id(id);
+    FAIL() << "accepted garbage";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), mycollInvalidArgument);
+  }
+}
+
+// ---- host engine header records
+
+MsgHeader want_header() {
+  return collective_header(Coll::AllReduce, mycollFloat32, mycollSum, 0, 4, 16, 5);
+}
+
+Bytes record(const MsgHeader& h, const Bytes& payload) {
+  Bytes b;
+  put(b, h);
+  b.insert(b.end(), payload.begin(), payload.end());
+  return b;
+}
+
+TEST(WireRecord, InlineStreamedRemote) {
+  const MsgHeader want = want_header();
+  MsgRecord r;
+  Bytes b = record(want, Bytes(16, 1));
+  ASSERT_EQ(parse_msg_record(b.data(), b.size(), want, false, &r), RecordError::kNone);
+  EXPECT_EQ(r.payload, MsgRecord::Payload::kInline);
+  EXPECT_EQ(r.data, reinterpret_cast<const char*>(b.data()) + sizeof(MsgHeader));
+  b = record(want, {});
+  ASSERT_EQ(parse_msg_record(b.data(), b.size(), want, false, &r), RecordError::kNone);
+  EXPECT_EQ(r.payload, MsgRecord::Payload::kStreamed);
+  MsgHeader h = want;
+  h.pad = kPayloadRemote;
+  Bytes addr;
+  put(addr, uint64_t{0x1000});
+  b = record(h, addr);
+  ASSERT_EQ(parse_msg_record(b.data(), b.size(), want, true, &r), RecordError::kNone);
+  EXPECT_EQ(r.payload, MsgRecord::Payload::kRemote);
+  EXPECT_EQ(r.remote_addr, 0x1000u);
+  EXPECT_EQ(parse_msg_record(b.data(), b.size(), want, false, &r), RecordError::kRemoteHere);
+}
+
+TEST(WireRecord, Refused) {
+  const MsgHeader want = want_header();
+  MsgRecord r;
+  Bytes b = record(want, Bytes(15, 1));
+  EXPECT_EQ(parse_msg_record(b.data(), b.size(), want, false, &r), RecordError::kPayloadBytes);
+  EXPECT_EQ(parse_msg_record(b.data(), sizeof(MsgHeader) - 1, want, false, &r),
+            RecordError::kShort);
+  MsgHeader h = want;
+  h.pad = 7;
+  b = record(h, {});
+  EXPECT_EQ(parse_msg_record(b.data(), b.size(), want, false, &r), RecordError::kPayloadMode);
+  h = want;
+  h.op = mycollMax;
+  b = record(h, {});
+  ASSERT_EQ(parse_msg_record(b.data(), b.size(), want, false, &r), RecordError::kMismatch);
+  try {
+    throw_record_error(RecordError::kMismatch, r, b.size(), want, 1, "allreduce on rank 0");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), mycollInvalidUsage);
+    EXPECT_NE(std::string(e.what()).find("op max (this rank: sum)"), std::string::npos) << e.what();
+  }
+  try {
+    throw_record_error(RecordError::kPayloadBytes, r, sizeof(MsgHeader) + 15, want, 1, "x");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), mycollRemoteError);
+    EXPECT_NE(std::string(e.what()).find("15 payload bytes for a message of 16"), std::string::npos)
+        << e.what();
+  }
+}
+
+// ---- the fuzz target's corpus
+
+TEST(WireFuzzCorpus, EveryCommittedInputRunsClean) {
+  const std::string dir = std::string(MYCOLL_SOURCE_DIR) + "/tests/fuzz/corpus/wire";
+  DIR* d = opendir(dir.c_str());
+  ASSERT_NE(d, nullptr) << dir;
+  int n = 0;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream f(dir + "/" + e->d_name, std::ios::binary);
+    Bytes b((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    SCOPED_TRACE(e->d_name);
+    EXPECT_EQ(LLVMFuzzerTestOneInput(b.data(), b.size()), 0);
+    ++n;
+  }
+  closedir(d);
+  EXPECT_GE(n, 10);
+}
+
+}  // namespace
+}  // namespace mycoll
