@@ -43,8 +43,11 @@
 // Data layout: channel c owns a contiguous range of the message (all-reduce)
 // or of every block (all-gather, reduce-scatter), 16-byte aligned; all-reduce
 // cuts its range into loops of n chunks of at most half a FIFO. Slots move
-// in batches (kernels/prims/fifo.cuh), each slot through one vec_move
-// (kernels/prims/vec.cuh) with the primitive's mode bits.
+// in batches (kernels/prims/fifo.cuh); the slots of a batch that lie back to
+// back in both FIFOs (all of them unless one wraps) are one span of the
+// message, moved by one vec_move (kernels/prims/vec.cuh) with the
+// primitive's mode bits. (One vec_move per 64 KiB slot instead cost 3-4 %
+// of busbw at 32-128 MiB; docs/performance.md, "Device layer".)
 //
 // In place: a thread that writes an output element has read the input
 // elements it needs at that position itself (the same primitive), and every
@@ -118,11 +121,13 @@ __device__ bool prim(const Chan& c, FifoShared& sh, int mode, const char* loc, c
     if (!batch_begin(c, sh, (mode & kS) ? total - done : 0, (mode & kR) ? total - done : 0, true))
       return false;
     const uint64_t n = (mode & kS) ? sh.ns : sh.nr;
-    for (uint64_t j = 0; j < n; ++j) {
+    for (uint64_t j = 0; j < n;) {
+      const uint64_t run = c.back_to_back(sh, j, n, mode & kR, mode & kS);
       const uint64_t off = (done + j) * c.sb;
-      const uint64_t len = bytes - off < c.sb ? bytes - off : c.sb;
+      const uint64_t len = bytes - off < run * c.sb ? bytes - off : run * c.sb;
       move_slot<T, OP, kReduce>(mode, c.in_slot(sh, j), loc ? loc + off : nullptr, c.out_slot(sh, j),
                                 dst ? dst + off : nullptr, len, avg_n);
+      j += run;
     }
     batch_end(c, sh, (mode & kS) ? n : 0, (mode & kR) ? n : 0);
     done += n;

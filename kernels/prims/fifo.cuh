@@ -59,6 +59,17 @@ struct Chan {
   __device__ char* out_slot(const FifoShared& sh, uint64_t j) const {
     return send_data + ((sh.sent + j) % ns) * sb;
   }
+  // Of a batch's slots j..n-1, how many from j lie back to back in the
+  // FIFOs a primitive reads (recv) and writes (send): all of them unless a
+  // FIFO wraps first. Consecutive slots carry consecutive bytes of the
+  // message, so those slots move as one span (long loops, one call).
+  __device__ uint64_t back_to_back(const FifoShared& sh, uint64_t j, uint64_t n, bool recv,
+                                   bool send) const {
+    uint64_t run = n - j;
+    if (recv && ns - (sh.recvd + j) % ns < run) run = ns - (sh.recvd + j) % ns;
+    if (send && ns - (sh.sent + j) % ns < run) run = ns - (sh.sent + j) % ns;
+    return run;
+  }
 };
 
 __device__ __forceinline__ Chan make_chan(const DevComm& cm, int to, int from, int ch) {

@@ -58,7 +58,9 @@ for setting in "${settings[@]}"; do
     { echo "FAILED (see $out/$name-$k.txt)"; rc=1; }
   # Tag every row with its setting (JSON string: backslashes and quotes escaped).
   tag=$(printf '%s' "${setting:-defaults}" | sed 's/\\/\\\\/g; s/"/\\"/g')
-  [ -f "$rows" ] && sed "s/}\$/,\"setting\":\"$tag\"}/" "$rows" >> "$out/$name.jsonl" && rm -f "$rows"
+  # (awk, not sed: a setting may hold '/', '&' or '|', as a PERF path does)
+  [ -f "$rows" ] && TAG=$tag awk '{ sub(/}$/, ""); print $0 ",\"setting\":\"" ENVIRON["TAG"] "\"}" }' \
+    "$rows" >> "$out/$name.jsonl" && rm -f "$rows"
 done
 if command -v python3 > /dev/null; then
   python3 tools/mycoll-perf/plot.py --text "$out/$name.jsonl" || rc=1

@@ -738,9 +738,10 @@ namespace {
 // ring algorithm; MYCOLL_GPU_RING_BYTES=1 sends every non-empty message
 // through it): the whole matrix, whose other collectives (broadcast, reduce,
 // point-to-point) run the plan kernel over the same FIFOs in between, so the
-// shared counters are exercised too; then the quick matrix with 4 slots of
-// 4112 bytes per FIFO (slot lengths that are no power of two, FIFO wrap
-// every few slots, senders waiting for room all the time).
+// shared counters are exercised too; then the quick matrix with 8 slots of
+// 4112 bytes per FIFO (slot lengths that are no power of two, batches of 2
+// slots moved as one span or cut where the FIFO wraps, a wrap every few
+// slots, senders waiting for room all the time).
 int ring_full(mycollComm_t comm, const MemOps& mem) { return matrix(comm, "ring", mem, false); }
 int ring_quick(mycollComm_t comm, const MemOps& mem) { return matrix(comm, "ring", mem, true); }
 
@@ -760,7 +761,7 @@ TEST_P(GpuRingKernel, SmallFifosWrap) {
                     {{"MYCOLL_ALGO", "ring"},
                      {"MYCOLL_GPU_RING_BYTES", "1"},
                      {"MYCOLL_GPU_SLOT_BYTES", "4112"},
-                     {"MYCOLL_GPU_SLOTS", "4"}},
+                     {"MYCOLL_GPU_SLOTS", "8"}},
                     ring_quick),
             "");
 }
