@@ -114,6 +114,7 @@ ServerHandshake::State ServerHandshake::on_readable() {
       ssize_t s = ::send(fd_.get(), mine.data(), mine.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       if (s != static_cast<ssize_t>(mine.size()))
         return fail("closed before the server proof could be sent", false);
+      session_ = proof_mac(secret_, role_, "session", nonce_s_, nonce_c);
       authed_ = true;
       have_ = 0;
     }
@@ -144,7 +145,8 @@ bool authenticate_server(int fd, const Secret& secret, const char* role_tag, dou
   return st == ServerHandshake::State::kDone;
 }
 
-bool authenticate_client(int fd, const Secret& secret, const char* role_tag, double timeout_s) {
+bool authenticate_client(int fd, const Secret& secret, const char* role_tag, double timeout_s,
+                         SessionKey* key) {
   try {
     Deadline d = Deadline::after(timeout_s);
     uint8_t hello[kServerHelloBytes];
@@ -163,7 +165,9 @@ bool authenticate_client(int fd, const Secret& secret, const char* role_tag, dou
     uint8_t server_proof[kServerProofBytes];
     if (recv_all(fd, server_proof, sizeof(server_proof), d) != IoStatus::kOk) return false;
     Mac expect = proof_mac(secret, role, "server", nonce_s, nonce_c);
-    return equal_const_time(expect.data(), server_proof, 32);
+    if (!equal_const_time(expect.data(), server_proof, 32)) return false;
+    if (key) *key = proof_mac(secret, role, "session", nonce_s, nonce_c);
+    return true;
   } catch (...) {
     return false;  // e.g. no randomness: the contract is "never throws"
   }

@@ -27,10 +27,10 @@
 #include <mutex>
 #include <thread>
 
-#include "bootstrap/admission.h"
-#include "bootstrap/wire.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "bootstrap/admission.h"
+#include "bootstrap/wire.h"
 
 namespace mycoll {
 
@@ -78,18 +78,24 @@ class BootstrapImpl final : public Bootstrap {
   struct Outgoing {
     std::mutex mu;             // serializes connect and whole frames
     Fd fd;                     // guarded by mu
+    bswire::FrameMac mac;      // this direction's tags; guarded by mu
+    net::SessionKey key{};     // written once, before raw (the way back's reader)
     std::atomic<int> raw{-1};  // fd for shutdown() from abort without mu
   };
   // A link being read by the I/O thread: an incoming link (owned), or the
   // way back of an outgoing one (borrowed fd; only kAbort travels there).
   struct Incoming {
-    Incoming(Link link, int nranks) : reader(link, nranks) {}
+    // in: the tags of what arrives (its count past the hello); back: of
+    // what this side sends the other way (kAbort reports).
+    Incoming(Link link, int nranks, FrameMac in, FrameMac back)
+        : reader(link, nranks, in), back_mac(back) {}
     Fd fd;
     int borrowed = -1;
     int get() const { return fd.valid() ? fd.get() : borrowed; }
     int rank = -1;
     bool ended = false;  // read side over; kept to send reports back
     FrameReader reader;
+    FrameMac back_mac;  // used by the I/O thread only
   };
 
   void join_root(const Deadline& d);
@@ -144,8 +150,8 @@ class BootstrapImpl final : public Bootstrap {
   std::map<std::pair<int, uint32_t>, std::deque<std::vector<uint8_t>>> queues_;
   std::vector<std::string> closed_;  // why peer's incoming link ended ("" = not ended)
   std::vector<bool> incoming_present_;
-  std::string failed_;  // non-empty: unusable, with the root cause
-  std::vector<std::string> remote_;  // failure reports received from peers
+  std::string failed_;                  // non-empty: unusable, with the root cause
+  std::vector<std::string> remote_;     // failure reports received from peers
   std::vector<std::string> tell_back_;  // reports the I/O thread sends up incoming links
   bool own_told_ = false;               // this rank's own report went out
   std::string own_;                     // ... and what it said (echoes are not news)
@@ -181,7 +187,8 @@ void BootstrapImpl::join_root(const Deadline& d) {
   const SockAddr root = SockAddr::from_bytes(id_.addr);
   const std::string me = "bootstrap rank " + std::to_string(rank_);
   Fd fd = net::connect_to(root, d, me + ": root", true, &aborted_);
-  if (!net::authenticate_client(fd.get(), id_.secret, kRoleRoot, d.seconds_left()))
+  net::SessionKey key;
+  if (!net::authenticate_client(fd.get(), id_.secret, kRoleRoot, d.seconds_left(), &key))
     throw_error(mycollInvalidUsage,
                 me + ": authentication with root " + root.str() +
                     " failed (unique id from another mycollGetUniqueId, different MYCOLL_SECRET, "
@@ -193,8 +200,10 @@ void BootstrapImpl::join_root(const Deadline& d) {
   h.rank = rank_;
   h.nranks = nranks_;
   my_addr_.to_bytes(h.addr);
+  FrameMac out(key, Dir::kFromClient), in(key, Dir::kFromServer);
+  const std::vector<uint8_t> hello = seal_hello(out, h);
   int err = 0;
-  IoStatus st = net::send_all(fd.get(), &h, sizeof(h), d, &err, &aborted_);
+  IoStatus st = net::send_all(fd.get(), hello.data(), hello.size(), d, &err, &aborted_);
   if (st != IoStatus::kOk)
     throw_error(mycollRemoteError,
                 me + ": cannot register with root " + root.str() + ": " + io_status_text(st, err));
@@ -223,10 +232,16 @@ void BootstrapImpl::join_root(const Deadline& d) {
                                          std::to_string(fh.kind) + ", " + std::to_string(fh.len) +
                                          " bytes)");
     std::vector<uint8_t> p(fh.len);
+    Tag tag;
     st = net::recv_all(fd.get(), p.data(), p.size(), dw, &err, &aborted_);
+    if (st == IoStatus::kOk)
+      st = net::recv_all(fd.get(), tag.data(), tag.size(), dw, &err, &aborted_);
     if (st != IoStatus::kOk)
       throw_error(st == IoStatus::kTimeout ? mycollTimeout : mycollRemoteError,
                   me + ": reading from root " + root.str() + ": " + io_status_text(st, err));
+    if (!in.check(tag.data(), &fh, sizeof(fh), p.data(), p.size()))
+      throw_error(mycollRemoteError, me + ": a frame from root " + root.str() +
+                                         " failed authentication (changed or injected on the way)");
     RootMessage m = parse_root_message(fh.kind, p.data(), p.size(), nranks_);
     switch (m.kind) {
       case RootMessage::Kind::kStatus:  // ranks that gave up count as arrived
@@ -265,18 +280,18 @@ void BootstrapImpl::io_loop() {
       std::lock_guard<std::mutex> lk(mu_);
       tell.swap(tell_back_);
     }
-    for (const std::string& why : tell) {
-      FrameHeader fh{kFrameMagic, kAbort, why.size()};
-      std::vector<uint8_t> frame(reinterpret_cast<uint8_t*>(&fh),
-                                 reinterpret_cast<uint8_t*>(&fh) + sizeof(fh));
-      frame.insert(frame.end(), why.begin(), why.end());
-      for (auto& in : links)
+    for (const std::string& why : tell)
+      for (auto& in : links) {
+        const std::vector<uint8_t> frame = seal_frame(in->back_mac, kAbort, why.data(), why.size());
         (void)!::send(in->get(), frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    }
+      }
     for (int p = 0; p < nranks_; ++p) {
       int f = out_[p]->raw.load();
       if (f >= 0 && !back[p]) {
-        back[p] = std::make_unique<Incoming>(Link::kWayBack, nranks_);
+        // The way back carries the accepting side's messages; this side
+        // sends nothing on it.
+        back[p] = std::make_unique<Incoming>(Link::kWayBack, nranks_,
+                                             FrameMac(out_[p]->key, Dir::kFromServer), FrameMac());
         back[p]->borrowed = f;
         back[p]->rank = p;
       }
@@ -351,9 +366,9 @@ void BootstrapImpl::io_accept(std::vector<std::unique_ptr<ServerHandshake>>& pen
     SockAddr peer;
     Fd fd = net::accept_nonblocking(listen_.get(), &peer);
     if (!fd.valid()) return;
-    auto hs =
-        std::make_unique<ServerHandshake>(std::move(fd), peer, id_.secret, kRolePeer,
-                                          sizeof(PeerHello), Deadline::after(net::kPreAuthSeconds));
+    auto hs = std::make_unique<ServerHandshake>(std::move(fd), peer, id_.secret, kRolePeer,
+                                                sizeof(PeerHello) + bswire::kTagBytes,
+                                                Deadline::after(net::kPreAuthSeconds));
     if (hs->start() == ServerHandshake::State::kRunning)
       net::admit_pending(pending, std::move(hs), rejects);
   }
@@ -362,7 +377,13 @@ void BootstrapImpl::io_accept(std::vector<std::unique_ptr<ServerHandshake>>& pen
 void BootstrapImpl::io_admit(ServerHandshake& hs, std::vector<std::unique_ptr<Incoming>>& links) {
   PeerHello h;
   std::string bad;
-  parse_peer_hello(hs.announcement().data(), hs.announcement().size(), nranks_, rank_, &h, &bad);
+  FrameMac in(hs.session_key(), Dir::kFromClient);
+  std::vector<uint8_t> hello;
+  if (!open_hello(in, hs.announcement().data(), hs.announcement().size(), sizeof(PeerHello),
+                  &hello))
+    bad = "its hello failed authentication";
+  else
+    parse_peer_hello(hello.data(), hello.size(), nranks_, rank_, &h, &bad);
   std::lock_guard<std::mutex> lk(mu_);
   if (bad.empty() && incoming_present_[h.rank])
     bad = "second link from rank " + std::to_string(h.rank);
@@ -370,11 +391,12 @@ void BootstrapImpl::io_admit(ServerHandshake& hs, std::vector<std::unique_ptr<In
     log_warn(Subsys::Bootstrap, "rank {}: rejected link from {}: {}", rank_, hs.peer().str(), bad);
     return;
   }
-  auto in = std::make_unique<Incoming>(Link::kPeer, nranks_);
-  in->fd = hs.take_fd();
-  in->rank = h.rank;
+  auto link = std::make_unique<Incoming>(Link::kPeer, nranks_, in,
+                                         FrameMac(hs.session_key(), Dir::kFromServer));
+  link->fd = hs.take_fd();
+  link->rank = h.rank;
   incoming_present_[h.rank] = true;
-  links.push_back(std::move(in));
+  links.push_back(std::move(link));
   log_trace(Subsys::Bootstrap, "rank {}: link from rank {} ({}) up", rank_, h.rank,
             hs.peer().str());
 }
@@ -407,11 +429,16 @@ bool BootstrapImpl::io_read(Incoming& in) {
     }
     const FrameReader::Status st = in.reader.advance(static_cast<size_t>(k));
     if (st == FrameReader::Status::kMore) continue;
-    if (st == FrameReader::Status::kCorrupt) {
+    if (st == FrameReader::Status::kCorrupt || st == FrameReader::Status::kForged) {
+      const bool forged = st == FrameReader::Status::kForged;
+      log_warn(Subsys::Bootstrap, "rank {}: {} from rank {}{}; dropping the link", rank_,
+               forged ? "a frame that failed authentication (changed or injected on the way)"
+                      : "a corrupt frame",
+               in.rank, way_back ? " (way back)" : "");
       if (way_back) return false;
-      log_warn(Subsys::Bootstrap, "rank {}: corrupt frame from rank {}; dropping the link", rank_,
-               in.rank);
-      io_link_closed(in.rank, "sent a corrupt frame");
+      io_link_closed(in.rank, forged ? "sent a frame that failed authentication (changed or "
+                                       "injected on the way)"
+                                     : "sent a corrupt frame");
       return false;
     }
     // A whole frame.
@@ -422,8 +449,7 @@ bool BootstrapImpl::io_read(Incoming& in) {
       log_warn(Subsys::Bootstrap, "rank {}: rank {} failed: {}", rank_, in.rank, reason);
       {
         std::lock_guard<std::mutex> lk(mu_);
-        if (reason != own_ &&
-            std::find(remote_.begin(), remote_.end(), reason) == remote_.end() &&
+        if (reason != own_ && std::find(remote_.begin(), remote_.end(), reason) == remote_.end() &&
             remote_.size() < 16)
           remote_.push_back(reason);
       }
@@ -459,14 +485,12 @@ void BootstrapImpl::abort_internal(const std::string& reason, bool propagate, bo
   aborted_.store(true);
   if (tell) {
     // Best effort, never blocking: skip links a sender is using right now.
-    FrameHeader fh{kFrameMagic, kAbort, why.size()};
-    std::vector<uint8_t> frame(reinterpret_cast<uint8_t*>(&fh),
-                               reinterpret_cast<uint8_t*>(&fh) + sizeof(fh));
-    frame.insert(frame.end(), why.begin(), why.end());
     for (auto& o : out_) {
       std::unique_lock<std::mutex> lk(o->mu, std::try_to_lock);
-      if (lk.owns_lock() && o->fd.valid())
+      if (lk.owns_lock() && o->fd.valid()) {
+        const std::vector<uint8_t> frame = seal_frame(o->mac, kAbort, why.data(), why.size());
         (void)!::send(o->fd.get(), frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      }
     }
   }
   if (first) {
@@ -511,22 +535,29 @@ void BootstrapImpl::send_frame(int peer, uint32_t kind, const void* data, size_t
     try {
       if (!o.fd.valid()) {
         Fd fd = net::connect_to(table_[peer], d, what, false, &aborted_);
-        if (!net::authenticate_client(fd.get(), id_.secret, kRolePeer, d.seconds_left()))
+        net::SessionKey key;
+        if (!net::authenticate_client(fd.get(), id_.secret, kRolePeer, d.seconds_left(), &key))
           throw_error(mycollRemoteError, what + ": peer rejected authentication or went away");
-        PeerHello h{kPeerMagic, rank_, nranks_, 0};
+        o.mac = FrameMac(key, Dir::kFromClient);
+        const std::vector<uint8_t> hello =
+            seal_hello(o.mac, PeerHello{kPeerMagic, rank_, nranks_, 0});
         int e = 0;
-        IoStatus st = net::send_all(fd.get(), &h, sizeof(h), d, &e, &aborted_);
+        IoStatus st = net::send_all(fd.get(), hello.data(), hello.size(), d, &e, &aborted_);
         if (st != IoStatus::kOk)
           throw_error(mycollRemoteError, what + ": " + net::io_status_text(st, e));
+        o.key = key;
         o.raw.store(fd.get());
         o.fd = std::move(fd);
         if (aborted_.load()) ::shutdown(o.fd.get(), SHUT_RDWR);
       }
       FrameHeader fh{kFrameMagic, kind, len};
+      const Tag tag = o.mac.next(&fh, sizeof(fh), data, len);
       int e = 0;
       IoStatus st = net::send_all(o.fd.get(), &fh, sizeof(fh), d, &e, &aborted_);
       if (st == IoStatus::kOk && len > 0)
         st = net::send_all(o.fd.get(), data, len, d, &e, &aborted_);
+      if (st == IoStatus::kOk)
+        st = net::send_all(o.fd.get(), tag.data(), tag.size(), d, &e, &aborted_);
       if (st != IoStatus::kOk) {
         code = st == IoStatus::kTimeout ? mycollTimeout : mycollRemoteError;
         err = what + ": " +

@@ -29,7 +29,7 @@ struct UniqueIdData {
   uint32_t version = 0;
   uint8_t addr[28] = {};  // sockaddr_in or sockaddr_in6 of the root listener
   Secret secret{};
-  uint64_t tag = 0;       // random, names per-communicator resources (shm)
+  uint64_t tag = 0;  // random, names per-communicator resources (shm)
 };
 static_assert(sizeof(UniqueIdData) <= MYCOLL_UNIQUE_ID_BYTES, "id too large");
 
@@ -106,12 +106,24 @@ std::string pick_interface_ip(const std::string& ifname_spec);
 // knowledge of the secret to each other (mutual). `role_tag` separates uses
 // (bootstrap, socket transport). Returns false (never throws) on any failure
 // or timeout so listeners can drop bad clients.
+// On success *key (when given) holds the session key both sides derive from
+// the secret and both nonces (bootstrap links authenticate every later frame
+// with it: bootstrap/wire.h, FrameMac).
+using SessionKey = std::array<uint8_t, 32>;
 bool authenticate_server(int fd, const Secret& secret, const char* role_tag, double timeout_s);
-bool authenticate_client(int fd, const Secret& secret, const char* role_tag, double timeout_s);
+bool authenticate_client(int fd, const Secret& secret, const char* role_tag, double timeout_s,
+                         SessionKey* key = nullptr);
 
 // HMAC-SHA256 (exposed for unit tests).
 std::array<uint8_t, 32> hmac_sha256(const uint8_t* key, size_t key_len, const uint8_t* msg,
                                     size_t msg_len);
+// The same over a message given in pieces (their concatenation).
+struct ByteSpan {
+  const void* data;
+  size_t len;
+};
+std::array<uint8_t, 32> hmac_sha256_parts(const uint8_t* key, size_t key_len, const ByteSpan* parts,
+                                          size_t nparts);
 std::array<uint8_t, 32> sha256(const uint8_t* msg, size_t len);
 }  // namespace net
 

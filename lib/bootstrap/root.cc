@@ -18,11 +18,11 @@
 #include <map>
 #include <thread>
 
-#include "bootstrap/admission.h"
-#include "bootstrap/wire.h"
 #include "base/config.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "bootstrap/admission.h"
+#include "bootstrap/wire.h"
 
 namespace mycoll {
 
@@ -83,14 +83,6 @@ void register_exit_hook_once() {
   (void)once;
 }
 
-void append_frame(std::vector<uint8_t>& out, uint32_t kind, const void* payload, size_t len) {
-  FrameHeader h{kFrameMagic, kind, len};
-  const auto* hp = reinterpret_cast<const uint8_t*>(&h);
-  out.insert(out.end(), hp, hp + sizeof(h));
-  const auto* pp = static_cast<const uint8_t*>(payload);
-  out.insert(out.end(), pp, pp + len);
-}
-
 class Root {
  public:
   Root(Fd listen, SockAddr where, const Secret& secret, uint64_t tag, int nranks, double timeout_s)
@@ -121,6 +113,7 @@ class Root {
     Fd fd;
     SockAddr peer;
     uint8_t addr[net::kAddrBytes];
+    FrameMac mac;  // the tags of the root's frames to this rank
   };
 
   void loop() {
@@ -202,7 +195,7 @@ class Root {
       if (!fd.valid()) return;
       Deadline d = Deadline::after(std::min(net::kPreAuthSeconds, deadline_.seconds_left()));
       auto hs = std::make_unique<ServerHandshake>(std::move(fd), peer, secret_, kRoleRoot,
-                                                  sizeof(RankHello), d);
+                                                  sizeof(RankHello) + kTagBytes, d);
       if (hs->start() == ServerHandshake::State::kFailed) {
         drop_log(*hs);
         continue;
@@ -229,19 +222,31 @@ class Root {
 
   void reject(ServerHandshake& hs, mycollResult_t code, const std::string& msg) {
     log_warn(Subsys::Bootstrap, "root {}: rejected {}: {}", where_, hs.peer().str(), msg);
-    std::vector<uint8_t> frame;
+    FrameMac mac(hs.session_key(), Dir::kFromServer);
+    const std::vector<uint8_t> payload = error_payload(code, msg);
+    const std::vector<uint8_t> frame = seal_frame(mac, kRootError, payload.data(), payload.size());
+    net::send_all(hs.fd(), frame.data(), frame.size(), Deadline::after(1.0));
+  }
+
+  static std::vector<uint8_t> error_payload(mycollResult_t code, const std::string& msg) {
     ErrorHeader eh{static_cast<int32_t>(code), 0};
     std::vector<uint8_t> payload(reinterpret_cast<uint8_t*>(&eh),
                                  reinterpret_cast<uint8_t*>(&eh) + sizeof(eh));
     payload.insert(payload.end(), msg.begin(), msg.end());
-    append_frame(frame, kRootError, payload.data(), payload.size());
-    net::send_all(hs.fd(), frame.data(), frame.size(), Deadline::after(1.0));
+    return payload;
   }
 
   void admit(ServerHandshake& hs) {
     RankHello h;
     std::string why;
-    if (!parse_rank_hello(hs.announcement().data(), hs.announcement().size(), nranks_, &h, &why)) {
+    FrameMac in(hs.session_key(), Dir::kFromClient);
+    std::vector<uint8_t> hello;
+    if (!open_hello(in, hs.announcement().data(), hs.announcement().size(), sizeof(RankHello),
+                    &hello)) {
+      reject(hs, mycollInvalidUsage, "bootstrap: its hello failed authentication");
+      return;
+    }
+    if (!parse_rank_hello(hello.data(), hello.size(), nranks_, &h, &why)) {
       reject(hs, mycollInvalidUsage, why);
       return;
     }
@@ -255,6 +260,7 @@ class Root {
     Member m;
     m.peer = hs.peer();
     std::memcpy(m.addr, h.addr, sizeof(m.addr));
+    m.mac = FrameMac(hs.session_key(), Dir::kFromServer);
     m.fd = hs.take_fd();
     members_[h.rank] = std::move(m);
     had_member_ = true;
@@ -263,9 +269,11 @@ class Root {
              h.rank, nranks_, members_[h.rank].peer.str(), members_.size());
   }
 
-  void send_to_all(const std::vector<uint8_t>& frame, double timeout_s) {
+  // One frame to every rank present, each tagged for its own link.
+  void send_to_all(uint32_t kind, const std::vector<uint8_t>& payload, double timeout_s) {
     Deadline d = Deadline::after(timeout_s);
     for (auto& [r, m] : members_) {
+      const std::vector<uint8_t> frame = seal_frame(m.mac, kind, payload.data(), payload.size());
       int err = 0;
       auto st = net::send_all(m.fd.get(), frame.data(), frame.size(), d, &err);
       if (st != net::IoStatus::kOk)
@@ -277,9 +285,8 @@ class Root {
   void broadcast_status() {
     if (members_.empty()) return;
     StatusMsg s{static_cast<int32_t>(members_.size()), nranks_};
-    std::vector<uint8_t> frame;
-    append_frame(frame, kRootStatus, &s, sizeof(s));
-    send_to_all(frame, 1.0);
+    const auto* sp = reinterpret_cast<const uint8_t*>(&s);
+    send_to_all(kRootStatus, std::vector<uint8_t>(sp, sp + sizeof(s)), 1.0);
   }
 
   void send_table() {
@@ -288,21 +295,13 @@ class Root {
     std::memcpy(payload.data(), &th, sizeof(th));
     for (auto& [r, m] : members_)
       std::memcpy(payload.data() + sizeof(th) + r * net::kAddrBytes, m.addr, net::kAddrBytes);
-    std::vector<uint8_t> frame;
-    append_frame(frame, kRootTable, payload.data(), payload.size());
-    send_to_all(frame, std::max(5.0, deadline_.seconds_left()));
+    send_to_all(kRootTable, payload, std::max(5.0, deadline_.seconds_left()));
     log_info(Subsys::Bootstrap, "root {}: all {} ranks present; table sent", where_, nranks_);
   }
 
   void fail_all(mycollResult_t code, const std::string& msg) {
     if (ending_) ending_->store(true);
-    ErrorHeader eh{static_cast<int32_t>(code), 0};
-    std::vector<uint8_t> payload(reinterpret_cast<uint8_t*>(&eh),
-                                 reinterpret_cast<uint8_t*>(&eh) + sizeof(eh));
-    payload.insert(payload.end(), msg.begin(), msg.end());
-    std::vector<uint8_t> frame;
-    append_frame(frame, kRootError, payload.data(), payload.size());
-    send_to_all(frame, 1.0);
+    send_to_all(kRootError, error_payload(code, msg), 1.0);
   }
 
   void time_out() {
@@ -423,7 +422,8 @@ UniqueIdData unique_id_from_address(const std::string& host, int port) {
     if (req == "1" || req == "true" || req == "yes")
       throw_error(mycollInvalidUsage,
                   "mycollCommInitFromEnv: MYCOLL_REQUIRE_SECRET=1 but MYCOLL_SECRET is not set: "
-                  "refusing an unauthenticated rendezvous at " + where +
+                  "refusing an unauthenticated rendezvous at " +
+                      where +
                       " (set MYCOLL_SECRET to the same random value on every rank, e.g. "
                       "MYCOLL_SECRET=$(cat secret-file))");
     static std::atomic<bool> warned{false};
@@ -436,8 +436,8 @@ UniqueIdData unique_id_from_address(const std::string& host, int port) {
                "launcher; MYCOLL_REQUIRE_SECRET=1 refuses to run without one.",
                where, job.empty() ? "" : " and knows the job id (" + job + ")");
   }
-  const std::string material = "mycoll-rendezvous-v2|" + std::to_string(user.size()) + ":" +
-                               user + "|job=" + job + "|" + host + ":" + std::to_string(port);
+  const std::string material = "mycoll-rendezvous-v2|" + std::to_string(user.size()) + ":" + user +
+                               "|job=" + job + "|" + host + ":" + std::to_string(port);
   auto h = net::sha256(reinterpret_cast<const uint8_t*>(material.data()), material.size());
   std::memcpy(d.secret.data(), h.data(), d.secret.size());
   // The root hands every rank a fresh random tag in the table; this one only

@@ -116,6 +116,12 @@ std::array<uint8_t, 32> sha256(const uint8_t* msg, size_t len) {
 
 std::array<uint8_t, 32> hmac_sha256(const uint8_t* key, size_t key_len, const uint8_t* msg,
                                     size_t msg_len) {
+  const ByteSpan one{msg, msg_len};
+  return hmac_sha256_parts(key, key_len, &one, 1);
+}
+
+std::array<uint8_t, 32> hmac_sha256_parts(const uint8_t* key, size_t key_len, const ByteSpan* parts,
+                                          size_t nparts) {
   constexpr size_t kBlock = 64;
   uint8_t k0[kBlock] = {};
   if (key_len > kBlock) {
@@ -131,7 +137,8 @@ std::array<uint8_t, 32> hmac_sha256(const uint8_t* key, size_t key_len, const ui
   }
   Sha256 inner;
   inner.update(ipad, kBlock);
-  inner.update(msg, msg_len);
+  for (size_t i = 0; i < nparts; ++i)
+    if (parts[i].len > 0) inner.update(static_cast<const uint8_t*>(parts[i].data), parts[i].len);
   auto inner_hash = inner.finish();
   Sha256 outer;
   outer.update(opad, kBlock);

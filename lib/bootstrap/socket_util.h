@@ -135,7 +135,9 @@ uint64_t random_u64();
 //   client -> server  ClientProof {magic, nonce_c[16], HMAC(secret, role|"client"|nonce_s|nonce_c)}
 //   server -> client  ServerProof {HMAC(secret, role|"server"|nonce_s|nonce_c)}
 // The secret never travels; each side proves knowledge of it over the other's
-// fresh nonce, and the direction label stops reflection.
+// fresh nonce, and the direction label stops reflection. Both sides then hold
+// the session key HMAC(secret, role|"session"|nonce_s|nonce_c), fresh per
+// connection and never sent.
 constexpr size_t kServerHelloBytes = 24;
 constexpr size_t kClientProofBytes = 52;
 constexpr size_t kServerProofBytes = 32;
@@ -169,6 +171,8 @@ class ServerHandshake {
   const Deadline& deadline() const { return deadline_; }
   // The client's announcement (valid in kDone).
   const std::vector<uint8_t>& announcement() const { return announce_; }
+  // The connection's session key (valid in kDone).
+  const SessionKey& session_key() const { return session_; }
   // Why it failed; `hostile` is true for protocol/auth violations (log at
   // WARN) and false for a plain close (port scanners; log at INFO).
   const std::string& failure() const { return failure_; }
@@ -186,6 +190,7 @@ class ServerHandshake {
   std::vector<uint8_t> buf_;
   size_t have_ = 0;
   bool authed_ = false;
+  SessionKey session_{};
   std::vector<uint8_t> announce_;
   std::string failure_;
   bool hostile_ = false;

@@ -23,17 +23,59 @@ bool frame_header_ok(const FrameHeader& h, Link link, int nranks) {
   return carried && h.len <= max_frame_bytes(h.kind, nranks);
 }
 
+Tag FrameMac::next(const void* a, size_t alen, const void* b, size_t blen) {
+  Tag t{};
+  if (!on_) return t;
+  const uint8_t dir = static_cast<uint8_t>(dir_);
+  const uint64_t count = count_++;
+  const net::ByteSpan parts[4] = {{&dir, 1}, {&count, sizeof(count)}, {a, alen}, {b, blen}};
+  const std::array<uint8_t, 32> mac = net::hmac_sha256_parts(key_.data(), key_.size(), parts, 4);
+  std::memcpy(t.data(), mac.data(), kTagBytes);
+  return t;
+}
+
+bool FrameMac::check(const uint8_t* tag, const void* a, size_t alen, const void* b, size_t blen) {
+  const Tag want = next(a, alen, b, blen);
+  uint8_t diff = 0;
+  for (size_t i = 0; i < kTagBytes; ++i) diff |= want[i] ^ tag[i];
+  return diff == 0;
+}
+
+std::vector<uint8_t> seal_frame(FrameMac& mac, uint32_t kind, const void* payload, size_t len) {
+  const FrameHeader h{kFrameMagic, kind, len};
+  std::vector<uint8_t> out(sizeof(h) + len + (mac.on() ? kTagBytes : 0));
+  std::memcpy(out.data(), &h, sizeof(h));
+  if (len > 0) std::memcpy(out.data() + sizeof(h), payload, len);
+  if (mac.on()) {
+    const Tag t = mac.next(out.data(), sizeof(h) + len);
+    std::memcpy(out.data() + sizeof(h) + len, t.data(), kTagBytes);
+  }
+  return out;
+}
+
+bool open_hello(FrameMac& mac, const uint8_t* p, size_t len, size_t hello_bytes,
+                std::vector<uint8_t>* hello) {
+  if (len != hello_bytes + kTagBytes) return false;
+  if (!mac.check(p + hello_bytes, p, hello_bytes)) return false;
+  hello->assign(p, p + hello_bytes);
+  return true;
+}
+
 uint8_t* FrameReader::buffer(size_t* max) {
   if (hdr_have_ < sizeof(hdr_)) {
     *max = sizeof(hdr_) - hdr_have_;
     return reinterpret_cast<uint8_t*>(&hdr_) + hdr_have_;
   }
-  // Header done, payload incomplete (advance() ends a frame as soon as its
-  // last byte is in, so here have_ < hdr_.len).
-  const size_t want = std::min<uint64_t>(hdr_.len - have_, kReadChunk);
-  if (payload_.size() < have_ + want) payload_.resize(have_ + want);
-  *max = want;
-  return payload_.data() + have_;
+  if (have_ < hdr_.len) {
+    const size_t want = std::min<uint64_t>(hdr_.len - have_, kReadChunk);
+    if (payload_.size() < have_ + want) payload_.resize(have_ + want);
+    *max = want;
+    return payload_.data() + have_;
+  }
+  // Payload done, tag incomplete (advance() ends a frame as soon as its
+  // last byte is in).
+  *max = kTagBytes - tag_have_;
+  return tag_.data() + tag_have_;
 }
 
 FrameReader::Status FrameReader::advance(size_t n) {
@@ -43,10 +85,18 @@ FrameReader::Status FrameReader::advance(size_t n) {
     if (!frame_header_ok(hdr_, link_, nranks_)) return Status::kCorrupt;
     payload_.clear();
     have_ = 0;
-  } else {
+    tag_have_ = 0;
+  } else if (have_ < hdr_.len) {
     have_ += n;
+  } else {
+    tag_have_ += n;
   }
   if (have_ < hdr_.len) return Status::kMore;
+  if (mac_.on()) {
+    if (tag_have_ < kTagBytes) return Status::kMore;
+    if (!mac_.check(tag_.data(), &hdr_, sizeof(hdr_), payload_.data(), have_))
+      return Status::kForged;
+  }
   payload_.resize(have_);
   complete_ = true;
   return Status::kFrame;
@@ -57,6 +107,7 @@ std::vector<uint8_t> FrameReader::take_payload() {
   payload_ = {};
   hdr_have_ = 0;
   have_ = 0;
+  tag_have_ = 0;
   complete_ = false;
   return p;
 }

@@ -9,11 +9,18 @@
 // Peer links (ring + lazy p2p), one per direction and pair:
 //   sender -> receiver  authentication (role kRolePeer), then PeerHello,
 //                       then frames kColl / kP2p {payload} or kAbort {text}.
+// After the handshake every message on these links is authenticated with
+// the connection's session key (FrameMac below): a hello is followed by a
+// 16-byte tag, and so is every frame (header, payload, tag). A byte changed,
+// a frame dropped, replayed, reordered or injected by anyone on the path
+// fails the receiver's check and ends the link.
 // The receiving side's I/O thread reads every frame eagerly into queues, so
 // a send never waits on the receiver calling recv (no send/send deadlock).
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -108,6 +115,49 @@ constexpr uint64_t max_frame_bytes(uint32_t kind, int nranks) {
   }
 }
 
+// ---- Frame authentication. Each direction of a link counts its messages
+// from 0 (the client's hello is its message 0); a message's tag is the
+// first 16 bytes of HMAC(session key, direction | count | bytes), so a tag
+// is good for one place in one stream only.
+constexpr size_t kTagBytes = 16;
+using Tag = std::array<uint8_t, kTagBytes>;
+enum class Dir : uint8_t {
+  kFromClient = 'c',  // the side that connected (and authenticated as client)
+  kFromServer = 's',  // the side that accepted
+};
+
+class FrameMac {
+ public:
+  FrameMac() = default;  // off: no tags (tests and fuzzing of untagged streams)
+  FrameMac(const net::SessionKey& key, Dir dir) : on_(true), key_(key), dir_(dir) {}
+  bool on() const { return on_; }
+  // The tag of the next message (the concatenation a | b); counts it.
+  Tag next(const void* a, size_t alen, const void* b = nullptr, size_t blen = 0);
+  // Whether tag is the next message's (constant time); counts it either way.
+  bool check(const uint8_t* tag, const void* a, size_t alen, const void* b = nullptr,
+             size_t blen = 0);
+
+ private:
+  bool on_ = false;
+  net::SessionKey key_{};
+  Dir dir_ = Dir::kFromClient;
+  uint64_t count_ = 0;
+};
+
+// A whole frame as it goes on the wire: header, payload, and the tag when
+// mac is on.
+std::vector<uint8_t> seal_frame(FrameMac& mac, uint32_t kind, const void* payload, size_t len);
+
+// A hello (fixed size) followed by its tag: what the client announces.
+template <typename Hello>
+std::vector<uint8_t> seal_hello(FrameMac& mac, const Hello& h) {
+  std::vector<uint8_t> out(sizeof(h) + kTagBytes);
+  std::memcpy(out.data(), &h, sizeof(h));
+  const Tag t = mac.next(&h, sizeof(h));
+  std::memcpy(out.data() + sizeof(h), t.data(), kTagBytes);
+  return out;
+}
+
 // ---- Decoders. Everything the bootstrap reads from a socket goes through
 // these pure functions (no I/O, never trusting a length or an index before
 // it is checked); tests/fuzz/fuzz_wire.cc runs them on arbitrary bytes.
@@ -131,15 +181,19 @@ bool frame_header_ok(const FrameHeader& h, Link link, int nranks);
 class FrameReader {
  public:
   static constexpr size_t kReadChunk = 64 * 1024;
-  enum class Status { kMore, kFrame, kCorrupt };
+  enum class Status { kMore, kFrame, kCorrupt, kForged };
 
-  FrameReader(Link link, int nranks) : link_(link), nranks_(nranks) {}
+  // mac on: every frame ends with its tag, checked before the frame is
+  // handed over.
+  FrameReader(Link link, int nranks, FrameMac mac = {}) : link_(link), nranks_(nranks), mac_(mac) {}
 
   // Where the next bytes of the stream go, and at most how many (> 0).
   uint8_t* buffer(size_t* max);
   // n (1..max) bytes were written at buffer(). kFrame: a whole frame is
   // here (header(), take_payload()); kCorrupt: the header broke the rules
-  // of frame_header_ok (the link must be dropped; the reader is spent).
+  // of frame_header_ok; kForged: the frame's tag is wrong (changed,
+  // replayed, reordered or injected). After either the link must be
+  // dropped; the reader is spent.
   Status advance(size_t n);
   // The last frame (after kFrame).
   const FrameHeader& header() const { return hdr_; }
@@ -152,10 +206,13 @@ class FrameReader {
  private:
   Link link_;
   int nranks_;
+  FrameMac mac_;
   FrameHeader hdr_{};
   size_t hdr_have_ = 0;
   std::vector<uint8_t> payload_;
   size_t have_ = 0;
+  Tag tag_{};
+  size_t tag_have_ = 0;
   bool complete_ = false;
 };
 
@@ -178,6 +235,11 @@ RootMessage parse_root_message(uint32_t kind, const uint8_t* payload, size_t len
 // the rank is told in *why.
 bool parse_rank_hello(const uint8_t* p, size_t len, int root_nranks, RankHello* out,
                       std::string* why);
+// A hello followed by its tag (seal_hello): the hello's bytes in *hello when
+// the length and the tag are right.
+bool open_hello(FrameMac& mac, const uint8_t* p, size_t len, size_t hello_bytes,
+                std::vector<uint8_t>* hello);
+
 // A peer's hello on a link to rank `self` of nranks. On failure returns
 // false with the reason in *why.
 bool parse_peer_hello(const uint8_t* p, size_t len, int nranks, int self, PeerHello* out,

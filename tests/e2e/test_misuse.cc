@@ -2,6 +2,8 @@
 // mismatched op/root/calls, one communicator used by two threads, abort
 // from a second thread while mycollGroupEnd waits.
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -78,12 +80,12 @@ TEST_P(Misuse, SkippedCallIsCaughtByTheNextOne) {
   auto res = run_ranks(opts(2), [](mycollComm_t comm, int rank, int, const mycollUniqueId&) {
     std::vector<float> a(64, 1.0f), b(64, 0.0f);
     if (rank == 0) {  // rank 1 skips this broadcast
-      check(mycollBroadcast(a.data(), b.data(), 64, mycollFloat32, 0, comm, nullptr) ==
-                mycollSuccess,
-            "the broadcast itself only sends");
+      check(
+          mycollBroadcast(a.data(), b.data(), 64, mycollFloat32, 0, comm, nullptr) == mycollSuccess,
+          "the broadcast itself only sends");
     }
-    mycollResult_t r = mycollAllReduce(a.data(), b.data(), 64, mycollFloat32, mycollSum, comm,
-                                       nullptr);
+    mycollResult_t r =
+        mycollAllReduce(a.data(), b.data(), 64, mycollFloat32, mycollSum, comm, nullptr);
     check(r != mycollSuccess, "all-reduce after a skipped call fails");
     if (rank == 1) {
       check(r == mycollInvalidUsage, std::string("InvalidUsage, got ") + mycollGetErrorString(r));
@@ -126,7 +128,8 @@ TEST_P(Misuse, SecondThreadOnACommIsRefused) {
     }
     // Still usable afterwards.
     check(mycollAllReduce(a.data(), b.data(), 1024, mycollFloat32, mycollSum, comm, nullptr) ==
-              mycollSuccess && b[5] == 3.0f,
+                  mycollSuccess &&
+              b[5] == 3.0f,
           "usable after the refused call");
     return 0;
   });
@@ -164,12 +167,29 @@ TEST_P(Misuse, AbortDuringGroupEndIsSafe) {
 }
 
 // A failed grouped send/recv leaves its reason on the communicator.
+// Rank 1 stays alive, silent, until rank 0 has checked (a pipe from before
+// the fork; at most 60 s): rank 0's group must time out, not see rank 1 go,
+// however slowly a loaded machine runs rank 0 (a fixed 4 s sleep against
+// the 2 s timeout lost that race once).
 TEST_P(Misuse, FailedGroupEndLeavesTheReasonOnTheComm) {
-  auto res = run_ranks(opts(2, "2"), [](mycollComm_t comm, int rank, int, const mycollUniqueId&) {
+  int done[2];
+  ASSERT_EQ(::pipe(done), 0);
+  auto res = run_ranks(opts(2, "2"), [&](mycollComm_t comm, int rank, int, const mycollUniqueId&) {
     if (rank == 1) {
-      std::this_thread::sleep_for(std::chrono::seconds(4));
+      ::close(done[1]);
+      pollfd p{done[0], POLLIN, 0};
+      ::poll(&p, 1, 60000);  // readable at rank 0's byte or at its exit (EOF)
       return 0;
     }
+    ::close(done[0]);
+    struct Release {
+      int fd;
+      ~Release() {
+        const char b = 1;
+        (void)!::write(fd, &b, 1);
+        ::close(fd);
+      }
+    } release{done[1]};
     std::vector<float> a(64, 1.0f), b(64, 0.0f);
     mycollGroupStart();
     mycollSend(a.data(), 64, mycollFloat32, 1, comm, nullptr);
@@ -180,6 +200,8 @@ TEST_P(Misuse, FailedGroupEndLeavesTheReasonOnTheComm) {
           "mycollGetLastError(comm) names rank 1: " + last(comm));
     return 0;
   });
+  ::close(done[0]);
+  ::close(done[1]);
   EXPECT_EQ(describe_failures(res), "");
 }
 

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "bootstrap/wire.h"
 #include "base/error.h"
+#include "bootstrap/wire.h"
 
 namespace mycoll_fuzz {
 namespace {
@@ -33,9 +33,11 @@ void require(bool ok) {
 // might cut it). Returns the frames in order.
 std::vector<std::pair<FrameHeader, std::vector<uint8_t>>> read_frames(Link link, int nranks,
                                                                       size_t piece,
-                                                                      const uint8_t* p, size_t n) {
+                                                                      const uint8_t* p, size_t n,
+                                                                      FrameMac mac = {}) {
   std::vector<std::pair<FrameHeader, std::vector<uint8_t>>> frames;
-  FrameReader r(link, nranks);
+  const bool tagged = mac.on();
+  FrameReader r(link, nranks, mac);
   size_t at = 0;
   while (at < n) {
     size_t max = 0;
@@ -47,6 +49,10 @@ std::vector<std::pair<FrameHeader, std::vector<uint8_t>>> read_frames(Link link,
     const FrameReader::Status st = r.advance(k);
     if (st == FrameReader::Status::kCorrupt) {
       require(!frame_header_ok(r.header(), link, nranks));
+      break;
+    }
+    if (st == FrameReader::Status::kForged) {
+      require(tagged && frame_header_ok(r.header(), link, nranks));
       break;
     }
     if (st == FrameReader::Status::kMore) continue;
@@ -163,6 +169,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case kAuth: auth(p, n); break;
     case kUniqueId: unique_id(p, n); break;
     case kMsgRecord: msg_record(param, p, n); break;
+    case kTaggedPeer: {
+      mycoll::net::SessionKey key;
+      key.fill(kTagKeyByte);
+      read_frames(mycoll::bswire::Link::kPeer, stream_nranks(param), stream_piece(param), p, n,
+                  mycoll::bswire::FrameMac(key, mycoll::bswire::Dir::kFromClient));
+      break;
+    }
     case kNumTargets: break;
   }
   return 0;

@@ -22,6 +22,8 @@ enum Target : uint8_t {
   kAuth,        // handshake: parse_server_hello, check_client_proof
   kUniqueId,    // mycollUniqueId bytes: unpack_unique_id
   kMsgRecord,   // host engine header record: parse_msg_record
+  kTaggedPeer,  // peer link after the handshake: FrameReader(Link::kPeer, a FrameMac of
+                // kTagKeyByte, client direction)
   kNumTargets
 };
 
@@ -40,6 +42,9 @@ inline mycoll::MsgHeader expected_header(uint8_t param) {
   return mycoll::collective_header(coll, mycollFloat32, mycollSum, 1, 16, 64, 7 + (param & 3));
 }
 inline bool remote_ok(uint8_t param) { return (param & 0x80) != 0; }
+
+// kTaggedPeer: the session key (every byte this value).
+constexpr uint8_t kTagKeyByte = 0x3c;
 
 // kAuth: the server's secret, nonce and role are fixed.
 constexpr uint8_t kAuthSecretByte = 0x5a;

@@ -81,6 +81,21 @@ int main(int argc, char** argv) {
     seeds.emplace_back("peer-stream", input(kPeerStream, stream_param(4, 32), s));
     seeds.emplace_back("peer-stream-bytewise", input(kPeerStream, stream_param(4, 1), s));
   }
+  {  // The same link after a handshake: every frame tagged (kTaggedPeer's key).
+    net::SessionKey key;
+    key.fill(kTagKeyByte);
+    FrameMac mac(key, Dir::kFromClient);
+    Bytes s;
+    for (const auto& [kind, payload] :
+         std::vector<std::pair<uint32_t, Bytes>>{{kColl, {}},
+                                                 {kColl, {1, 2, 3, 4, 5, 6, 7, 8}},
+                                                 {kP2p, text("point-to-point payload")},
+                                                 {kAbort, text("rank 2 aborted")}}) {
+      const Bytes f = seal_frame(mac, kind, payload.data(), payload.size());
+      s.insert(s.end(), f.begin(), f.end());
+    }
+    seeds.emplace_back("tagged-peer-stream", input(kTaggedPeer, stream_param(4, 13), s));
+  }
   {
     Bytes s;
     put_frame(s, kAbort, text("rank 1: peer rank 2 (pid 41) is gone"));

@@ -14,10 +14,10 @@
 #include <thread>
 #include <vector>
 
+#include "base/error.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/socket_util.h"
 #include "bootstrap/wire.h"
-#include "base/error.h"
 #include "thread_bootstrap.h"
 
 namespace mycoll {
@@ -258,7 +258,8 @@ TEST_F(BootEnv, BootSameTagOnAllRanks) {
   const int n = 3;
   UniqueIdData id = new_id();
   std::vector<uint64_t> tags(n);
-  expect_all_ok(run_rank_threads(n, [&](int r) { tags[r] = Bootstrap::init(id, r, n, 30, "")->tag(); }));
+  expect_all_ok(
+      run_rank_threads(n, [&](int r) { tags[r] = Bootstrap::init(id, r, n, 30, "")->tag(); }));
   EXPECT_EQ(tags[0], tags[1]);
   EXPECT_EQ(tags[0], tags[2]);
 }
@@ -276,9 +277,14 @@ TEST_F(BootEnv, BootHostileClientsDoNotDisturbRendezvous) {
   // a rank out of range.
   net::Fd silent = net::connect_to(root, net::Deadline::after(5), "silent", false);
   std::vector<std::string> errors;
+  // The root ends once every rank is in: the last rank waits until the
+  // clients whose answers are checked below have theirs (at most 10 s).
+  std::atomic<int> answered{0};
   std::thread ranks([&] {
     errors = run_rank_threads(n, [&](int r) {
       std::this_thread::sleep_for(std::chrono::milliseconds(60 * r));
+      for (int i = 0; r == n - 1 && answered.load() < 3 && i < 1000; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
       auto bs = Bootstrap::init(id, r, n, 20, "");
       std::vector<int32_t> v(n, -1);
       v[r] = 100 + r;
@@ -314,23 +320,51 @@ TEST_F(BootEnv, BootHostileClientsDoNotDisturbRendezvous) {
       wrong_secret_error = e.what();
       wrong_secret_code = e.code();
     }
+    answered.fetch_add(1);
   });
-  std::thread bogus([&] {
+  // Clients that know the secret but break the protocol after the
+  // handshake: a rank out of range (a tagged hello), and a hello whose tag
+  // is not the session's (changed on the way). Each gets the root's error
+  // report, tagged for its link, naming what was wrong.
+  auto misbehave = [&](int rank, bool good_tag, const char* expect) {
+    struct Count {
+      std::atomic<int>& n;
+      ~Count() { n.fetch_add(1); }
+    } count{answered};
     net::Fd fd = net::connect_to(root, net::Deadline::after(5), "bogus", false);
-    ASSERT_TRUE(net::authenticate_client(fd.get(), id.secret, bswire::kRoleRoot, 5));
+    net::SessionKey key;
+    ASSERT_TRUE(net::authenticate_client(fd.get(), id.secret, bswire::kRoleRoot, 5, &key));
     bswire::RankHello h;
     std::memset(&h, 0, sizeof(h));
     h.magic = bswire::kHelloMagic;
     h.version = bswire::kIdVersion;
-    h.rank = 77;
+    h.rank = rank;
     h.nranks = n;
-    ASSERT_EQ(net::send_all(fd.get(), &h, sizeof(h), net::Deadline::after(5)), net::IoStatus::kOk);
+    net::SessionKey other = key;
+    other[0] ^= 1;
+    bswire::FrameMac out(good_tag ? key : other, bswire::Dir::kFromClient);
+    const std::vector<uint8_t> hello = bswire::seal_hello(out, h);
+    ASSERT_EQ(net::send_all(fd.get(), hello.data(), hello.size(), net::Deadline::after(5)),
+              net::IoStatus::kOk);
     bswire::FrameHeader fh;
     ASSERT_EQ(net::recv_all(fd.get(), &fh, sizeof(fh), net::Deadline::after(5)),
               net::IoStatus::kOk);
-    EXPECT_EQ(fh.kind, bswire::kRootError);
-  });
-  for (std::thread* t : {&ranks, &scanner, &garbage, &wrong, &bogus}) t->join();
+    ASSERT_EQ(fh.kind, bswire::kRootError);
+    ASSERT_LT(fh.len, 4096u);
+    std::vector<uint8_t> payload(fh.len);
+    bswire::Tag tag;
+    ASSERT_EQ(net::recv_all(fd.get(), payload.data(), payload.size(), net::Deadline::after(5)),
+              net::IoStatus::kOk);
+    ASSERT_EQ(net::recv_all(fd.get(), tag.data(), tag.size(), net::Deadline::after(5)),
+              net::IoStatus::kOk);
+    bswire::FrameMac in(key, bswire::Dir::kFromServer);
+    EXPECT_TRUE(in.check(tag.data(), &fh, sizeof(fh), payload.data(), payload.size()));
+    const std::string text(payload.begin() + sizeof(bswire::ErrorHeader), payload.end());
+    EXPECT_NE(text.find(expect), std::string::npos) << text;
+  };
+  std::thread bogus([&] { misbehave(77, true, "77"); });
+  std::thread forged([&] { misbehave(1, false, "failed authentication"); });
+  for (std::thread* t : {&ranks, &scanner, &garbage, &wrong, &bogus, &forged}) t->join();
   expect_all_ok(errors);
   EXPECT_EQ(wrong_secret_code, mycollInvalidUsage) << wrong_secret_error;
   EXPECT_NE(wrong_secret_error.find("authentication"), std::string::npos) << wrong_secret_error;

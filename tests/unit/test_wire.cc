@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "bootstrap/wire.h"
 #include "base/error.h"
+#include "bootstrap/wire.h"
 #include "engine/host_wire.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
@@ -218,6 +218,141 @@ RankHello rank_hello(int rank, int nranks) {
 bool rank_hello_ok(const RankHello& h, int root_nranks, std::string* why) {
   RankHello out;
   return parse_rank_hello(reinterpret_cast<const uint8_t*>(&h), sizeof(h), root_nranks, &out, why);
+}
+
+// ---- Tagged frames (FrameMac): what the bootstrap's links carry after the
+// handshake.
+
+net::SessionKey key_of(uint8_t v) {
+  net::SessionKey k;
+  k.fill(v);
+  return k;
+}
+
+// A stream of tagged frames as a sender with `mac` writes it.
+Bytes sealed(FrameMac& mac, const std::vector<std::pair<uint32_t, Bytes>>& frames) {
+  Bytes s;
+  for (const auto& [kind, payload] : frames) {
+    Bytes f = seal_frame(mac, kind, payload.data(), payload.size());
+    s.insert(s.end(), f.begin(), f.end());
+  }
+  return s;
+}
+
+// Feeds s to r in pieces; the frames before the first refusal and that
+// refusal (kMore when none).
+std::vector<Bytes> feed_tagged(FrameReader& r, const Bytes& s, size_t piece,
+                               FrameReader::Status* refused) {
+  std::vector<Bytes> out;
+  *refused = FrameReader::Status::kMore;
+  for (size_t at = 0; at < s.size();) {
+    size_t max = 0;
+    uint8_t* dst = r.buffer(&max);
+    const size_t k = std::min({max, piece, s.size() - at});
+    std::memcpy(dst, s.data() + at, k);
+    at += k;
+    const FrameReader::Status st = r.advance(k);
+    if (st == FrameReader::Status::kCorrupt || st == FrameReader::Status::kForged) {
+      *refused = st;
+      break;
+    }
+    if (st == FrameReader::Status::kFrame) out.push_back(r.take_payload());
+  }
+  return out;
+}
+
+const std::vector<std::pair<uint32_t, Bytes>> kTaggedFrames = {
+    {kColl, {}}, {kP2p, {1, 2, 3}}, {kAbort, {'x'}}, {kColl, Bytes(70000, 9)}};
+
+TEST(WireTags, TaggedFramesReassembledWhereverTheStreamIsCut) {
+  for (size_t piece : {size_t{1}, size_t{7}, size_t{16}, size_t{4096}, size_t{1} << 20}) {
+    FrameMac send(key_of(5), Dir::kFromClient);
+    const Bytes s = sealed(send, kTaggedFrames);
+    EXPECT_EQ(s.size(), 4 * (sizeof(FrameHeader) + kTagBytes) + 3 + 1 + 70000);
+    FrameReader r(Link::kPeer, 4, FrameMac(key_of(5), Dir::kFromClient));
+    FrameReader::Status refused;
+    std::vector<Bytes> got = feed_tagged(r, s, piece, &refused);
+    EXPECT_EQ(refused, FrameReader::Status::kMore) << "piece " << piece;
+    ASSERT_EQ(got.size(), 4u) << "piece " << piece;
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], kTaggedFrames[i].second) << i;
+    EXPECT_FALSE(r.mid_frame());
+  }
+}
+
+TEST(WireTags, AnyChangedByteIsRefused) {
+  FrameMac send(key_of(5), Dir::kFromClient);
+  const Bytes s = sealed(send, {{kP2p, {1, 2, 3, 4, 5}}, {kColl, {6, 7}}});
+  const size_t first = sizeof(FrameHeader) + 5 + kTagBytes;
+  for (size_t i = 0; i < s.size(); ++i) {
+    Bytes bad = s;
+    bad[i] ^= 0x20;
+    FrameReader r(Link::kPeer, 4, FrameMac(key_of(5), Dir::kFromClient));
+    FrameReader::Status refused;
+    std::vector<Bytes> got = feed_tagged(r, bad, 3, &refused);
+    // A changed header may also be refused as corrupt (a bad magic, kind or
+    // length) or wait for bytes that never come (a longer length): never a
+    // frame with the changed byte.
+    const bool in_first = i < first;
+    EXPECT_EQ(got.size(), in_first ? 0u : 1u) << "byte " << i;
+    if (!got.empty()) EXPECT_EQ(got[0], (Bytes{1, 2, 3, 4, 5}));
+    const bool hdr = (in_first ? i : i - first) < sizeof(FrameHeader);
+    if (!hdr) EXPECT_EQ(refused, FrameReader::Status::kForged) << "byte " << i;
+  }
+}
+
+TEST(WireTags, ReplayedDroppedReorderedOrForeignFramesAreRefused) {
+  FrameMac send(key_of(5), Dir::kFromClient);
+  std::vector<Bytes> f;
+  for (const auto& [kind, payload] : kTaggedFrames)
+    f.push_back(seal_frame(send, kind, payload.data(), payload.size()));
+  auto run = [](const std::vector<Bytes>& frames, FrameMac mac, size_t* delivered) {
+    Bytes s;
+    for (const Bytes& x : frames) s.insert(s.end(), x.begin(), x.end());
+    FrameReader r(Link::kPeer, 4, mac);
+    FrameReader::Status refused;
+    *delivered = feed_tagged(r, s, 4096, &refused).size();
+    return refused;
+  };
+  const FrameMac reader(key_of(5), Dir::kFromClient);
+  size_t n = 0;
+  EXPECT_EQ(run({f[0], f[1], f[1]}, reader, &n), FrameReader::Status::kForged);  // replay
+  EXPECT_EQ(n, 2u);
+  EXPECT_EQ(run({f[0], f[2]}, reader, &n), FrameReader::Status::kForged);  // dropped
+  EXPECT_EQ(n, 1u);
+  EXPECT_EQ(run({f[1], f[0]}, reader, &n), FrameReader::Status::kForged);  // reordered
+  EXPECT_EQ(n, 0u);
+  // Another connection's key, or this key's other direction (reflection).
+  EXPECT_EQ(run({f[0]}, FrameMac(key_of(6), Dir::kFromClient), &n), FrameReader::Status::kForged);
+  EXPECT_EQ(run({f[0]}, FrameMac(key_of(5), Dir::kFromServer), &n), FrameReader::Status::kForged);
+  // An untagged frame injected between tagged ones: the next frame's first
+  // 16 bytes are read as its tag.
+  Bytes plain = frame(kP2p, Bytes(40, 1));
+  EXPECT_EQ(run({f[0], plain, f[1]}, reader, &n), FrameReader::Status::kForged);
+  EXPECT_EQ(n, 1u);
+}
+
+TEST(WireTags, HelloOpensOnlyWithItsTag) {
+  FrameMac c(key_of(7), Dir::kFromClient);
+  const PeerHello h{kPeerMagic, 1, 3, 0};
+  const Bytes sent = seal_hello(c, h);
+  ASSERT_EQ(sent.size(), sizeof(h) + kTagBytes);
+  Bytes hello;
+  FrameMac s(key_of(7), Dir::kFromClient);
+  ASSERT_TRUE(open_hello(s, sent.data(), sent.size(), sizeof(h), &hello));
+  EXPECT_EQ(0, std::memcmp(hello.data(), &h, sizeof(h)));
+  // The hello was message 0: the client's first frame is checked as message 1.
+  FrameReader r(Link::kPeer, 3, s);
+  const Bytes f = seal_frame(c, kP2p, "ab", 2);
+  FrameReader::Status refused;
+  EXPECT_EQ(feed_tagged(r, f, 64, &refused).size(), 1u);
+  for (size_t i = 0; i < sent.size(); ++i) {
+    Bytes bad = sent;
+    bad[i] ^= 1;
+    FrameMac fresh(key_of(7), Dir::kFromClient);
+    EXPECT_FALSE(open_hello(fresh, bad.data(), bad.size(), sizeof(h), &hello)) << i;
+  }
+  FrameMac fresh(key_of(7), Dir::kFromClient);
+  EXPECT_FALSE(open_hello(fresh, sent.data(), sent.size() - 1, sizeof(h), &hello));
 }
 
 TEST(WireHello, RankHello) {
