@@ -137,6 +137,11 @@ class Transport {
                                                            const Config& cfg) = 0;
 };
 
+// Checks a connect() peer list: every entry a rank of [0, nranks) other than
+// me, none twice. Throws InvalidArgument "<transport> transport: bad peer
+// list on rank <me> (peer <p>)".
+void check_peer_list(const char* transport, int me, int nranks, const std::vector<int>& peers);
+
 std::unique_ptr<Transport> make_shm_transport();
 std::unique_ptr<Transport> make_socket_transport();
 // Network transports that depend on optional system libraries (loaded at run

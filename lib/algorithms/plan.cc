@@ -3,7 +3,7 @@
 #include <string>
 
 #include "algorithms/builders.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace mycoll {
 

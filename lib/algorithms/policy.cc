@@ -4,7 +4,7 @@
 #include <string>
 
 #include "algorithms/plan.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace mycoll {
 namespace {
@@ -129,7 +129,7 @@ Algo AlgoPolicy::auto_rule(Coll c, int nranks, size_t bytes) const {
 // in docs/performance.md): every step of a GPU plan costs a FIFO hand-over,
 // so step count decides up to tens of MiB. All-reduce: one shot while the
 // n-1 copies of the message stay within 1 MiB, then rhd (2 log n steps) up
-// to 8 MiB, then the ring (the fused ring kernel, lib/engine/device_engine.cc).
+// to 8 MiB, then the ring (the fused ring kernel, lib/engine/device_comm_launch.cc).
 // All-gather and reduce-scatter: rhd up to 4 MiB, then the ring. The rest as
 // on hosts.
 // All-reduce that fits the one-shot kernel (oneshot_bytes) is direct too,

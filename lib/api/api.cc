@@ -7,12 +7,12 @@
 #include <string>
 #include <thread>
 
-#include "core/comm.h"
-#include "core/enqueue.h"
-#include "core/error.h"
-#include "core/flight_recorder.h"
-#include "core/log.h"
-#include "core/registry.h"
+#include "comm/comm.h"
+#include "comm/enqueue.h"
+#include "base/error.h"
+#include "comm/flight_recorder.h"
+#include "base/log.h"
+#include "comm/registry.h"
 #include "engine/device_engine.h"
 
 using namespace mycoll;
@@ -87,7 +87,7 @@ mycollResult_t guarded(mycollComm* comm, const char* fn, F&& f) {
   }
 }
 
-// Runs f(comm) with the handle pinned (lib/core/registry.h): a destroyed or
+// Runs f(comm) with the handle pinned (lib/comm/registry.h): a destroyed or
 // foreign handle is an error before anything is touched, and the
 // communicator cannot be freed under the call (abort from another thread
 // waits for it). kExclusive: a second thread inside a call on the same

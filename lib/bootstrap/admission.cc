@@ -1,6 +1,6 @@
 #include "bootstrap/admission.h"
 
-#include "core/log.h"
+#include "base/log.h"
 
 namespace mycoll {
 namespace net {

@@ -29,8 +29,8 @@
 
 #include "bootstrap/admission.h"
 #include "bootstrap/wire.h"
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 namespace mycoll {
 

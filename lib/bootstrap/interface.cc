@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "bootstrap/socket_util.h"
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 namespace mycoll {
 namespace net {

@@ -20,9 +20,9 @@
 
 #include "bootstrap/admission.h"
 #include "bootstrap/wire.h"
-#include "core/config.h"
-#include "core/error.h"
-#include "core/log.h"
+#include "base/config.h"
+#include "base/error.h"
+#include "base/log.h"
 
 namespace mycoll {
 
@@ -72,7 +72,7 @@ void stop_roots_at_exit() {
 
 void register_exit_hook_once() {
   static const bool once = [] {
-    // (Logging state is never destroyed, lib/core/log.cc: the hook may log.)
+    // (Logging state is never destroyed, lib/base/log.cc: the hook may log.)
     std::atexit(stop_roots_at_exit);
     pthread_atfork(nullptr, nullptr, [] {
       g_live_roots.store(0);

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace mycoll {
 namespace bswire {

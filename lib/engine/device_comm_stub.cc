@@ -1,8 +1,8 @@
 // Without CUDA in the build, GPU communicators are refused with a clear error.
 
 #if !MYCOLL_HAVE_CUDA
-#include "core/comm.h"
-#include "core/error.h"
+#include "comm/comm.h"
+#include "base/error.h"
 #include "engine/device_engine.h"
 
 namespace mycoll {

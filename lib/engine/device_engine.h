@@ -1,5 +1,5 @@
 // Device engine: collectives on GPU buffers, enqueued on the user's stream.
-// Implemented in device_engine.cc (+ kernels/) when CUDA is built; without
+// Implemented in device_comm_*.cc (+ kernels/) when CUDA is built; without
 // CUDA the functions report that no GPU support exists.
 #pragma once
 

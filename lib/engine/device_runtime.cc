@@ -2,7 +2,7 @@
 // (pointer kinds, device count). Without CUDA in the build they report no GPU.
 #include <mutex>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "engine/device_engine.h"
 
 #if MYCOLL_HAVE_CUDA

@@ -19,10 +19,10 @@
 #include <exception>
 #include <utility>
 
-#include "core/comm.h"
-#include "core/error.h"
-#include "core/flight_recorder.h"
-#include "core/log.h"
+#include "comm/comm.h"
+#include "base/error.h"
+#include "comm/flight_recorder.h"
+#include "base/log.h"
 #include "engine/host_wire.h"
 #include "engine/reduce.h"
 

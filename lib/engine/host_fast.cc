@@ -5,9 +5,9 @@
 #include <cstring>
 #include <string>
 
-#include "core/comm.h"
-#include "core/error.h"
-#include "core/log.h"
+#include "comm/comm.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "engine/host_engine.h"
 #include "engine/reduce.h"
 #include "transports/transport.h"

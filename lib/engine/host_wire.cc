@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "engine/reduce.h"
 
 namespace mycoll {

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "algorithms/plan.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "mycoll.h"
 
 struct mycollComm;

@@ -38,7 +38,7 @@
 #include <string>
 #include <type_traits>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "engine/fp8.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)

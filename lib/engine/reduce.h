@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/dtype.h"  // dtype_size & co. (users of those alone include it directly)
+#include "base/dtype.h"  // dtype_size & co. (users of those alone include it directly)
 #include "mycoll.h"
 
 namespace mycoll {

@@ -14,10 +14,10 @@
 #include <mutex>
 #include <vector>
 
-#include "core/comm.h"
-#include "core/dtype.h"
-#include "core/enqueue.h"
-#include "core/log.h"
+#include "comm/comm.h"
+#include "base/dtype.h"
+#include "comm/enqueue.h"
+#include "base/log.h"
 #include "engine/device_engine.h"
 #include "engine/reduce.h"  // premul_host
 #include "nccl/shim.h"

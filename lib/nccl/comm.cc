@@ -7,9 +7,9 @@
 #include <thread>
 
 #include "bootstrap/bootstrap.h"
-#include "core/comm.h"
-#include "core/config.h"
-#include "core/log.h"
+#include "comm/comm.h"
+#include "base/config.h"
+#include "base/log.h"
 #include "engine/device_engine.h"
 #include "nccl/shim.h"
 

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "algorithms/plan.h"
-#include "core/config.h"
-#include "core/log.h"
+#include "base/config.h"
+#include "base/log.h"
 #include "nccl/shim.h"
 
 extern char** environ;

@@ -2,8 +2,8 @@
 // NCCL's symmetric-memory kernels, which mycoll does not have).
 #include <cstring>
 
-#include "core/comm.h"
-#include "core/log.h"
+#include "comm/comm.h"
+#include "base/log.h"
 #include "engine/device_engine.h"
 #include "nccl/shim.h"
 

@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
-#include "core/registry.h"
+#include "base/error.h"
+#include "comm/registry.h"
 #include "mycoll.h"
 
 namespace mycoll {

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <set>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace mycoll {
 

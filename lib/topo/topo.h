@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "core/config.h"
+#include "base/config.h"
 #include "transports/transport.h"
 
 namespace mycoll {

@@ -16,9 +16,9 @@
 #include <sstream>
 #include <vector>
 
-#include "core/comm.h"
-#include "core/config.h"
-#include "core/log.h"
+#include "comm/comm.h"
+#include "base/config.h"
+#include "base/log.h"
 #include "engine/device_engine.h"
 
 namespace mycoll {

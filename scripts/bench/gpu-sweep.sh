@@ -14,10 +14,10 @@
 #     "MYCOLL_ALGO=ring MYCOLL_GPU_RING_BYTES=0" -- all_reduce --mem cuda --np 4 -b 16M -e 1G -f 4 --vs nccl
 #   # channels of point-to-point batches
 #   scripts/bench/gpu-sweep.sh out sendrecv-channels "MYCOLL_NCHANNELS=32" "MYCOLL_NCHANNELS=64" \
-#     -- sendrecv --mem cuda --np 2 -b 2M -e 1G -f 8 -n 10 -w 10 -R 3 -c 0 --vs nccl
+#     -- sendrecv --mem cuda --np 2 -b 2M -e 1G -f 8 -n 10 -w 10 -B 3 -c 0 --vs nccl
 #   # before / after a change, 4 ranks sharing one GPU in one process
 #   scripts/bench/gpu-sweep.sh out before-after "PERF=/tmp/before/tools/mycoll-perf/mycoll-perf" "" \
-#     -- all_reduce --mem cuda -t 4 -b 8 -e 256M -f 4 -n 20 -w 5 -R 3 -c 0
+#     -- all_reduce --mem cuda -t 4 -b 8 -e 256M -f 4 -n 20 -w 5 -B 3 -c 0
 #
 # Writes OUTDIR/NAME.jsonl (every run's rows, each with "setting": its list;
 # the file docs/perf/ keeps) and OUTDIR/NAME-<k>.txt (run k's table), then

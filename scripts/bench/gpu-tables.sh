@@ -14,7 +14,7 @@
 #            (scripts/gpu-run.sh OUT build makes it)
 #   COLLS    collectives [all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv]
 #   MIN MAX FACTOR   sizes [8, 1G (2G for all_reduce on 4 or more GPUs), 8]
-#   ITERS WARMUP BEST_OF CHECK   -n -w -R -c [10 10 3 0]
+#   ITERS WARMUP BEST_OF CHECK   -n -w -B -c [10 10 3 0]
 #   EXTRA    more mycoll-perf flags, e.g. "-t 2" (2 ranks per process) or "-G 10"
 #   TIMEOUT  seconds per table [600]
 # MYCOLL_* and NCCL_* variables reach both libraries as usual; NVLink
@@ -36,7 +36,7 @@ for np in $nps; do
     # shellcheck disable=SC2086  # EXTRA is a list of flags
     timeout "${TIMEOUT:-600}" "$perf" "$coll" --mem cuda --np "$np" --vs nccl \
       -b "${MIN:-8}" -e "$max" -f "${FACTOR:-8}" -n "${ITERS:-10}" -w "${WARMUP:-10}" \
-      -R "${BEST_OF:-3}" -c "${CHECK:-0}" ${EXTRA:-} --json "$out/$name.jsonl" \
+      -B "${BEST_OF:-3}" -c "${CHECK:-0}" ${EXTRA:-} --json "$out/$name.jsonl" \
       > "$out/$name.txt" 2>&1 || { echo "$name: FAILED (see $out/$name.txt)"; rc=1; }
     echo "== $name"
     grep -E "^# (Min ratio|Out of bounds)" "$out/$name.txt"

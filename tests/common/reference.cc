@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "engine/reduce.h"  // fp16/bf16/fp8 conversions
 
 namespace mycoll_test {

@@ -6,6 +6,7 @@
 // Init cells: a rank that never arrives is named by every other rank, also
 // when the process that hosts the root ends as soon as its own init fails.
 #include <dirent.h>
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <signal.h>
@@ -110,6 +111,21 @@ int victim_of(Op op) {
   return 1;
 }
 
+// UCX cells skip where UCX is not built or does not load (CI fails then:
+// tests/unit/test_build_config.cc). Only dlopen here in the parent; the
+// ranks are forked from it and set UCX up themselves.
+bool transport_here(const std::string& t, std::string* why) {
+  if (t != "ucx") return true;
+#if MYCOLL_HAVE_UCX
+  if (dlopen("libucp.so.0", RTLD_NOW | RTLD_LOCAL)) return true;
+  const char* e = dlerror();
+  *why = std::string("UCX is built but libucp.so.0 does not load here: ") + (e ? e : "?");
+#else
+  *why = "mycoll was built without UCX";
+#endif
+  return false;
+}
+
 using Cell = std::tuple<Fault, std::string, Op>;
 
 class DeathMatrix : public ::testing::TestWithParam<Cell> {};
@@ -119,6 +135,8 @@ TEST_P(DeathMatrix, SurvivorsGetErrorsNamingTheDeadRank) {
   const std::string transport = std::get<1>(GetParam());
   const Op op = std::get<2>(GetParam());
   const int victim = victim_of(op);
+  std::string why_not;
+  if (!transport_here(transport, &why_not)) GTEST_SKIP() << why_not;
   LaunchOptions opt;
   opt.nranks = kRanks;
   opt.env = {{"MYCOLL_TRANSPORT", transport}, {"MYCOLL_TIMEOUT", std::to_string(kTimeout)}};
@@ -173,7 +191,7 @@ INSTANTIATE_TEST_SUITE_P(
     Host, DeathMatrix,
     ::testing::Combine(::testing::Values(Fault::Kill, Fault::Stop, Fault::Exit0, Fault::Exit1,
                                          Fault::Abort),
-                       ::testing::Values("shm", "socket"),
+                       ::testing::Values("shm", "socket", "ucx"),
                        ::testing::Values(Op::AllReduce, Op::Broadcast, Op::AllToAll,
                                          Op::SendRecv)),
     cell_name);
@@ -182,6 +200,8 @@ INSTANTIATE_TEST_SUITE_P(
 class DeathAtInit : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(DeathAtInit, MissingRankIsNamed) {
+  std::string why_not;
+  if (!transport_here(GetParam(), &why_not)) GTEST_SKIP() << why_not;
   LaunchOptions opt;
   opt.nranks = kRanks;
   opt.init_comm = false;
@@ -205,7 +225,7 @@ TEST_P(DeathAtInit, MissingRankIsNamed) {
   EXPECT_FALSE(res[0].timed_out || res[1].timed_out);
 }
 
-INSTANTIATE_TEST_SUITE_P(Host, DeathAtInit, ::testing::Values("shm", "socket"));
+INSTANTIATE_TEST_SUITE_P(Host, DeathAtInit, ::testing::Values("shm", "socket", "ucx"));
 
 }  // namespace
 

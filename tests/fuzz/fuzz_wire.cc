@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "bootstrap/wire.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace mycoll_fuzz {
 namespace {

@@ -17,7 +17,7 @@
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/socket_util.h"
 #include "bootstrap/wire.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "thread_bootstrap.h"
 
 namespace mycoll {

@@ -11,7 +11,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/socket_util.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "thread_bootstrap.h"
 
 namespace mycoll {

@@ -5,8 +5,8 @@
 #include <set>
 #include <sstream>
 
-#include "core/config.h"
-#include "core/error.h"
+#include "base/config.h"
+#include "base/error.h"
 
 using namespace mycoll;
 

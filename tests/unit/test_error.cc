@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <string>
 
-#include "core/comm.h"
-#include "core/enqueue.h"
-#include "core/error.h"
+#include "comm/comm.h"
+#include "comm/enqueue.h"
+#include "base/error.h"
 #include "engine/device_engine.h"
 
 using namespace mycoll;

@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/config.h"
-#include "core/error.h"
+#include "base/config.h"
+#include "base/error.h"
 #include "engine/gpu_proxy.h"
 #include "transports/transport.h"
 #include "thread_bootstrap.h"

@@ -9,8 +9,8 @@
 #include <sstream>
 #include <string>
 
-#include "core/config.h"
-#include "core/log.h"
+#include "base/config.h"
+#include "base/log.h"
 
 using namespace mycoll;
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "algorithms/plan.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "tests/unit/plan_simulator.h"
 
 namespace mycoll {

@@ -17,7 +17,7 @@
 #include <xmmintrin.h>
 #endif
 
-#include "core/error.h"
+#include "base/error.h"
 #include "engine/reduce.h"
 
 namespace mycoll {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "core/registry.h"
+#include "comm/registry.h"
 #include "mycoll.h"
 
 namespace {

@@ -21,8 +21,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/config.h"
-#include "core/error.h"
+#include "base/config.h"
+#include "base/error.h"
 #include "thread_bootstrap.h"
 #include "transports/shm/shm.h"
 #include "transports/transport.h"

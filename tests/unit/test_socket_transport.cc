@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
-#include "core/config.h"
-#include "core/error.h"
+#include "base/config.h"
+#include "base/error.h"
 #include "transports/transport.h"
 #include "thread_bootstrap.h"
 
@@ -262,6 +262,32 @@ void check_peer_gone(bool destroy) {
 
 TEST(SocketTransport, PeerShutdownIsRemoteError) { check_peer_gone(false); }
 TEST(SocketTransport, PeerCloseIsRemoteError) { check_peer_gone(true); }
+
+}  // namespace
+}  // namespace mycoll
+
+namespace mycoll {
+namespace {
+
+// The peer-list check every network transport's connect() starts with.
+TEST(PeerList, AcceptsDistinctOtherRanksAndNamesTheBadEntry) {
+  EXPECT_NO_THROW(check_peer_list("socket", 1, 4, {0, 2, 3}));
+  EXPECT_NO_THROW(check_peer_list("socket", 0, 1, {}));
+  struct Bad {
+    std::vector<int> peers;
+    int bad;
+  };
+  for (const Bad& b : {Bad{{0, 1}, 1}, Bad{{0, 4}, 4}, Bad{{-1}, -1}, Bad{{2, 0, 2}, 2}}) {
+    try {
+      check_peer_list("ucx", 1, 4, b.peers);
+      ADD_FAILURE() << "accepted a bad list, bad peer " << b.bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), mycollInvalidArgument);
+      EXPECT_EQ(std::string(e.what()),
+                "ucx transport: bad peer list on rank 1 (peer " + std::to_string(b.bad) + ")");
+    }
+  }
+}
 
 }  // namespace
 }  // namespace mycoll

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "bootstrap/wire.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "engine/host_wire.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);

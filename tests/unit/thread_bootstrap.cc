@@ -11,7 +11,7 @@
 #include <random>
 #include <thread>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace mycoll {
 

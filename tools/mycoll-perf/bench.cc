@@ -5,11 +5,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -18,11 +16,14 @@
 #include <vector>
 
 #include "backend.h"
+#include "build_info.h"
 #include "check.h"
 #include "colls.h"
 #include "datatypes.h"
 #include "launch.h"
 #include "mpi_compare.h"
+#include "progress.h"
+#include "text.h"
 
 namespace mycoll_perf {
 namespace {
@@ -59,70 +60,6 @@ struct Ptrs {
   void* recv;
 };
 using Issue = std::function<void(const std::vector<Ptrs>&)>;
-
-std::string fmt_time(double us) {
-  char b[32];
-  if (std::isnan(us)) return "N/A";
-  std::snprintf(b, sizeof(b), us >= 10000.0 ? "%.0f" : us >= 100.0 ? "%.1f" : "%.2f", us);
-  return b;
-}
-
-std::string fmt_bw(double v) {
-  if (std::isnan(v)) return "N/A";
-  char b[32];
-  std::snprintf(b, sizeof(b), "%.2f", v);
-  return b;
-}
-
-std::string fmt_wrong(long long w) { return w < 0 ? "N/A" : std::to_string(w); }
-
-std::string json_num(double v) {
-  if (std::isnan(v) || std::isinf(v)) return "null";
-  char b[40];
-  std::snprintf(b, sizeof(b), "%.6g", v);
-  return b;
-}
-
-std::string json_wrong(long long w) { return w < 0 ? "null" : std::to_string(w); }
-
-// s as a JSON string literal (quotes, backslashes and control characters escaped).
-std::string json_str(const std::string& s) {
-  std::string out = "\"";
-  for (const char ch : s) {
-    const unsigned char u = static_cast<unsigned char>(ch);
-    if (ch == '"' || ch == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (u < 0x20) {
-      char b[8];
-      std::snprintf(b, sizeof(b), "\\u%04x", u);
-      out += b;
-    } else {
-      out += ch;
-    }
-  }
-  return out + "\"";
-}
-
-// printf onto the end of *out.
-__attribute__((format(printf, 2, 3))) void appendf(std::string* out, const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  char b[512];
-  const int n = std::vsnprintf(b, sizeof(b), fmt, ap);
-  va_end(ap);
-  if (n > 0) out->append(b, std::min<size_t>(static_cast<size_t>(n), sizeof(b) - 1));
-}
-
-// Now, UTC, as ISO 8601 ("2025-01-31T12:00:00Z").
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char b[32];
-  std::strftime(b, sizeof(b), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return b;
-}
 
 class Bench {
  public:
@@ -166,7 +103,10 @@ class Bench {
     stage_.assign(cap, 0);
     if (o_.check) want_.assign(cap, 0);
     open_json();
+    const std::string notice = registration_notice(o_);
+    if (lead_ && !notice.empty()) std::fprintf(stderr, "%s\n", notice.c_str());
     print_header();
+    progress_ = std::make_unique<Progress>(stderr, lead_ && stderr_is_terminal(), sweep_steps(o_));
     long long wrong = 0;
     for (const CollInfo* c : o_.colls) wrong += run_coll(*c);
     barrier();  // nobody tears down while a peer may still use its buffers
@@ -318,9 +258,11 @@ class Bench {
     std::snprintf(v, sizeof(v), "%d.%d.%d", version / 10000, version / 100 % 100, version % 100);
     std::string m = "{\"tool\": \"mycoll-perf\", \"library_version\": " + json_str(v);
     std::snprintf(v, sizeof(v), "%d.%d.%d", MYCOLL_MAJOR, MYCOLL_MINOR, MYCOLL_PATCH);
-    m += ", \"header_version\": " + json_str(v) + ", \"date\": " + json_str(utc_now()) +
-         ", \"command_line\": " + json_str(o_.command_line) +
+    m += ", \"header_version\": " + json_str(v) + ", \"commit\": " + json_str(build_commit()) +
+         ", \"date\": " + json_str(utc_now()) + ", \"command_line\": " + json_str(o_.command_line) +
          ", \"options\": " + json_str(describe_options(o_)) +
+         ", \"best_of\": " + std::to_string(o_.repeats) +
+         ", \"local_register\": " + std::to_string(o_.local_register) +
          ", \"mem\": " + json_str(slots_[0].be->name()) + ", \"nranks\": " + std::to_string(n_) +
          ", \"topology\": " + json_str(topology_);
     if (nccl_) {
@@ -370,9 +312,11 @@ class Bench {
     int version = 0;
     mycollGetVersion(&version);
     if (doc_) doc_meta_ = metadata(version, recs);
-    std::printf("# mycoll-perf (nccl-tests style): library %d.%d.%d, header %d.%d.%d, %s memory\n",
-                version / 10000, version / 100 % 100, version % 100, MYCOLL_MAJOR, MYCOLL_MINOR,
-                MYCOLL_PATCH, slots_[0].be->name());
+    std::printf(
+        "# mycoll-perf (nccl-tests style): library %d.%d.%d, header %d.%d.%d, commit %s, %s "
+        "memory\n",
+        version / 10000, version / 100 % 100, version % 100, MYCOLL_MAJOR, MYCOLL_MINOR,
+        MYCOLL_PATCH, build_commit(), slots_[0].be->name());
     std::printf("# nranks %d%s%s%s, %s, time = %s over ranks of each rank's average%s\n", n_,
                 topology_.empty() ? "" : " (", topology_.c_str(), topology_.empty() ? "" : ")",
                 describe_options(o_).c_str(),
@@ -443,7 +387,9 @@ class Bench {
     for (mycollDataType_t t : o_.dtypes) {
       for (mycollRedOp_t op : c.reduces ? o_.ops : none) {
         for (size_t bytes : size_list(o_)) {
+          progress_->step(step_label(o_, c, t, op, bytes));
           Line line = measure(c, t, op, bytes);
+          progress_->clear();  // before the table's line, on a terminal shared with stdout
           for (const Result* r : {&line.oop, &line.ip}) {
             if (r->wrong > 0) wrong += r->wrong;
             if (!std::isnan(r->busbw)) {
@@ -562,7 +508,7 @@ class Bench {
     return line;
   }
 
-  // -w warm-up calls, then -R times: a barrier and -n timed calls (wall
+  // -w warm-up calls, then -B times: a barrier and -n timed calls (wall
   // clock, stream synchronised at the end; -z 1: after every call). -G N:
   // the -n calls are captured in one CUDA graph per rank, launched N times.
   // Each batch's time is aggregated over ranks (-a); the fastest is returned.
@@ -668,7 +614,7 @@ class Bench {
     };
     for (int i = 0; i < o_.warmup; ++i) call();
     double best = 0;
-    for (int k = 0; k < o_.repeats; ++k) {  // -R: the fastest batch, as for mycoll
+    for (int k = 0; k < o_.repeats; ++k) {  // -B: the fastest batch, as for mycoll
       const double t = time_mpi_batch(call);
       if (k == 0 || t < best) best = t;
     }
@@ -764,6 +710,7 @@ class Bench {
   FILE* doc_ = nullptr;   // -J, written by write_document() at the end
   std::string doc_meta_;  // -J's "metadata" object
   std::vector<std::string> doc_rows_;  // -J's "results"
+  std::unique_ptr<Progress> progress_;  // the sweep's line on a terminal's stderr
 };
 
 }  // namespace

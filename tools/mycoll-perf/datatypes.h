@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/dtype.h"  // the library's type metadata (header-only: sizes, kinds, op names)
+#include "base/dtype.h"  // the library's type metadata (header-only: sizes, kinds, op names)
 #include "mycoll.h"
 
 namespace mycoll_perf {

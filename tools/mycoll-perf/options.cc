@@ -39,11 +39,14 @@ void usage(const char* prog) {
       "                           it (--mem cuda)\n"
       "  -J, --output_file FILE   write the results and the run's metadata to FILE as one\n"
       "                           JSON document (FILE must end in .json)\n"
+      "  -R, --local_register <0|1|2>  buffer registration: 0 none (default), 1 local, 2\n"
+      "                           symmetric. Accepted for nccl-tests command lines; mycoll\n"
+      "                           has no registration, so 1 and 2 change nothing (one line\n"
+      "                           on stderr says so)\n"
       "mycoll-perf's own:\n"
-      "  -R, --best_of <K>        time K batches of -n iterations per size (a barrier before\n"
+      "  -B, --best_of <K>        time K batches of -n iterations per size (a barrier before\n"
       "                           each) and report the fastest, for mycoll and its peer alike:\n"
-      "                           filters stalls of a shared host out (default 1). Not\n"
-      "                           nccl-tests' -R (buffer registration)\n"
+      "                           filters stalls of a shared host out (default 1)\n"
       "  --np <N>                 fork N local processes (default: processes from the\n"
       "                           launcher's environment, else 1 process)\n"
       "  --json FILE              also write one JSON object per line per size and collective\n"
@@ -67,12 +70,12 @@ const char* short_flag(const std::string& long_name) {
     const char* long_name;
     const char* short_name;
   } kLong[] = {
-      {"--minbytes", "-b"},    {"--maxbytes", "-e"}, {"--stepfactor", "-f"},
-      {"--stepbytes", "-i"},   {"--iters", "-n"},    {"--warmup_iters", "-w"},
-      {"--check", "-c"},       {"--datatype", "-d"}, {"--op", "-o"},
-      {"--root", "-r"},        {"--blocking", "-z"}, {"--average", "-a"},
-      {"--nthreads", "-t"},    {"--ngpus", "-g"},    {"--cudagraph", "-G"},
-      {"--output_file", "-J"}, {"--best_of", "-R"},
+      {"--minbytes", "-b"},    {"--maxbytes", "-e"},       {"--stepfactor", "-f"},
+      {"--stepbytes", "-i"},   {"--iters", "-n"},          {"--warmup_iters", "-w"},
+      {"--check", "-c"},       {"--datatype", "-d"},       {"--op", "-o"},
+      {"--root", "-r"},        {"--blocking", "-z"},       {"--average", "-a"},
+      {"--nthreads", "-t"},    {"--ngpus", "-g"},          {"--cudagraph", "-G"},
+      {"--output_file", "-J"}, {"--local_register", "-R"}, {"--best_of", "-B"},
   };
   for (const auto& f : kLong)
     if (long_name == f.long_name) return f.short_name;
@@ -163,7 +166,8 @@ bool parse_options(int argc, char** argv, Options* o, int* exit_code) {
       increment_given = true;
     } else if (a == "-n") ok = parse_int(v, 1, 1 << 30, &o->iters);
     else if (a == "-w") ok = parse_int(v, 0, 1 << 30, &o->warmup);
-    else if (a == "-R") ok = parse_int(v, 1, 1000, &o->repeats);
+    else if (a == "-B") ok = parse_int(v, 1, 1000, &o->repeats);
+    else if (a == "-R") ok = parse_int(v, 0, 2, &o->local_register);
     else if (a == "-c") ok = parse_int(v, 0, 1, &o->check);
     else if (a == "-r") ok = parse_int(v, 0, 1 << 30, &o->root);
     else if (a == "-z") ok = parse_int(v, 0, 1, &o->blocking);
@@ -216,6 +220,11 @@ bool parse_options(int argc, char** argv, Options* o, int* exit_code) {
     }
     if (!ok) {
       std::fprintf(stderr, "mycoll-perf: bad value '%s' for %s (see -h)\n", v, given.c_str());
+      // -R K was mycoll-perf's best-of before -R took nccl-tests' meaning.
+      if (a == "-R")
+        std::fprintf(stderr,
+                     "mycoll-perf: -R is buffer registration (0, 1 or 2), as in "
+                     "nccl-tests; the fastest of K batches is -B K (--best_of K)\n");
       return false;
     }
   }
@@ -286,14 +295,22 @@ std::string describe_options(const Options& o) {
   } else {
     s += " -i " + std::to_string(o.step_bytes);
   }
-  s += " -n " + std::to_string(o.iters) + " -w " + std::to_string(o.warmup) + " -R " +
-       std::to_string(o.repeats) + " -c " +
-       std::to_string(o.check) + " -r " + std::to_string(o.root) + " -a " +
-       std::to_string(o.average);
+  s += " -n " + std::to_string(o.iters) + " -w " + std::to_string(o.warmup) + " -B " +
+       std::to_string(o.repeats) + " -c " + std::to_string(o.check) + " -r " +
+       std::to_string(o.root) + " -a " + std::to_string(o.average);
+  if (o.local_register) s += " -R " + std::to_string(o.local_register);
   if (o.cuda())
     s += " -z " + std::to_string(o.blocking) + " -t " + std::to_string(o.threads) + " -g " +
          std::to_string(o.gpus) + " -G " + std::to_string(o.graph_launches);
   return s;
+}
+
+std::string registration_notice(const Options& o) {
+  if (o.local_register == 0) return "";
+  const std::string kind = o.local_register == 1 ? "local" : "symmetric";
+  return "mycoll-perf: -R " + std::to_string(o.local_register) + " (" + kind +
+         " registration) changes nothing: mycoll has no buffer registration, and no peer's "
+         "buffers are registered either (the fastest of K batches is -B K)";
 }
 
 }  // namespace mycoll_perf

@@ -1,5 +1,5 @@
 // Command line of mycoll-perf: nccl-tests' flags (-b -e -f -i -n -w -c -d -o -r -z -a
-// -t -g -G -J, short or long: --minbytes ...) plus -R/--best_of, --np, --json, --vs,
+// -t -g -G -J -R, short or long: --minbytes ...) plus -B/--best_of, --np, --json, --vs,
 // --mem, --skip-without-gpu.
 #pragma once
 
@@ -20,7 +20,8 @@ struct Options {
   size_t step_bytes = 0;                     // -i
   int iters = 20;                            // -n
   int warmup = 1;                            // -w (per size, before timing)
-  int repeats = 1;                           // -R: timed batches per size, fastest reported
+  int repeats = 1;                           // -B: timed batches per size, fastest reported
+  int local_register = 0;                    // -R: 0 none, 1 local, 2 symmetric (nccl-tests)
   int check = 1;                             // -c
   std::vector<mycollDataType_t> dtypes{mycollFloat32};  // -d (name or "all")
   std::vector<mycollRedOp_t> ops{mycollSum};            // -o (name or "all")
@@ -49,7 +50,11 @@ bool parse_options(int argc, char** argv, Options* o, int* exit_code);
 // The sizes in bytes to run, from -b to -e by -f or -i.
 std::vector<size_t> size_list(const Options& o);
 
-// "-b 8 -e 65536 -f 2 -n 20 -w 1 -c 1 -d float -o sum -r 0 -a 3" for the header.
+// "-b 8 -e 65536 -f 2 -n 20 -w 1 -B 1 -c 1 -r 0 -a 3" for the header (-R only when not 0).
 std::string describe_options(const Options& o);
+
+// The one stderr line -R 1 or -R 2 deserves (mycoll has no buffer
+// registration, so the flag changes nothing); empty for -R 0.
+std::string registration_notice(const Options& o);
 
 }  // namespace mycoll_perf

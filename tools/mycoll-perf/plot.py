@@ -11,14 +11,23 @@ or MPI), time against size, and the ratio mycoll busbw / peer busbw.
   plot.py perf.jsonl -o allreduce.png          # PNG (needs matplotlib)
   plot.py docs/perf/gpu-h200-4gpus-*.jsonl -o fig.png   # several tables: one PNG each
   plot.py --text perf.jsonl                    # a text table, no matplotlib
+  plot.py docs/perf/host-shm-2ranks-all-vs-mpi.jsonl --only collective=all_reduce \
+      --median -o ar.png                       # one table: the median over its sweeps
+
+--only KEY=VALUE keeps the rows whose KEY is VALUE (repeatable: all must hold).
+--median merges the rows that differ only in "setting" (repeated sweeps) into
+one table whose every value per size is the median over them.
 
 Without matplotlib, or with --text, it prints the same series as text tables.
+Only the result rows are read: a -J document's metadata (any version: with or
+without "commit", best-of spelled -B or, before, -R) does not matter here.
 """
 
 import argparse
 import json
 import math
 import os
+import statistics
 import sys
 
 PEERS = ("nccl", "mpi", "gloo")
@@ -66,15 +75,57 @@ def peer_of(row):
     return None
 
 
-def group_rows(rows):
-    """{(collective, nranks, mem, type, redop, setting): [row, ...] sorted by size}."""
+def keep(rows, only):
+    """The rows matching every KEY=VALUE of `only` (values compared as strings)."""
+    conds = []
+    for kv in only:
+        k, sep, v = kv.partition("=")
+        if not sep:
+            raise SystemExit(f"plot.py: --only {kv}: not KEY=VALUE")
+        conds.append((k, v))
+    return [r for r in rows if all(k in r and str(r[k]) == v for k, v in conds)]
+
+
+def median_rows(rows):
+    """Rows of one table from several runs -> one row per size, each number the median."""
+    by_size = {}
+    for r in rows:
+        by_size.setdefault(r["size"], []).append(r)
+    out = []
+    for size, rs in sorted(by_size.items()):
+        m = dict(rs[0])
+        for k in set().union(*rs):
+            vals = [num(r.get(k)) for r in rs]
+            vals = [v for v in vals if v is not None]
+            if k != "size" and vals and isinstance(rs[0].get(k), (int, float)):
+                m[k] = statistics.median(vals)
+        out.append(m)
+    return out
+
+
+def group_rows(rows, median=False):
+    """{(collective, nranks, mem, type, redop, setting): [row, ...] sorted by size}.
+
+    median: rows differing only in "setting" form one table, the median per size
+    (its setting names how many runs were merged).
+    """
     groups = {}
     for r in rows:
         if "collective" not in r or "size" not in r:
             continue
         key = (r["collective"], r.get("nranks", 0), r.get("mem", "?"), r.get("type", "?"),
-               r.get("redop", "none"), r.get("setting", ""))
+               r.get("redop", "none"), "" if median else r.get("setting", ""))
         groups.setdefault(key, []).append(r)
+    if median:
+        merged = {}
+        for key, rs in groups.items():
+            per_size = {}
+            for r in rs:
+                per_size[r["size"]] = per_size.get(r["size"], 0) + 1
+            runs = max(per_size.values())
+            label = f"median of {runs} runs" if runs > 1 else ""
+            merged[key[:5] + (label,)] = median_rows(rs)
+        groups = merged
     for v in groups.values():
         v.sort(key=lambda r: r["size"])
     return groups
@@ -196,12 +247,16 @@ def main(argv=None):
     ap.add_argument("-o", "--output", default="mycoll-perf.png",
                     help="PNG to write (one per table: NAME-<collective>-... when several)")
     ap.add_argument("--text", action="store_true", help="print text tables, draw nothing")
+    ap.add_argument("--only", action="append", default=[], metavar="KEY=VALUE",
+                    help="keep rows whose KEY is VALUE (repeatable), e.g. collective=all_reduce")
+    ap.add_argument("--median", action="store_true",
+                    help="merge runs differing only in 'setting': the median per size")
     args = ap.parse_args(argv)
 
     rows = []
     for path in args.files:
         rows += read_rows(path)
-    groups = group_rows(rows)
+    groups = group_rows(keep(rows, args.only), args.median)
     if not groups:
         print("plot.py: no mycoll-perf results in " + ", ".join(args.files), file=sys.stderr)
         return 1

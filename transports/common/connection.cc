@@ -1,6 +1,9 @@
 // Default implementations of the Connection interface (transport.h).
 #include <cstring>
+#include <set>
+#include <string>
 
+#include "base/error.h"
 #include "transports/transport.h"
 
 namespace mycoll {
@@ -18,6 +21,15 @@ size_t Connection::recv_some(void* dst, size_t n) {
     copied += k;
   }
   return copied;
+}
+
+void check_peer_list(const char* transport, int me, int nranks, const std::vector<int>& peers) {
+  std::set<int> seen;
+  for (int p : peers)
+    check_arg(p >= 0 && p < nranks && p != me && seen.insert(p).second, [&] {
+      return std::string(transport) + " transport: bad peer list on rank " + std::to_string(me) +
+             " (peer " + std::to_string(p) + ")";
+    });
 }
 
 }  // namespace mycoll

@@ -7,8 +7,8 @@
 #include <cstring>
 
 #include "bootstrap/bootstrap.h"
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 namespace mycoll {
 

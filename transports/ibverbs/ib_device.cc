@@ -7,9 +7,9 @@
 #include <mutex>
 #include <vector>
 
-#include "core/config.h"
-#include "core/error.h"
-#include "core/log.h"
+#include "base/config.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "transports/ibverbs/ib_device.h"
 #include "transports/ibverbs/ib_transport.h"
 #include "transports/transport.h"

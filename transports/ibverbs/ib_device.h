@@ -7,7 +7,7 @@
 #include <mutex>
 #include <string>
 
-#include "core/config.h"
+#include "base/config.h"
 #include "transports/ibverbs/ib_regcache.h"
 #include "transports/ibverbs/ibvwrap.h"
 

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace mycoll {
 

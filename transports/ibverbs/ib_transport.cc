@@ -38,12 +38,11 @@
 #include <deque>
 #include <mutex>
 #include <random>
-#include <set>
 
 #include "bootstrap/bootstrap.h"
-#include "core/config.h"
-#include "core/error.h"
-#include "core/log.h"
+#include "base/config.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "transports/ibverbs/ib_device.h"
 #include "transports/transport.h"
 
@@ -594,11 +593,7 @@ class IbTransport final : public Transport {
                                                    const std::vector<int>& peers,
                                                    const Config& cfg) override {
     const int me = bs.rank(), n = bs.nranks();
-    std::set<int> seen;
-    for (int p : peers)
-      check_arg(p >= 0 && p < n && p != me && seen.insert(p).second,
-                "ibverbs transport: bad peer list on rank " + std::to_string(me) + " (peer " +
-                    std::to_string(p) + ")");
+    check_peer_list("ibverbs", me, n, peers);
     // Set up locally, but always join the allgather so a failure here ends
     // every rank's connect promptly instead of in a bootstrap timeout.
     std::vector<Wire> table(static_cast<size_t>(n) * n);

@@ -27,9 +27,9 @@
 #include <thread>
 
 #include "bootstrap/socket_util.h"
-#include "core/config.h"
-#include "core/error.h"
-#include "core/log.h"
+#include "base/config.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "transports/transport.h"
 
 namespace mycoll {
@@ -286,11 +286,7 @@ class SocketTransport final : public Transport {
                                                    const Config& cfg) override {
     const int me = bs.rank(), n = bs.nranks();
     const Deadline d = Deadline::after(cfg.timeout_s);
-    std::set<int> seen;
-    for (int p : peers)
-      check_arg(p >= 0 && p < n && p != me && seen.insert(p).second,
-                "socket transport: bad peer list on rank " + std::to_string(me) + " (peer " +
-                    std::to_string(p) + ")");
+    check_peer_list("socket", me, n, peers);
 
     Fd listener;
     std::vector<Endpoint> eps(n);

@@ -46,13 +46,12 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <thread>
 
 #include "bootstrap/bootstrap.h"
-#include "core/config.h"
-#include "core/error.h"
-#include "core/log.h"
+#include "base/config.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "transports/transport.h"
 #include "transports/ucx/ucxwrap.h"
 
@@ -133,6 +132,21 @@ void on_recv_done(void* /*request*/, ucs_status_t status, const ucp_tag_recv_inf
   s->done = true;
 }
 
+// What a non-blocking tag operation returned: done at once (status
+// `immediate`), failed, or in flight (its callback completes s).
+ucs_status_t track(Slot* s, ucs_status_ptr_t r, ucs_status_t immediate) {
+  if (r == nullptr) {
+    s->done = true;
+    s->status = immediate;
+  } else if (UCS_PTR_IS_ERR(r)) {
+    s->done = true;
+    s->status = UCS_PTR_STATUS(r);
+  } else {
+    s->req = r;
+  }
+  return s->done ? s->status : UCS_INPROGRESS;
+}
+
 // Posts a send of s->buf[0, n) with `tag`; s->done tells completion.
 ucs_status_t post_send(ucp_ep_h ep, Slot* s, size_t n, uint64_t tag) {
   ucp_request_param_t p{};
@@ -142,17 +156,7 @@ ucs_status_t post_send(ucp_ep_h ep, Slot* s, size_t n, uint64_t tag) {
   s->busy = true;
   s->done = false;
   s->len = n;
-  ucs_status_ptr_t r = ucx().tag_send_nbx(ep, s->buf, n, tag, &p);
-  if (r == nullptr) {
-    s->done = true;
-    s->status = UCS_OK;
-  } else if (UCS_PTR_IS_ERR(r)) {
-    s->done = true;
-    s->status = UCS_PTR_STATUS(r);
-  } else {
-    s->req = r;
-  }
-  return s->done ? s->status : UCS_INPROGRESS;
+  return track(s, ucx().tag_send_nbx(ep, s->buf, n, tag, &p), UCS_OK);
 }
 
 // Posts a receive of up to cap bytes into s->buf matching `tag` exactly.
@@ -167,17 +171,8 @@ ucs_status_t post_recv(ucp_worker_h w, Slot* s, size_t cap, uint64_t tag) {
   s->busy = true;
   s->done = false;
   s->len = s->off = 0;
-  ucs_status_ptr_t r = ucx().tag_recv_nbx(w, s->buf, cap, tag, kFullMask, &p);
-  if (r == nullptr) {  // not expected with NO_IMM_CMPL
-    s->done = true;
-    s->status = UCS_ERR_NO_MESSAGE;
-  } else if (UCS_PTR_IS_ERR(r)) {
-    s->done = true;
-    s->status = UCS_PTR_STATUS(r);
-  } else {
-    s->req = r;
-  }
-  return s->done ? s->status : UCS_INPROGRESS;
+  // An immediate completion is not expected with NO_IMM_CMPL.
+  return track(s, ucx().tag_recv_nbx(w, s->buf, cap, tag, kFullMask, &p), UCS_ERR_NO_MESSAGE);
 }
 
 // Everything about one peer. Owned through the connection; callbacks point
@@ -561,11 +556,7 @@ class UcxTransport final : public Transport {
                                                    const std::vector<int>& peers,
                                                    const Config& cfg) override {
     const int me = bs.rank(), n = bs.nranks();
-    std::set<int> seen;
-    for (int p : peers)
-      check_arg(p >= 0 && p < n && p != me && seen.insert(p).second,
-                "ucx transport: bad peer list on rank " + std::to_string(me) + " (peer " +
-                    std::to_string(p) + ")");
+    check_peer_list("ucx", me, n, peers);
     check_arg(n < (1 << 23), "ucx transport: at most 2^23 ranks");
     // Parsed and range-checked once, by Config::from_env at communicator init.
     const size_t chunk = cfg.ucx.chunk_bytes;

@@ -1,7 +1,7 @@
 // Built instead of ucx.cc when CMake found no UCX headers/libraries
 // (cmake/Dependencies.cmake): UCX is then unavailable, and naming it
 // (MYCOLL_NET=ucx, MYCOLL_TRANSPORT=ucx) is an error at init saying why.
-#include "core/error.h"
+#include "base/error.h"
 #include "transports/transport.h"
 
 namespace mycoll {

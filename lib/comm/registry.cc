@@ -1,4 +1,4 @@
-#include "core/registry.h"
+#include "comm/registry.h"
 
 #include <atomic>
 #include <chrono>
@@ -6,8 +6,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/comm.h"
-#include "core/error.h"
+#include "comm/comm.h"
+#include "base/error.h"
 
 namespace mycoll {
 namespace {

@@ -1,13 +1,13 @@
-#include "core/enqueue.h"
+#include "comm/enqueue.h"
 
 #include <algorithm>
 #include <map>
 
-#include "core/comm.h"
-#include "core/error.h"
-#include "core/flight_recorder.h"
-#include "core/log.h"
-#include "core/registry.h"
+#include "comm/comm.h"
+#include "base/error.h"
+#include "comm/flight_recorder.h"
+#include "base/log.h"
+#include "comm/registry.h"
 #include "engine/device_engine.h"
 #include "engine/host_engine.h"
 #include "engine/host_fast.h"

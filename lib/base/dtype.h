@@ -1,5 +1,5 @@
 // Data type and reduction-op metadata: element size, names, kind. Part of the
-// floor (lib/core: error, log, config, dtype) that every layer may use; the
+// floor (lib/base: error, log, config, dtype) that every layer may use; the
 // CPU reductions themselves are in lib/engine/reduce.h. Header-only and
 // constexpr, so host code of CUDA sources can use it too.
 #pragma once

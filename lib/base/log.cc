@@ -1,4 +1,4 @@
-#include "core/log.h"
+#include "base/log.h"
 
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
@@ -17,7 +17,7 @@
 #include <set>
 #include <thread>
 
-#include "core/config.h"
+#include "base/config.h"
 
 extern char** environ;
 

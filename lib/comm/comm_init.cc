@@ -8,10 +8,10 @@
 #include <iterator>
 #include <thread>
 
-#include "core/comm.h"
-#include "core/error.h"
-#include "core/flight_recorder.h"
-#include "core/log.h"
+#include "comm/comm.h"
+#include "base/error.h"
+#include "comm/flight_recorder.h"
+#include "base/log.h"
 #include "engine/device_engine.h"
 #include "topo/topo.h"
 #include "topo/topo_dump.h"

@@ -1,5 +1,5 @@
 // The communicator: what one rank knows about its peers, the connections
-// to them, and the state of its operations. Built in lib/core/comm_init.cc,
+// to them, and the state of its operations. Built in lib/comm/comm_init.cc,
 // used by the API layer and the engines.
 #pragma once
 
@@ -11,8 +11,8 @@
 
 #include "algorithms/plan.h"
 #include "bootstrap/bootstrap.h"
-#include "core/config.h"
-#include "core/flight_recorder.h"
+#include "base/config.h"
+#include "comm/flight_recorder.h"
 #include "mycoll.h"
 #include "transports/transport.h"
 
@@ -66,7 +66,7 @@ struct mycollComm {
   std::atomic<int> async_error{mycollSuccess};
   std::string async_reason;
   std::atomic<bool> aborted{false};
-  // This communicator's handle (lib/core/registry.h) and how many of its
+  // This communicator's handle (lib/comm/registry.h) and how many of its
   // calls wait in an open group (destroying it then is an error).
   mycollComm_t handle = nullptr;
   std::atomic<int> queued{0};

@@ -1,4 +1,4 @@
-#include "core/flight_recorder.h"
+#include "comm/flight_recorder.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -12,10 +12,10 @@
 #include <set>
 #include <thread>
 
-#include "core/comm.h"
-#include "core/dtype.h"
-#include "core/error.h"
-#include "core/log.h"
+#include "comm/comm.h"
+#include "base/dtype.h"
+#include "base/error.h"
+#include "base/log.h"
 
 namespace mycoll {
 namespace {

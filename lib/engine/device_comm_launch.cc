@@ -1,0 +1,225 @@
+// Device communicator, per call: issue order across streams, the streams of
+// ranks sharing a GPU, the selection table (lib/engine/device_select.h) and
+// the launch of the kernel it picks. See device_comm_impl.h.
+#if MYCOLL_HAVE_CUDA
+
+#include "engine/device_comm_impl.h"
+
+#include <string>
+
+#include "base/dtype.h"
+#include "base/error.h"
+#include "base/log.h"
+
+namespace mycoll {
+namespace devcomm {
+
+mycollResult_t DeviceCommImpl::poll_error(std::string* reason) {
+  int code = const_cast<volatile int32_t&>(h_error_->code);
+  if (code == 0) return mycollSuccess;
+  if (reason) {
+    const char* what = h_error_->kind == kDevSend ? "sending to" : "receiving from";
+    *reason = std::string(code == mycollTimeout ? "GPU kernel timed out (MYCOLL_TIMEOUT) "
+                                                : "GPU kernel aborted ") +
+              "on rank " + std::to_string(c_.rank) + " while " + what + " rank " +
+              std::to_string(h_error_->peer);
+  }
+  return static_cast<mycollResult_t>(code);
+}
+
+void DeviceCommImpl::enqueue(std::vector<Task>& tasks, mycollStream_t stream) {
+  cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
+  std::string why;
+  if (mycollResult_t e = poll_error(&why)) {
+    c_.fail(e, why);
+    throw_error(e, why);
+  }
+  // Launches go to this communicator's GPU whatever the caller's current
+  // device; cudaSetDevice only when it differs, and the caller's device is
+  // restored on every exit (a failed launch included).
+  int cur = -1;
+  cudaGetDevice(&cur);
+  struct RestoreDevice {
+    int prev, dev;
+    ~RestoreDevice() {
+      if (prev != dev && prev >= 0) cudaSetDevice(prev);
+    }
+  } restore{cur, dev_};
+  if (cur != dev_) cuda_check(cudaSetDevice(dev_), "cudaSetDevice");
+  if (threads_on_gpu_ > 1 && s != last_checked_stream_) check_shared_stream(s);
+  const bool capturing = stream_capturing(s);
+  if (order_recorded_ && s != last_stream_ && !capturing)
+    cuda_check(cudaStreamWaitEvent(s, order_event_, 0), "cudaStreamWaitEvent (issue order)");
+  for (Task& t : tasks) launch(t, s);
+  mark_issue_order(s, capturing);
+}
+
+// Ranks of this process share the GPU: their kernels must run at once. A
+// collective on the legacy default stream would wait for every other
+// rank's kernel on a blocking stream (and on stream 0 they would queue
+// behind each other): refused. On a blocking stream (cudaStreamCreate)
+// the collectives work, but any legacy-stream work of the application
+// (cudaMemcpy, cudaMemset, a kernel on stream 0, cudaFree,
+// cudaDeviceSynchronize) in one rank's thread while another rank's
+// collective is in flight waits for that collective, which waits for this
+// rank: warned once.
+void DeviceCommImpl::check_shared_stream(cudaStream_t s) {
+  if (s == nullptr || s == cudaStreamLegacy)
+    throw_error(mycollInvalidUsage,
+                "rank " + std::to_string(c_.rank) + ": " + std::to_string(threads_on_gpu_) +
+                    " ranks of this process share GPU " + std::to_string(dev_) +
+                    ": a collective on the legacy default stream (stream 0) serialises their "
+                    "kernels, which wait for each other; pass a stream created with "
+                    "cudaStreamNonBlocking (or cudaStreamPerThread)");
+  unsigned flags = 0;
+  if (cudaStreamGetFlags(s, &flags) == cudaSuccess && !(flags & cudaStreamNonBlocking) &&
+      !warned_blocking_stream_) {
+    warned_blocking_stream_ = true;
+    log_warn(Subsys::Gpu,
+             "rank {}: {} ranks of this process share GPU {} and this collective runs on a "
+             "blocking stream: legacy-default-stream work in any rank's thread (cudaMemcpy, "
+             "cudaMemset, stream-0 kernels, cudaFree, cudaDeviceSynchronize) while another "
+             "rank's collective is in flight waits for it, and it waits for this rank; use "
+             "cudaStreamNonBlocking streams and cudaMemcpyAsync",
+             c_.rank, threads_on_gpu_, dev_);
+  }
+  cudaGetLastError();
+  last_checked_stream_ = s;
+}
+
+// The operations of a communicator run one after the other in the order
+// they were issued, whatever streams they were issued on (as NCCL's do):
+// every kernel continues the FIFO counters and LL epochs its predecessor
+// left, so two in flight at once would interleave their messages (wrong
+// data or a wait that never ends). After every launch an event is recorded
+// on its stream; an operation issued on another stream first waits for
+// that event. The previous stream itself is never touched again (the
+// application may have destroyed it). Streams being captured into a CUDA
+// graph take no part: a graph runs where and when the application
+// launches it.
+bool DeviceCommImpl::stream_capturing(cudaStream_t s) {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(s, &st) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return st != cudaStreamCaptureStatusNone;
+}
+
+void DeviceCommImpl::mark_issue_order(cudaStream_t s, bool capturing) {
+  last_stream_ = s;
+  order_recorded_ = false;
+  if (capturing) return;
+  if (!order_event_)
+    cuda_check(cudaEventCreateWithFlags(&order_event_, cudaEventDisableTiming),
+               "cudaEventCreate (issue order)");
+  cuda_check(cudaEventRecord(order_event_, s), "cudaEventRecord (issue order)");
+  order_recorded_ = true;
+}
+
+// The selection table's inputs for this call (lib/engine/device_select.h).
+DevCall DeviceCommImpl::dev_call(const Task& t) const {
+  DevCall d;
+  d.coll = t.coll;
+  d.algo = t.algo;
+  d.algo_forced = c_.algo.forced(t.coll);
+  d.block_bytes = uint64_t(t.count) * dtype_size(t.dtype);
+  d.direct_channels = t.coll == Coll::AllToAll || t.coll == Coll::Scatter || t.coll == Coll::Gather
+                          ? direct_channels(t)
+                          : 0;
+  return d;
+}
+
+// Channels per peer of the direct kernel (0: its grid cannot be resident;
+// the plan kernel serves then).
+int DeviceCommImpl::direct_channels(const Task& t) const {
+  return direct_kernel_channels(uint64_t(t.count) * dtype_size(t.dtype), c_.cfg.gpu_channel_bytes,
+                                geom_.max_channels, c_.nranks, block_budget_, kDirectCopyBlocks,
+                                gpu_share_ > 1 ? 0 : kDirectSpareSms);
+}
+
+// The direct kernel: n - 1 streams (peers) at most on direct_channels
+// each, plus copy blocks for this rank's own block where it is not in
+// place already.
+void DeviceCommImpl::launch_direct_kernel(const Task& t, cudaStream_t s) {
+  const Coll kind = t.coll;
+  const uint64_t block = uint64_t(t.count) * dtype_size(t.dtype);
+  const int n = c_.nranks, r = c_.rank;
+  const int nch = direct_channels(t);
+  const char* in = static_cast<const char*>(t.input);
+  const char* out = static_cast<const char*>(t.output);
+  bool own = false;
+  if (kind == Coll::AllToAll)
+    own = in != out;
+  else if (r == t.root)
+    own = kind == Coll::Scatter ? in + uint64_t(r) * block != out : out + uint64_t(r) * block != in;
+  cuda_check(launch_direct(kind, t.input, t.output, block, t.dtype, t.root, d_comm_, n, r, nch,
+                           own ? kDirectCopyBlocks : 0, s),
+             "direct kernel launch");
+}
+
+void DeviceCommImpl::launch(const Task& t, cudaStream_t s) {
+  const DevChoice k = select_device_kernel(dev_call(t), limits_);
+  if (log_enabled(LogLevel::Info, Subsys::Coll))
+    log_info(Subsys::Coll, "op {} {} of {} bytes: {}", t.seq, coll_name(t.coll),
+             uint64_t(t.count) * dtype_size(t.dtype), describe(k));
+  const uint64_t block = uint64_t(t.count) * dtype_size(t.dtype);
+  switch (k.kernel) {
+    case DevKernel::Ring: {
+      const int nch = device_channels(coll_whole_count(t.coll, block, c_.nranks),
+                                      c_.cfg.gpu_channel_bytes, geom_.max_channels);
+      cuda_check(launch_ring(t.coll, t.input, t.output, block, t.dtype, t.op, t.root, d_comm_,
+                             c_.nranks, nch, s),
+                 "ring kernel launch");
+      return;
+    }
+    case DevKernel::LlColl:
+      cuda_check(launch_ll_coll(t.coll, t.input, t.output, block, t.dtype, t.op, t.root, d_comm_,
+                                c_.nranks, block_budget_, s),
+                 "LL collective kernel launch");
+      return;
+    case DevKernel::Direct: launch_direct_kernel(t, s); return;
+    case DevKernel::OneShot:
+      cuda_check(launch_oneshot(t.input, t.output, block, t.dtype, t.op, d_comm_, c_.nranks,
+                                block_budget_, s),
+                 "one-shot kernel launch");
+      return;
+    case DevKernel::TwoShot:
+      cuda_check(launch_twoshot(t.input, t.output, block, t.dtype, t.op, d_comm_, c_.nranks,
+                                block_budget_, s),
+                 "two-shot kernel launch");
+      return;
+    case DevKernel::Plan: break;
+  }
+  DevPlan* pp = nullptr;
+  if (t.coll == Coll::SendRecv) {
+    P2pEntry& e = p2p_entry(t, s);
+    if (e.ll) {
+      P2pLlCommon c = p2p_common_;
+      c.nkeys = int32_t(e.batch.keys.size());
+      cuda_check(launch_p2p_ll(c, e.batch.keys.data(), e.batch.ptr.data(), e.batch.bytes.data(),
+                               int(e.batch.ptr.size()), e.batch.threads, s),
+                 "LL point-to-point kernel launch");
+      return;
+    }
+    pp = &e.plan;
+  } else {
+    pp = &collective_plan(t, s);
+  }
+  DevPlan& p = *pp;
+  ensure_scratch(p.scratch_bytes, s);
+  KernelArgs a{};
+  a.ops = p.d_ops;
+  a.chan_ops = p.d_chan;
+  a.bufs[0] = const_cast<char*>(static_cast<const char*>(t.input));
+  a.bufs[1] = static_cast<char*>(t.output);
+  a.bufs[2] = static_cast<char*>(d_scratch_);
+  a.comm = d_comm_;
+  a.nranks = c_.nranks;
+  cuda_check(launch_plan(a, coll_reduces(t.coll), t.dtype, t.op, p.nch, s), "plan kernel launch");
+}
+
+}  // namespace devcomm
+}  // namespace mycoll
+
+#endif  // MYCOLL_HAVE_CUDA
