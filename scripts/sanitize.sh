@@ -58,13 +58,15 @@ stage_test() {  # dir, ctest args...
 
 # Every ASan and UBSan error is fatal (halt_on_error), leaks are reported
 # at exit, TSan reports every race and goes on (the test fails on the log
-# file); every report is a file in the stage's log directory. No
-# suppressions: nothing has needed one (docs/reliability.md).
+# file); every report is a file in the stage's log directory, report.PID
+# (one log_path for all: the runtimes of a process share it, the last
+# variable read wins). No suppressions: nothing has needed one
+# (docs/reliability.md).
 export_sanitizer_env() {  # logs dir
-  local logs=$1
-  export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:check_initialization_order=1:strict_init_order=1:detect_stack_use_after_return=1:log_path=$logs/asan"
-  export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$logs/ubsan"
-  export TSAN_OPTIONS="halt_on_error=0:second_deadlock_stack=1:die_after_fork=0:log_path=$logs/tsan"
+  local log=$1/report
+  export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:check_initialization_order=1:strict_init_order=1:detect_stack_use_after_return=1:log_path=$log"
+  export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$log"
+  export TSAN_OPTIONS="halt_on_error=0:second_deadlock_stack=1:die_after_fork=0:log_path=$log"
 }
 
 prefix=${BUILD_PREFIX:-build-}
@@ -80,12 +82,14 @@ for stage in ${STAGES:-asan tsan}; do
         -DMYCOLL_FUZZ_SECONDS="${FUZZ_SECONDS:-60}"
       ninja -C "$dir" -j "$jobs" mycoll_unit_tests mycoll_e2e_tests mycoll_fuzz_wire mycoll_nccl \
         nccl_api_test
+      t1=$(date +%s)
       export_sanitizer_env "$(pwd)/$dir/sanitizer-logs"
       stage_test "$dir" -L '^(unit|e2e|fuzz)$' -E "$NOT_HERE" || rc=1
       ;;
     tsan)
       stage_build "$dir" -DMYCOLL_SANITIZE=thread
       ninja -C "$dir" -j "$jobs" mycoll_unit_tests mycoll_e2e_tests mycoll_nccl nccl_api_test
+      t1=$(date +%s)
       export_sanitizer_env "$(pwd)/$dir/sanitizer-logs"
       stage_test "$dir" -L '^(unit|e2e)$' -E "$NOT_HERE" ${TSAN_FILTER:+-R "$TSAN_FILTER"} || rc=1
       ;;
@@ -94,6 +98,7 @@ for stage in ${STAGES:-asan tsan}; do
       exit 2
       ;;
   esac
-  echo "sanitize.sh: stage $stage took $(($(date +%s) - t0)) s"
+  t2=$(date +%s)
+  echo "sanitize.sh: stage $stage took $((t2 - t0)) s (build $((t1 - t0)) s, tests $((t2 - t1)) s)"
 done
 exit $rc
