@@ -25,7 +25,17 @@
 extern "C" {
 #endif
 
-typedef enum {
+/* In C++ the enums' underlying type is fixed to int (the type they promote
+ * to anyway), so that every value a C caller can pass is a value of the type
+ * and the library's range checks of arguments are well-defined C++. Sizes
+ * and values are the same in C and C++. */
+#ifdef __cplusplus
+#define MYCOLL_ENUM_BASE : int
+#else
+#define MYCOLL_ENUM_BASE
+#endif
+
+typedef enum MYCOLL_ENUM_BASE {
   mycollSuccess = 0,
   mycollUnhandledCudaError = 1,
   mycollSystemError = 2,
@@ -38,7 +48,7 @@ typedef enum {
   mycollNumResults = 9
 } mycollResult_t;
 
-typedef enum {
+typedef enum MYCOLL_ENUM_BASE {
   mycollInt8 = 0,
   mycollChar = 0,
   mycollUint8 = 1,
@@ -62,7 +72,7 @@ typedef enum {
   mycollNumTypes = 12
 } mycollDataType_t;
 
-typedef enum {
+typedef enum MYCOLL_ENUM_BASE {
   mycollSum = 0,
   mycollProd = 1,
   mycollMax = 2,

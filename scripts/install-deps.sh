@@ -8,9 +8,11 @@ set -euo pipefail
 # libibverbs-dev: verbs.h for the RDMA transport (libibverbs loaded at run time).
 # python3: tools/flight/mycoll-flight (the flight recorder's analysis) and its test.
 # libgloo-dev: mycoll-perf --vs gloo (the module mycoll-perf-gloo.so; Debian 12 has it).
+# clang, libclang-rt-dev: the sanitizer stage (scripts/sanitize.sh) builds with clang;
+# the second holds its sanitizer runtimes and libFuzzer.
 pkgs=(cmake ninja-build g++ pkg-config libspdlog-dev libfmt-dev libgtest-dev
       libopenmpi-dev openmpi-bin libucx-dev libibverbs-dev iproute2 iputils-ping python3
-      libgloo-dev)
+      libgloo-dev clang libclang-rt-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

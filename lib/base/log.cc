@@ -95,6 +95,8 @@ struct State {
   uint32_t ts_levels = 1u;     // bit per level: lines with a timestamp
   std::string ts_format = "[%F %T] ";
   std::string file_pattern;    // MYCOLL_DEBUG_FILE, while it waits for the rank
+  // file_pattern is set: what emit() reads without mu.
+  std::atomic<bool> file_waits{false};
   std::deque<std::string> pending;
   bool pending_dropped = false;
 };
@@ -189,6 +191,7 @@ void setup_locked(State& s) {
     if (file.find("%r") != std::string::npos && rank.empty()) s.file_pattern = file;  // log_set_rank
     else open_file_locked(s, file, rank);
   }
+  s.file_waits.store(!s.file_pattern.empty(), std::memory_order_release);
   logdetail::g_masks[0].store(lv >= 0 ? kAllSubsys : 0, std::memory_order_relaxed);
   logdetail::g_masks[1].store(lv >= 1 ? subsys : 0, std::memory_order_relaxed);
   logdetail::g_masks[2].store(lv >= 2 ? subsys : 0, std::memory_order_relaxed);
@@ -331,7 +334,7 @@ void emit(LogLevel l, Subsys s, fmt::string_view f, fmt::format_args args) {
   } catch (const std::exception& e) {
     line += std::string("(bad log format: ") + e.what() + ")";
   }
-  if (!st.file_pattern.empty()) {
+  if (st.file_waits.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> g(st.mu);
     if (!st.file_pattern.empty()) {  // %r: the file opens with the first communicator
       if (st.pending.size() < kMaxPendingLines) st.pending.push_back(std::move(line));
@@ -354,6 +357,7 @@ void log_set_rank(int rank) {
   if (s.file_pattern.empty()) return;
   open_file_locked(s, s.file_pattern, std::to_string(rank));
   s.file_pattern.clear();
+  s.file_waits.store(false, std::memory_order_release);
   for (const auto& line : s.pending) s.logger->log(spdlog::level::info, line);
   if (s.pending_dropped)
     s.logger->log(spdlog::level::info, own_line(s, "WARN", "earlier lines dropped while the %r "

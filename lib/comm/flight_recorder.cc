@@ -175,6 +175,11 @@ void FlightRecorder::failed(uint64_t seq) {
   }
 }
 
+uint64_t FlightRecorder::recorded() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return count_;
+}
+
 std::vector<FrEntry> FlightRecorder::snapshot() const {
   std::lock_guard<std::mutex> g(mu_);
   std::vector<FrEntry> out;
@@ -190,7 +195,8 @@ std::string flight_json(const mycollComm& c, const std::string& why) {
       "\"time_us\": {}, \"ops_issued\": {}, \"capacity\": {}, \"ops\": [",
       comm_id_text(c.id), c.parent_id ? quote(comm_id_text(c.parent_id)) : "null", c.rank,
       c.nranks, quote(c.peers.empty() ? "" : c.peers[c.rank].hostname), getpid(), c.cuda_device,
-      quote(why), now_us(), c.op_seq, c.flight ? c.flight->capacity() : 0);
+      quote(why), now_us(), c.flight ? c.flight->recorded() : c.op_seq,
+      c.flight ? c.flight->capacity() : 0);
   if (c.flight) {
     bool first = true;
     for (const FrEntry& e : c.flight->snapshot()) {

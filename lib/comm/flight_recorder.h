@@ -58,6 +58,10 @@ class FlightRecorder {
   // The entries, oldest first.
   std::vector<FrEntry> snapshot() const;
   size_t capacity() const { return ring_.size(); }
+  // Operations recorded since the communicator was made: every one issued,
+  // as the recorder is on from init (the fast paths step aside for it).
+  // Safe from any thread, unlike the communicator's own op counter.
+  uint64_t recorded() const;
 
  private:
   FrEntry* find(uint64_t seq);  // null when overwritten

@@ -26,6 +26,9 @@ inline void cpu_relax() {
 
 GpuProxy::GpuProxy(int rank, ProxyLayout layout, std::vector<Peer> peers, FailFn fail)
     : rank_(rank), L_(layout), fail_(std::move(fail)) {
+  if (L_.slot_bytes == 0 || L_.slot_bytes % 8 != 0)
+    throw_error(mycollInternalError, "gpu proxy: slot size " + std::to_string(L_.slot_bytes) +
+                                         " is not a multiple of 8 (flags would be misaligned)");
   for (Peer& p : peers) {
     PeerState s;
     s.p = p;

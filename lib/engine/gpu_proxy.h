@@ -35,7 +35,9 @@ namespace mycoll {
 // Byte layout of one peer's proxy region (host memory, one allocation):
 //   [tx data: nch rings][rx data: nch rings][tx flags][rx flags][tx lengths]
 // Flag lines are 384 bytes per channel: head at +0, tail at +128 (the
-// strides the kernel uses for NVLink peers, see FifoGeom).
+// strides the kernel uses for NVLink peers, see FifoGeom). slot_bytes is a
+// multiple of 8, so that the flags (8-byte atomics) and the length words
+// after the rings are aligned (GpuProxy refuses another layout).
 struct ProxyLayout {
   int nch = 1;
   int nslots = 8;

@@ -191,7 +191,9 @@ class Exec {
       case Buf::Output: base = static_cast<char*>(t.output); break;
       case Buf::Scratch: base = comm_->scratch.data(); break;
     }
-    return base + sl.offset * es;
+    // Integer arithmetic: point-to-point slices carry absolute addresses on
+    // null bases (enqueue.cc), and null + offset is undefined.
+    return reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(base) + sl.offset * es);
   }
 
   void start_task(const Task& t) {

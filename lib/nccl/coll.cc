@@ -42,8 +42,8 @@ struct NcclCall {
   const void* send;
   void* recv;
   size_t count;
-  ncclDataType_t dtype;
-  ncclRedOp_t op;
+  int dtype;  // as the caller passed them (enum_arg)
+  int op;
   int root;
   int peer;
   cudaStream_t stream;
@@ -265,8 +265,10 @@ double estimate_us(const NcclCall& c) {
 }
 
 NcclCall make(Kind k, const char* fn, ncclComm* comm, const void* send, void* recv, size_t count,
-              ncclDataType_t dtype, ncclRedOp_t op, int root, int peer, cudaStream_t stream) {
-  return NcclCall{k, fn, comm, send, recv, count, dtype, op, root, peer, stream, PreMul{}};
+              const ncclDataType_t& dtype, const ncclRedOp_t& op, int root, int peer,
+              cudaStream_t stream) {
+  const int dt = enum_arg(dtype), o = enum_arg(op);
+  return NcclCall{k, fn, comm, send, recv, count, dt, o, root, peer, stream, PreMul{}};
 }
 
 }  // namespace
@@ -278,19 +280,19 @@ bool in_group() { return g_group.depth > 0; }
 
 void group_add_init(ncclComm* comm) { g_group.inits.push_back(comm); }
 
-PreMul resolve_op(ncclComm* comm, ncclRedOp_t op, ncclDataType_t dtype, const char* fn) {
+PreMul resolve_op(ncclComm* comm, int op, int dtype, const char* fn) {
   if (op >= ncclSum && op < ncclNumOps) return PreMul{};
   std::lock_guard<std::mutex> g(comm->mu);
   const long idx = long(op) - long(ncclNumOps);
   if (idx < 0 || idx >= long(comm->premul_ops.size()) || !comm->premul_ops[idx].live)
     throw_error(mycollInvalidArgument,
                 fmt::format("{}: op {} is neither a built-in ncclRedOp_t (0..4) nor a live "
-                            "PreMulSum op of this communicator", fn, int(op)));
+                            "PreMulSum op of this communicator", fn, op));
   const PreMulOp& p = comm->premul_ops[idx];
   if (p.dtype != dtype)
     throw_error(mycollInvalidArgument,
                 fmt::format("{}: PreMulSum op {} was created for datatype {} but the call uses {}",
-                            fn, int(op), int(p.dtype), int(dtype)));
+                            fn, op, int(p.dtype), dtype));
   return PreMul{true, p.dtype, p.on_device, p.scalar, p.bits};
 }
 
@@ -303,23 +305,25 @@ ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataTyp
                                       ncclScalarResidence_t residence, ncclComm_t comm) {
   return guarded(comm, "ncclRedOpCreatePreMulSum", [&] {
     const char* fn = "ncclRedOpCreatePreMulSum";
+    const int dt = enum_arg(datatype), where = enum_arg(residence);
     ready_comm(comm, fn, false);
     check_arg(op != nullptr, std::string(fn) + ": op is NULL");
     check_arg(scalar != nullptr, std::string(fn) + ": scalar is NULL");
-    check_arg(datatype >= 0 && datatype < ncclNumTypes,
-              fmt::format("{}: datatype {} is not an ncclDataType_t (0..{})", fn, int(datatype),
+    check_arg(dt >= 0 && dt < ncclNumTypes,
+              fmt::format("{}: datatype {} is not an ncclDataType_t (0..{})", fn, dt,
                           int(ncclNumTypes) - 1));
-    check_arg(residence == ncclScalarDevice || residence == ncclScalarHostImmediate,
+    check_arg(where == ncclScalarDevice || where == ncclScalarHostImmediate,
               fmt::format("{}: residence {} is not ncclScalarDevice (0) or "
-                          "ncclScalarHostImmediate (1)", fn, int(residence)));
+                          "ncclScalarHostImmediate (1)",
+                          fn, where));
     PreMulOp p;
     p.live = true;
-    p.dtype = datatype;
-    p.on_device = residence == ncclScalarDevice;
+    p.dtype = static_cast<ncclDataType_t>(dt);
+    p.on_device = where == ncclScalarDevice;
     if (p.on_device)
       p.scalar = scalar;
     else
-      std::memcpy(&p.bits, scalar, dtype_size(static_cast<mycollDataType_t>(datatype)));
+      std::memcpy(&p.bits, scalar, dtype_size(static_cast<mycollDataType_t>(dt)));
     std::lock_guard<std::mutex> g(comm->mu);
     size_t i = 0;
     while (i < comm->premul_ops.size() && comm->premul_ops[i].live) ++i;
@@ -331,16 +335,20 @@ ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataTyp
   });
 }
 
-ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
+ncclResult_t ncclRedOpDestroy(ncclRedOp_t op_arg, ncclComm_t comm) {
   return guarded(comm, "ncclRedOpDestroy", [&] {
+    const int op = enum_arg(op_arg);
     ready_comm(comm, "ncclRedOpDestroy", false);
-    check_arg(op >= ncclNumOps, fmt::format("ncclRedOpDestroy: op {} is a built-in operation "
-                                            "(only PreMulSum ops are destroyed)", int(op)));
+    check_arg(op < 0 || op >= ncclNumOps,
+              fmt::format("ncclRedOpDestroy: op {} is a built-in operation "
+                          "(only PreMulSum ops are destroyed)",
+                          op));
     std::lock_guard<std::mutex> g(comm->mu);
     const size_t i = size_t(op) - size_t(ncclNumOps);
-    check_arg(i < comm->premul_ops.size() && comm->premul_ops[i].live,
+    check_arg(op >= ncclNumOps && i < comm->premul_ops.size() && comm->premul_ops[i].live,
               fmt::format("ncclRedOpDestroy: op {} is not a live PreMulSum op of this "
-                          "communicator", int(op)));
+                          "communicator",
+                          op));
     comm->premul_ops[i].live = false;
     return ncclSuccess;
   });

@@ -287,8 +287,9 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
 }
 
 const char* ncclGetErrorString(ncclResult_t result) {
-  if (result < ncclSuccess || result >= ncclNumResults) return "unknown result code";
-  return mycollGetErrorString(static_cast<mycollResult_t>(result));
+  const int code = enum_arg(result);
+  if (code < ncclSuccess || code >= ncclNumResults) return "unknown result code";
+  return mycollGetErrorString(static_cast<mycollResult_t>(code));
 }
 
 const char* ncclGetLastError(ncclComm_t comm) {

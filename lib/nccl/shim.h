@@ -15,6 +15,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -41,6 +42,19 @@ void apply_nccl_env();
 // NCCL_COMM_ID ("host:port"), when set: the rendezvous address every rank
 // derives its id from (rank 0 serves it). Empty when unset.
 std::string nccl_comm_id();
+
+// The int a C caller passed for an nccl.h enum parameter. nccl.h's enums
+// have no fixed underlying type, so a value outside their enumerators (any
+// int is a valid argument in C) is not one C++ may load as the enum: entry
+// points take such parameters by reference and read their bytes here, then
+// range-check the int.
+template <typename E>
+int enum_arg(const E& e) {
+  static_assert(sizeof(E) == sizeof(int), "nccl.h enums are ints");
+  int v;
+  std::memcpy(&v, &e, sizeof(v));
+  return v;
+}
 
 // A PreMulSum op created on a communicator (ncclRedOp_t = ncclNumOps + index).
 struct PreMulOp {
@@ -165,7 +179,8 @@ ncclResult_t guarded(ncclComm* comm, const char* fn, F&& f) {
 
 // PreMulSum op lookup for a collective (InvalidArgument for an op that is
 // neither built in nor a live PreMulSum of comm, or whose type differs).
-PreMul resolve_op(ncclComm* comm, ncclRedOp_t op, ncclDataType_t dtype, const char* fn);
+// op and dtype: the caller's ints (enum_arg).
+PreMul resolve_op(ncclComm* comm, int op, int dtype, const char* fn);
 
 // Whether an ncclGroupStart is open on this thread (coll.cc).
 bool in_group();

@@ -18,7 +18,9 @@ using Param = std::tuple<std::string /*transport*/, int /*nranks*/, std::string 
 class Collectives : public ::testing::TestWithParam<Param> {};
 
 TEST_P(Collectives, EveryElementMatchesReference) {
-  auto [transport, nranks, algo] = GetParam();
+  // (Not a structured binding: the lambda below captures algo.)
+  const std::string transport = std::get<0>(GetParam()), algo = std::get<2>(GetParam());
+  const int nranks = std::get<1>(GetParam());
   LaunchOptions opt;
   opt.nranks = nranks;
   opt.env = {{"MYCOLL_TRANSPORT", transport},

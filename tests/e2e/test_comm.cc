@@ -160,8 +160,9 @@ TEST(Comm, GroupedSendRecvAllPairsRandomOrder) {
 namespace {
 
 TEST(Comm, UnknownTransportOrNetIsAnErrorAtInit) {
-  for (auto [var, value] : {std::pair<const char*, const char*>{"MYCOLL_TRANSPORT", "carrier-pigeon"},
-                            {"MYCOLL_NET", "smoke-signals"}}) {
+  for (const auto& bad : {std::pair<const char*, const char*>{"MYCOLL_TRANSPORT", "carrier-pigeon"},
+                          {"MYCOLL_NET", "smoke-signals"}}) {
+    const char *var = bad.first, *value = bad.second;  // captured below: not a structured binding
     LaunchOptions opt;
     opt.nranks = 2;
     opt.init_comm = false;

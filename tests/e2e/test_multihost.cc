@@ -1,39 +1,26 @@
 // Ranks on several "hosts": network namespaces joined by a bridge, each with
-// its own IP and host identity. Same-host peers use shm, others sockets.
-#include <fcntl.h>
+// its own IP and host identity (netns_hosts.h). Same-host peers use shm,
+// others sockets.
 #include <gtest/gtest.h>
-#include <sched.h>
-#include <unistd.h>
 
-#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "common/coll_check.h"
 #include "common/multiproc.h"
+#include "netns_hosts.h"
 
 using namespace mycoll_test;
 
 namespace {
 
 const int kHosts = 3;
-
-std::string script() { return std::string(MYCOLL_SOURCE_DIR) + "/tests/e2e/netns.sh"; }
+NetnsHosts g_hosts;
 
 class MultiHost : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    if (geteuid() != 0) {
-      skip_reason_ = "needs root to create network namespaces";
-      return;
-    }
-    std::string cmd = script() + " up " + std::to_string(kHosts) + " > /tmp/mycoll_netns.log 2>&1";
-    if (std::system(cmd.c_str()) != 0)
-      skip_reason_ = "could not create network namespaces (see /tmp/mycoll_netns.log)";
-  }
-  static void TearDownTestSuite() {
-    if (skip_reason_.empty()) std::system((script() + " down " + std::to_string(kHosts)).c_str());
-  }
+  static void SetUpTestSuite() { skip_reason_ = g_hosts.up("mh", kHosts, "10.231.0"); }
+  static void TearDownTestSuite() { g_hosts.down(); }
   void SetUp() override {
     if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
   }
@@ -41,16 +28,7 @@ class MultiHost : public ::testing::Test {
 };
 std::string MultiHost::skip_reason_;
 
-void enter_host(int host) {
-  std::string path = "/var/run/netns/mycoll_h" + std::to_string(host);
-  int fd = open(path.c_str(), O_RDONLY);
-  if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
-    std::perror("setns");
-    _exit(7);
-  }
-  close(fd);
-  setenv("MYCOLL_HOST_ID", ("nshost" + std::to_string(host)).c_str(), 1);
-}
+void enter_host(int host) { g_hosts.enter(host); }
 
 // host_of[r]: the host rank r lives on. Every collective x dtype x count x
 // in/out of place under each MYCOLL_ALGO of algos (others stay automatic).
@@ -58,13 +36,13 @@ void run_hosts(const std::vector<int>& host_of, std::vector<const char*> algos) 
   for (const char* algo : algos) {
     LaunchOptions opt;
     opt.nranks = static_cast<int>(host_of.size());
-    opt.env = {{"MYCOLL_SOCKET_IFNAME", "mycvp"}, {"MYCOLL_TIMEOUT", "60"},
-               {"MYCOLL_ALGO", algo}, {"MYCOLL_CHUNK_BYTES", "8K"}};
+    opt.env = {{"MYCOLL_TIMEOUT", "60"}, {"MYCOLL_ALGO", algo}, {"MYCOLL_CHUNK_BYTES", "8K"}};
     opt.pre_init = [host_of](int rank) { enter_host(host_of[rank]); };
     auto res = run_ranks(opt, [](mycollComm_t comm, int rank, int n, const mycollUniqueId&) {
-      const CollKind kinds[] = {CollKind::AllReduce, CollKind::Broadcast,     CollKind::Reduce,
-                                CollKind::AllGather, CollKind::ReduceScatter, CollKind::AllToAll,
-                                CollKind::Scatter,   CollKind::Gather,        CollKind::SendRecvRing};
+      const CollKind kinds[] = {
+          CollKind::AllReduce, CollKind::Broadcast,     CollKind::Reduce,
+          CollKind::AllGather, CollKind::ReduceScatter, CollKind::AllToAll,
+          CollKind::Scatter,   CollKind::Gather,        CollKind::SendRecvRing};
       MemOps mem = host_mem();
       int seed = 1;
       for (CollKind k : kinds)
@@ -72,7 +50,8 @@ void run_hosts(const std::vector<int>& host_of, std::vector<const char*> algos) 
           for (size_t count : {size_t(1), size_t(999), size_t(70001)})
             for (bool inplace : {false, true}) {
               if (k == CollKind::SendRecvRing && inplace) continue;
-              CheckCase c{k, t, k == CollKind::Reduce ? mycollMax : mycollSum, count, n - 1, inplace, seed++};
+              const mycollRedOp_t op = k == CollKind::Reduce ? mycollMax : mycollSum;
+              CheckCase c{k, t, op, count, n - 1, inplace, seed++};
               std::string err;
               if (!check(run_and_check(comm, c, mem, &err), err)) return 1;
             }
@@ -108,8 +87,7 @@ TEST_F(MultiHost, HierEveryRoot) {
   LaunchOptions opt;
   const std::vector<int> host_of{0, 0, 1, 1, 1};
   opt.nranks = static_cast<int>(host_of.size());
-  opt.env = {{"MYCOLL_SOCKET_IFNAME", "mycvp"}, {"MYCOLL_TIMEOUT", "60"},
-             {"MYCOLL_ALGO", "hier"}, {"MYCOLL_CHUNK_BYTES", "8K"}};
+  opt.env = {{"MYCOLL_TIMEOUT", "60"}, {"MYCOLL_ALGO", "hier"}, {"MYCOLL_CHUNK_BYTES", "8K"}};
   opt.pre_init = [host_of](int rank) { enter_host(host_of[rank]); };
   auto res = run_ranks(opt, [](mycollComm_t comm, int, int n, const mycollUniqueId&) {
     int seed = 7;
@@ -137,13 +115,13 @@ TEST_F(MultiHost, ForcedShmAcrossHostsIsAnErrorAtInit) {
   LaunchOptions opt;
   opt.nranks = 2;
   opt.init_comm = false;
-  opt.env = {{"MYCOLL_SOCKET_IFNAME", "mycvp"}, {"MYCOLL_TIMEOUT", "20"},
-             {"MYCOLL_TRANSPORT", "shm"}};
+  opt.env = {{"MYCOLL_TIMEOUT", "20"}, {"MYCOLL_TRANSPORT", "shm"}};
   opt.pre_init = [](int rank) { enter_host(rank); };
   auto res = run_ranks(opt, [](mycollComm_t, int rank, int n, const mycollUniqueId& id) {
     mycollComm_t comm = nullptr;
     mycollResult_t r = mycollCommInitRank(&comm, n, id, rank);
-    check(r == mycollInvalidUsage, std::string("forced shm across hosts: ") + mycollGetErrorString(r));
+    check(r == mycollInvalidUsage,
+          std::string("forced shm across hosts: ") + mycollGetErrorString(r));
     std::string why = mycollGetLastError(nullptr);
     check(why.find("MYCOLL_TRANSPORT=shm") != std::string::npos &&
               why.find("rank " + std::to_string(1 - rank)) != std::string::npos,

@@ -4,7 +4,6 @@
 // algorithm, data checked element by element; a dead or aborting peer is an
 // error, not a hang. Skips where UCX is not built or namespaces can't be made.
 #include <dlfcn.h>
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <signal.h>
@@ -22,6 +21,7 @@
 #include "common/coll_check.h"
 #include "common/failure_check.h"
 #include "common/multiproc.h"
+#include "netns_hosts.h"
 
 using namespace mycoll_test;
 using Clock = std::chrono::steady_clock;
@@ -204,90 +204,25 @@ TEST_F(UcxOneHost, ChunkSizeMismatchIsAnErrorAtInit) {
 
 // ----------------------------------------------------------- several hosts
 
-// Namespaces named after this test process (not netns.sh's fixed names), so
-// this suite, MultiHost, and other runs of it (ctest -j runs each test in its
-// own process) never tear down each other's hosts: for prefix P = "mu<pid>",
-// namespaces P h<i>, veth P v<i> / P p<i>, bridge P br, addresses
-// 10.232.0.(i+1)/24 (each bridge is its own segment).
 const int kHosts = 3;
-std::string g_prefix;  // set before any rank is forked
-
-const char* kNetnsScript = R"(
-set -e
-n=$2; P=$3
-down() {
-  for i in $(seq 0 $((n - 1))); do
-    ip netns del ${P}h$i 2>/dev/null || true
-    ip link del ${P}v$i 2>/dev/null || true
-  done
-  ip link del ${P}br 2>/dev/null || true
-}
-if [ "$1" = down ]; then down; exit 0; fi
-down
-ip link add ${P}br type bridge
-ip link set ${P}br up
-for i in $(seq 0 $((n - 1))); do
-  ip netns add ${P}h$i
-  ip link add ${P}v$i type veth peer name ${P}p$i
-  ip link set ${P}p$i netns ${P}h$i
-  ip link set ${P}v$i master ${P}br
-  ip link set ${P}v$i up
-  ip netns exec ${P}h$i ip addr add 10.232.0.$((i + 1))/24 dev ${P}p$i
-  ip netns exec ${P}h$i ip link set ${P}p$i up
-  ip netns exec ${P}h$i ip link set lo up
-done
-for i in $(seq 0 $((n - 1))); do
-  for j in $(seq 0 $((n - 1))); do
-    k=0
-    until ip netns exec ${P}h$i ping -c1 -W1 10.232.0.$((j + 1)) >/dev/null 2>&1; do
-      k=$((k + 1)); [ $k -lt 10 ] || { echo "host $i cannot reach host $j" >&2; exit 1; }
-    done
-  done
-done
-)";
-
-int netns(const char* cmd, int n, const char* log) {
-  std::string line = std::string("sh -c '") + kNetnsScript + "' netns " + cmd + " " +
-                     std::to_string(n) + " " + g_prefix + " > " + log + " 2>&1";
-  return std::system(line.c_str());
-}
+NetnsHosts g_hosts;
 
 class UcxMultiHost : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     if (!ucx_built(&skip_reason_)) return;
-    if (geteuid() != 0) {
-      skip_reason_ = "needs root to create network namespaces";
-      return;
-    }
-    g_prefix = "mu" + std::to_string(getpid() % 100000);
-    const std::string log = "/tmp/mycoll_ucx_netns_" + g_prefix + ".log";
-    if (netns("up", kHosts, log.c_str()) != 0)
-      skip_reason_ = "could not create network namespaces (see " + log + ")";
-    else
-      up_ = true;
+    skip_reason_ = g_hosts.up("mu", kHosts, "10.232.0");
   }
-  static void TearDownTestSuite() {
-    if (up_) netns("down", kHosts, "/dev/null");
-    up_ = false;
-  }
+  static void TearDownTestSuite() { g_hosts.down(); }
   void SetUp() override {
     if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
   }
   static std::string skip_reason_;
-  static bool up_;
 };
 std::string UcxMultiHost::skip_reason_;
-bool UcxMultiHost::up_ = false;
 
 void enter_host(int host) {
-  std::string path = "/var/run/netns/" + g_prefix + "h" + std::to_string(host);
-  int fd = open(path.c_str(), O_RDONLY);
-  if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
-    std::perror("setns");
-    _exit(7);
-  }
-  close(fd);
+  g_hosts.enter(host);
   // UCX lists network devices from /sys/class/net, which shows the network
   // namespace of whoever mounted /sys: remount it from inside this namespace
   // in a private mount namespace (as `ip netns exec` does).
@@ -296,10 +231,8 @@ void enter_host(int host) {
     std::perror("remounting /sys in the namespace");
     _exit(7);
   }
-  setenv("MYCOLL_HOST_ID", ("ucxhost" + std::to_string(host)).c_str(), 1);
   // UCX must use this "host"'s veth, the only route to the others.
-  setenv("UCX_NET_DEVICES", (g_prefix + "p" + std::to_string(host)).c_str(), 1);
-  setenv("MYCOLL_SOCKET_IFNAME", ("=" + g_prefix + "p" + std::to_string(host)).c_str(), 1);
+  setenv("UCX_NET_DEVICES", g_hosts.ifname(host).c_str(), 1);
 }
 
 LaunchOptions layout(int ranks_per_host, int hosts) {
@@ -337,8 +270,8 @@ TEST_F(UcxMultiHost, DeadRankOnAnotherHostIsAnError) {
     // A peer that dies on another host is an error on the others (the TCP
     // connection under UCX breaks), not a hang.
     std::vector<float> a(1 << 18, 1.0f), b(1 << 18);
-    check(mycollAllReduce(a.data(), b.data(), a.size(), mycollFloat32, mycollSum, comm,
-                          nullptr) == mycollSuccess,
+    check(mycollAllReduce(a.data(), b.data(), a.size(), mycollFloat32, mycollSum, comm, nullptr) ==
+              mycollSuccess,
           "first allreduce");
     for (float v : b)
       if (!check(v == static_cast<float>(n), "allreduce value")) return 1;

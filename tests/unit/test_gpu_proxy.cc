@@ -162,7 +162,7 @@ TEST(GpuProxy, FourRanksShmOneSlot) {
   ProxyLayout L;
   L.nch = 3;
   L.nslots = 1;  // credits must come back after every slot
-  L.slot_bytes = 777;
+  L.slot_bytes = 776;  // not a power of two (a multiple of 8, as the flags need)
   exchange("shm", 4, L, 40);
 }
 

@@ -36,7 +36,18 @@
 // cancels the pre-posted receives and closes the endpoint (flush mode, or
 // force after an error). shutdown() tells the peer with a control "close"
 // message so its waits end promptly, then force-closes the endpoint.
+//
+// Process exit with communicators alive (a program may end without
+// destroying them): UCX's library destructors run after the at-exit hooks
+// and free state that UCX's progress thread still reads while a worker
+// lives, and a live worker's objects are referenced only from memory UCX
+// maps itself (LeakSanitizer reports them as leaked). So an at-exit hook,
+// registered once UCX is loaded, closes every live connection as its
+// destructor would and releases the workers first; the connection objects
+// stay, shut down, so a thread still running gets an error instead of
+// reaching into UCX.
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 
@@ -47,11 +58,12 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
-#include "bootstrap/bootstrap.h"
 #include "base/config.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "bootstrap/bootstrap.h"
 #include "transports/transport.h"
 #include "transports/ucx/ucxwrap.h"
 
@@ -82,32 +94,42 @@ double seconds_since(Clock::time_point t) {
 struct Worker {
   ucp_context_h ctx = nullptr;
   ucp_worker_h worker = nullptr;
-  std::mutex mu;       // serializes every use of worker and its endpoints
-  bool leak = false;   // an endpoint close never finished: keep UCX objects
+  std::mutex mu;      // serializes every use of worker and its endpoints
+  bool leak = false;  // an endpoint close never finished: keep UCX objects
+  bool released = false;
 
   ~Worker() {
+    std::lock_guard<std::mutex> g(mu);
+    release_locked();
+  }
+  // Destroys the worker and the context (once), unless an endpoint still
+  // holds on to them.
+  void release_locked() {
+    if (released) return;
+    released = true;
     if (leak) {
       log_warn(Subsys::Transport, "ucx: an endpoint did not close in time; worker left allocated");
       return;
     }
     if (worker) ucx().worker_destroy(worker);
     if (ctx) ucx().cleanup(ctx);
+    worker = nullptr;
+    ctx = nullptr;
   }
   void progress() {
-    while (ucx().worker_progress(worker) != 0) {
-    }
+    while (ucx().worker_progress(worker) != 0) {}
   }
 };
 
 // One UCX request we wait on; its callback fills it in.
 struct Slot {
   uint8_t* buf = nullptr;
-  void* req = nullptr;     // UCX request while pending or until freed
-  bool busy = false;       // posted and not yet released by us
-  bool done = false;       // completed (callback ran or immediate)
+  void* req = nullptr;  // UCX request while pending or until freed
+  bool busy = false;    // posted and not yet released by us
+  bool done = false;    // completed (callback ran or immediate)
   ucs_status_t status = UCS_OK;
-  size_t len = 0;          // bytes sent / received
-  size_t off = 0;          // receive: bytes consumed
+  size_t len = 0;  // bytes sent / received
+  size_t off = 0;  // receive: bytes consumed
 
   void release() {
     if (req) ucx().request_free(req);
@@ -190,7 +212,7 @@ struct PeerState {
   uint64_t send_seq = 0, send_oldest = 0;  // next to post, oldest in flight
   // Stream bytes: posted to UCX >= completed by UCX >= reported to the engine.
   uint64_t posted = 0, completed = 0, reported = 0;
-  uint64_t recv_seq = 0;                   // next to read
+  uint64_t recv_seq = 0;  // next to read
   Slot close_rx, close_tx, hello_rx, hello_tx;
   uint64_t close_rx_buf = 0, close_tx_buf = 0, hello_rx_buf[2] = {}, hello_tx_buf[2] = {};
   bool ep_error = false;
@@ -237,12 +259,65 @@ std::string lanes_summary(ucp_ep_h ep) {
   return out.empty() ? "?" : out;
 }
 
+class UcxConnection;
+
+// The live connections of this process, for the at-exit hook (see the file
+// comment). Never destroyed: the hook runs while the process exits.
+struct LiveConnections {
+  std::mutex mu;
+  std::vector<UcxConnection*> conns;
+};
+LiveConnections& live_connections() {
+  static auto* l = new LiveConnections;
+  return *l;
+}
+
+void close_live_at_exit();
+
+// Registered after UCX is loaded, so the hook runs before UCX's library
+// destructors. A fork() child does not own its parent's UCX state: its list
+// starts empty.
+void register_exit_hook_once() {
+  static const bool once = [] {
+    std::atexit(close_live_at_exit);
+    pthread_atfork([] { live_connections().mu.lock(); }, [] { live_connections().mu.unlock(); },
+                   [] {
+                     live_connections().conns.clear();
+                     live_connections().mu.unlock();
+                   });
+    return true;
+  }();
+  (void)once;
+}
+
 class UcxConnection final : public Connection {
  public:
   UcxConnection(std::shared_ptr<Worker> w, std::unique_ptr<PeerState> ps, double timeout_s)
-      : w_(std::move(w)), ps_(std::move(ps)), timeout_s_(timeout_s) {}
+      : w_(std::move(w)), ps_(std::move(ps)), timeout_s_(timeout_s) {
+    std::lock_guard<std::mutex> g(live_connections().mu);
+    live_connections().conns.push_back(this);
+  }
 
-  ~UcxConnection() override { close(); }
+  ~UcxConnection() override {
+    {
+      std::lock_guard<std::mutex> g(live_connections().mu);
+      auto& v = live_connections().conns;
+      v.erase(std::remove(v.begin(), v.end(), this), v.end());
+    }
+    {
+      std::lock_guard<std::mutex> g(w_->mu);
+      close_locked();
+    }
+    if (leaked_) (void)ps_.release();  // UCX may still call back into it
+  }
+
+  // At process exit: closed as by the destructor, and shut down.
+  void close_at_exit() {
+    std::lock_guard<std::mutex> g(w_->mu);
+    close_locked();
+    shut_ = true;
+  }
+  const std::shared_ptr<Worker>& worker() const { return w_; }
 
   // Bytes count as accepted once UCX completed their send (see the file
   // comment); until then the engine offers them again, which keeps this
@@ -308,8 +383,8 @@ class UcxConnection final : public Connection {
     PeerState& p = *ps_;
     Slot& s = p.recv[p.recv_seq % p.window];
     if (!s.done || n > s.len - s.off)
-      throw_error(mycollInternalError, describe() + ": consume(" + std::to_string(n) +
-                                           ") beyond the bytes peeked");
+      throw_error(mycollInternalError,
+                  describe() + ": consume(" + std::to_string(n) + ") beyond the bytes peeked");
     s.off += n;
     if (s.off < s.len) return;
     s.release();
@@ -414,9 +489,11 @@ class UcxConnection final : public Connection {
     }
   }
 
-  // Teardown (destructor): drain sends, cancel receives, close the endpoint.
-  void close() {
-    std::lock_guard<std::mutex> g(w_->mu);
+  // Teardown (destructor, or process exit; once): drain sends, cancel
+  // receives, close the endpoint.
+  void close_locked() {
+    if (closed_) return;
+    closed_ = true;
     PeerState& p = *ps_;
     bool force = shut_ || p.ep_error || (p.close_rx.done && p.close_rx.status == UCS_OK);
     if (p.ep && !force) {
@@ -432,8 +509,10 @@ class UcxConnection final : public Connection {
           },
           timeout_s_);
       if (!drained || p.send_oldest != p.send_seq) {
-        log_warn(Subsys::Transport, "ucx: rank {} closes its connection to rank {} with {} "
-                 "message(s) undelivered", p.me, p.peer, p.send_seq - p.send_oldest);
+        log_warn(Subsys::Transport,
+                 "ucx: rank {} closes its connection to rank {} with {} "
+                 "message(s) undelivered",
+                 p.me, p.peer, p.send_seq - p.send_oldest);
         force = true;
       }
       force |= p.ep_error;
@@ -445,16 +524,15 @@ class UcxConnection final : public Connection {
     rx.push_back(&p.hello_rx);
     for (Slot* s : rx)
       if (s->busy && !s->done && s->req) ucx().request_cancel(w_->worker, s->req);
-    wait_locked([&] {
-      for (Slot* s : rx)
-        if (s->busy && !s->done && s->req) return false;
-      return true;
-    }, 2.0);
+    wait_locked(
+        [&] {
+          for (Slot* s : rx)
+            if (s->busy && !s->done && s->req) return false;
+          return true;
+        },
+        2.0);
     close_ep_locked(force);
-    if (leaked_) {
-      ps_.release();  // UCX may still call back into it
-      return;
-    }
+    if (leaked_) return;
     // After the close every request has completed: free them.
     for (Slot* s : rx)
       if (s->done) s->release();
@@ -468,16 +546,31 @@ class UcxConnection final : public Connection {
     for (Slot* s : {&p.close_tx, &p.hello_tx}) pending |= s->busy;
     if (pending) {
       w_->leak = true;
-      ps_.release();
+      leaked_ = true;
     }
   }
 
   std::shared_ptr<Worker> w_;
   std::unique_ptr<PeerState> ps_;
   double timeout_s_;
-  bool shut_ = false;  // guarded by w_->mu
-  bool leaked_ = false;
+  bool shut_ = false;    // guarded by w_->mu
+  bool closed_ = false;  // guarded by w_->mu
+  bool leaked_ = false;  // UCX may still call back into ps_: never free it
 };
+
+void close_live_at_exit() {
+  std::lock_guard<std::mutex> g(live_connections().mu);
+  std::vector<std::shared_ptr<Worker>> workers;
+  for (UcxConnection* c : live_connections().conns) {
+    c->close_at_exit();
+    if (std::find(workers.begin(), workers.end(), c->worker()) == workers.end())
+      workers.push_back(c->worker());
+  }
+  for (auto& w : workers) {
+    std::lock_guard<std::mutex> wg(w->mu);
+    w->release_locked();
+  }
+}
 
 // Process-wide: whether ucp_init works here (checked once).
 bool probe_ucx(std::string* why) {
@@ -511,6 +604,7 @@ bool probe_ucx(std::string* why) {
 }
 
 std::shared_ptr<Worker> make_worker(int me, size_t npeers) {
+  register_exit_hook_once();
   auto w = std::make_shared<Worker>();
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucx().config_read(nullptr, nullptr, &config);
@@ -530,8 +624,8 @@ std::shared_ptr<Worker> make_worker(int me, size_t npeers) {
   st = ucx().init(&params, config, &w->ctx);
   ucx().config_release(config);
   if (st != UCS_OK)
-    throw_error(mycollSystemError, "ucx: ucp_init on rank " + std::to_string(me) + ": " +
-                                       ucx().status_string(st));
+    throw_error(mycollSystemError,
+                "ucx: ucp_init on rank " + std::to_string(me) + ": " + ucx().status_string(st));
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
@@ -622,33 +716,35 @@ class UcxTransport final : public Transport {
           ps->recv[i].buf = ps->mem.get() + (window + i) * chunk;
         }
         PeerState* raw = ps.get();
-        std::lock_guard<std::mutex> g(w->mu);
-        ucp_ep_params_t ep{};
-        ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                        UCP_EP_PARAM_FIELD_ERR_HANDLER;
-        ep.address = reinterpret_cast<const ucp_address_t*>(blob.data() + max_len * p);
-        ep.err_mode = peer_failure ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
-        ep.err_handler.cb = on_ep_error;
-        ep.err_handler.arg = raw;
-        ucs_status_t st = ucx().ep_create(w->worker, &ep, &raw->ep);
-        if (st != UCS_OK)
-          throw_error(mycollRemoteError,
-                      "ucx: rank " + std::to_string(me) + " cannot create an endpoint to rank " +
-                          std::to_string(p) + ": " + ucx().status_string(st) +
-                          " (no UCX transport reaches it: check UCX_TLS / UCX_NET_DEVICES" +
-                          (peer_failure ? "; shared-memory transports need "
-                                          "MYCOLL_UCX_ERROR_MODE=none)"
-                                        : ")"));
-        for (long long i = 0; i < window; ++i)
-          post_recv(w->worker, &raw->recv[i], chunk, data_tag(p, i));
-        raw->close_rx.buf = reinterpret_cast<uint8_t*>(&raw->close_rx_buf);
-        post_recv(w->worker, &raw->close_rx, sizeof(raw->close_rx_buf), ctrl_tag(p, kClose));
-        raw->hello_rx.buf = reinterpret_cast<uint8_t*>(raw->hello_rx_buf);
-        post_recv(w->worker, &raw->hello_rx, sizeof(raw->hello_rx_buf), ctrl_tag(p, kHello));
-        raw->hello_tx_buf[0] = kHelloMagic;
-        raw->hello_tx_buf[1] = bs.tag() ^ static_cast<uint64_t>(me);
-        raw->hello_tx.buf = reinterpret_cast<uint8_t*>(raw->hello_tx_buf);
-        post_send(raw->ep, &raw->hello_tx, sizeof(raw->hello_tx_buf), ctrl_tag(me, kHello));
+        {  // (the connection is made outside the worker lock: it registers itself)
+          std::lock_guard<std::mutex> g(w->mu);
+          ucp_ep_params_t ep{};
+          ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                          UCP_EP_PARAM_FIELD_ERR_HANDLER;
+          ep.address = reinterpret_cast<const ucp_address_t*>(blob.data() + max_len * p);
+          ep.err_mode = peer_failure ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+          ep.err_handler.cb = on_ep_error;
+          ep.err_handler.arg = raw;
+          ucs_status_t st = ucx().ep_create(w->worker, &ep, &raw->ep);
+          if (st != UCS_OK)
+            throw_error(mycollRemoteError,
+                        "ucx: rank " + std::to_string(me) + " cannot create an endpoint to rank " +
+                            std::to_string(p) + ": " + ucx().status_string(st) +
+                            " (no UCX transport reaches it: check UCX_TLS / UCX_NET_DEVICES" +
+                            (peer_failure ? "; shared-memory transports need "
+                                            "MYCOLL_UCX_ERROR_MODE=none)"
+                                          : ")"));
+          for (long long i = 0; i < window; ++i)
+            post_recv(w->worker, &raw->recv[i], chunk, data_tag(p, i));
+          raw->close_rx.buf = reinterpret_cast<uint8_t*>(&raw->close_rx_buf);
+          post_recv(w->worker, &raw->close_rx, sizeof(raw->close_rx_buf), ctrl_tag(p, kClose));
+          raw->hello_rx.buf = reinterpret_cast<uint8_t*>(raw->hello_rx_buf);
+          post_recv(w->worker, &raw->hello_rx, sizeof(raw->hello_rx_buf), ctrl_tag(p, kHello));
+          raw->hello_tx_buf[0] = kHelloMagic;
+          raw->hello_tx_buf[1] = bs.tag() ^ static_cast<uint64_t>(me);
+          raw->hello_tx.buf = reinterpret_cast<uint8_t*>(raw->hello_tx_buf);
+          post_send(raw->ep, &raw->hello_tx, sizeof(raw->hello_tx_buf), ctrl_tag(me, kHello));
+        }
         states.push_back(raw);
         conns.push_back(std::make_unique<UcxConnection>(w, std::move(ps), cfg.timeout_s));
       }
@@ -692,18 +788,18 @@ class UcxTransport final : public Transport {
         // any later loss of the peer.
         const bool peer_spoke = ps->hello_rx.done && ps->hello_rx.status == UCS_OK;
         if (ps->ep_error && !peer_spoke)
-          throw_error(mycollRemoteError, "ucx: rank " + std::to_string(ps->me) +
-                                             " lost its endpoint to rank " +
-                                             std::to_string(ps->peer) + " during setup: " +
-                                             ucx().status_string(ps->ep_status));
+          throw_error(mycollRemoteError,
+                      "ucx: rank " + std::to_string(ps->me) + " lost its endpoint to rank " +
+                          std::to_string(ps->peer) +
+                          " during setup: " + ucx().status_string(ps->ep_status));
         for (Slot* s : {&ps->hello_rx, &ps->hello_tx})
           if (s->done && s->status != UCS_OK && !(s == &ps->hello_tx && ps->ep_error && peer_spoke))
             throw_error(mycollRemoteError, "ucx: hello with rank " + std::to_string(ps->peer) +
                                                " failed on rank " + std::to_string(ps->me) + ": " +
                                                ucx().status_string(s->status));
-        if (ps->hello_rx.done && (ps->hello_rx.len != sizeof(ps->hello_rx_buf) ||
-                                  ps->hello_rx_buf[0] != kHelloMagic ||
-                                  ps->hello_rx_buf[1] != (bs_tag ^ static_cast<uint64_t>(ps->peer))))
+        if (ps->hello_rx.done &&
+            (ps->hello_rx.len != sizeof(ps->hello_rx_buf) || ps->hello_rx_buf[0] != kHelloMagic ||
+             ps->hello_rx_buf[1] != (bs_tag ^ static_cast<uint64_t>(ps->peer))))
           throw_error(mycollRemoteError, "ucx: rank " + std::to_string(ps->me) +
                                              " got a bad hello from rank " +
                                              std::to_string(ps->peer) + " (another communicator?)");
@@ -712,8 +808,8 @@ class UcxTransport final : public Transport {
       }
       if (missing.empty()) break;
       if (seconds_since(t0) > timeout_s)
-        throw_error(mycollTimeout, "ucx: rank " + std::to_string(states[0]->me) + " timed out after " +
-                                       std::to_string(timeout_s) +
+        throw_error(mycollTimeout, "ucx: rank " + std::to_string(states[0]->me) +
+                                       " timed out after " + std::to_string(timeout_s) +
                                        " s connecting to rank(s) " + missing +
                                        " (check UCX_TLS / UCX_NET_DEVICES)");
     }
