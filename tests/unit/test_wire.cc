@@ -47,24 +47,33 @@ Bytes v4_addr(int port) {
   return b;
 }
 
-// Feeds bytes to r in pieces of `piece`; returns the frames' payloads, or
-// stops at kCorrupt (*corrupt = true).
-std::vector<Bytes> feed(FrameReader& r, const Bytes& s, size_t piece, bool* corrupt) {
+// Feeds s to r in pieces; the frames before the first refusal and that
+// refusal (kMore when none).
+std::vector<Bytes> feed_tagged(FrameReader& r, const Bytes& s, size_t piece,
+                               FrameReader::Status* refused) {
   std::vector<Bytes> out;
-  *corrupt = false;
+  *refused = FrameReader::Status::kMore;
   for (size_t at = 0; at < s.size();) {
     size_t max = 0;
     uint8_t* dst = r.buffer(&max);
     const size_t k = std::min({max, piece, s.size() - at});
     std::memcpy(dst, s.data() + at, k);
     at += k;
-    FrameReader::Status st = r.advance(k);
-    if (st == FrameReader::Status::kCorrupt) {
-      *corrupt = true;
+    const FrameReader::Status st = r.advance(k);
+    if (st == FrameReader::Status::kCorrupt || st == FrameReader::Status::kForged) {
+      *refused = st;
       break;
     }
     if (st == FrameReader::Status::kFrame) out.push_back(r.take_payload());
   }
+  return out;
+}
+
+// The same for untagged streams: *corrupt when the reader refused a header.
+std::vector<Bytes> feed(FrameReader& r, const Bytes& s, size_t piece, bool* corrupt) {
+  FrameReader::Status refused;
+  std::vector<Bytes> out = feed_tagged(r, s, piece, &refused);
+  *corrupt = refused == FrameReader::Status::kCorrupt;
   return out;
 }
 
@@ -237,28 +246,6 @@ Bytes sealed(FrameMac& mac, const std::vector<std::pair<uint32_t, Bytes>>& frame
     s.insert(s.end(), f.begin(), f.end());
   }
   return s;
-}
-
-// Feeds s to r in pieces; the frames before the first refusal and that
-// refusal (kMore when none).
-std::vector<Bytes> feed_tagged(FrameReader& r, const Bytes& s, size_t piece,
-                               FrameReader::Status* refused) {
-  std::vector<Bytes> out;
-  *refused = FrameReader::Status::kMore;
-  for (size_t at = 0; at < s.size();) {
-    size_t max = 0;
-    uint8_t* dst = r.buffer(&max);
-    const size_t k = std::min({max, piece, s.size() - at});
-    std::memcpy(dst, s.data() + at, k);
-    at += k;
-    const FrameReader::Status st = r.advance(k);
-    if (st == FrameReader::Status::kCorrupt || st == FrameReader::Status::kForged) {
-      *refused = st;
-      break;
-    }
-    if (st == FrameReader::Status::kFrame) out.push_back(r.take_payload());
-  }
-  return out;
 }
 
 const std::vector<std::pair<uint32_t, Bytes>> kTaggedFrames = {
