@@ -22,23 +22,17 @@
 // kernels keep the same counts, so plan-kernel and ring-kernel launches
 // interleave freely on a communicator.
 //
-// Primitives (M = which of the four streams a slot touches):
-//   kR  a slot from prev's FIFO      kL  the local input
-//   kS  a slot into next's FIFO      kD  the output
-// value = kR ? (kL ? local <op> fifo : fifo) : local; written to every
-// destination present. Ring all-reduce on chunk k = (r - s) mod n at step s:
-//   s = 0: S|L; 0 < s < n-1: R|L|S; s = n-1: R|L|S|D (Avg divides here);
-//   n-1 < s < 2n-2: R|S|D; s = 2n-2: R|D.
-// All-gather (chunk = block (r - s) mod n): S|L (|D out of place); R|S|D;
-// R|D. Reduce-scatter (block (r - s - 1) mod n): S|L; R|L|S; R|L|D. Every
-// rank uses the same chunk geometry (it depends only on the message size,
-// the channel count and n), so a slot's length is known to both ends.
-// Broadcast is the chain root, root+1, ..., root-1 along the same ring:
-// position p = r - root runs one primitive over its whole channel range,
-// S|L (|D out of place) at the root, R|S|D in the middle, R|D at the end.
-// Reduce is the chain root+1, ..., root: S|L first, R|L|S, then R|L|D at
-// the root. A chain has no cycle (its last rank sends nothing), so a
-// primitive may span more than a FIFO: the slots stream through.
+// The schedule is lib/algorithms/schedule.h's, the one the host ring plans
+// are built from (and the plan simulator checks): ring_prim() says which
+// block each step moves with which primitive (mode bits kR a slot from
+// prev's FIFO, kL the local input, kS a slot into next's FIFO, kD the
+// output; Avg divides at the kD of a reduced value), ring_walk() lays the
+// steps over this kernel's channels and chunks. Every rank uses the same
+// chunk geometry (it depends only on the message size, the channel count
+// and n), so a slot's length is known to both ends. Broadcast and reduce
+// are chains along the same ring; a chain has no cycle (its last rank sends
+// nothing), so its one primitive may span more than a FIFO: the slots
+// stream through.
 //
 // Data layout: channel c owns a contiguous range of the message (all-reduce)
 // or of every block (all-gather, reduce-scatter), 16-byte aligned; all-reduce
@@ -58,6 +52,7 @@
 
 #include <cstdint>
 
+#include "algorithms/schedule.h"
 #include "engine/reduce.h"
 #include "kernels/device_plan.h"
 #include "kernels/dispatch.cuh"
@@ -151,75 +146,18 @@ __global__ void __launch_bounds__(kThreads, 1) ring_kernel(CollKArgs a) {
   }
   __syncthreads();
 
-  // This channel's range [c0, c1) of the message (all-reduce) or of every
-  // block (all-gather, reduce-scatter), 16-byte aligned.
-  const uint64_t B = a.bytes;
-  const uint64_t per = ((B + nch - 1) / nch + 15) / 16 * 16;
-  const uint64_t c0 = uint64_t(ch) * per < B ? uint64_t(ch) * per : B;
-  const uint64_t c1 = c0 + per < B ? c0 + per : B;
   // Largest chunk: half a FIFO of whole slots (at least one; a 1-slot FIFO
   // is refused at init), 16-byte aligned as slots are.
   const uint64_t half = c.ns / kChunkSlotsDiv > 0 ? c.ns / kChunkSlotsDiv : 1;
-  const uint64_t most = half * c.sb;
-  bool ok = true;
-  if (a.kind == Coll::AllReduce) {
-    const uint64_t share = ((c1 - c0 + n - 1) / n + 15) / 16 * 16;
-    const uint64_t cs = share < most ? share : most;
-    for (uint64_t lo = c0; ok && lo < c1; lo += uint64_t(n) * cs) {
-      const uint64_t L = lo + uint64_t(n) * cs < c1 ? lo + uint64_t(n) * cs : c1;
-      for (int s = 0; ok && s <= 2 * n - 2; ++s) {
-        const int k = ((r - s) % n + n) % n;
-        const uint64_t o = lo + uint64_t(k) * cs;
-        if (o >= L) continue;
-        const uint64_t sz = L - o < cs ? L - o : cs;
-        int mode;
-        if (s == 0) mode = kS | kL;
-        else if (s < n - 1) mode = kR | kL | kS;
-        else if (s == n - 1) mode = kR | kL | kS | kD;
-        else if (s < 2 * n - 2) mode = kR | kS | kD;
-        else mode = kR | kD;
-        ok = prim<T, OP, kReduce>(c, sh, mode, a.in + o, a.out + o, sz, a.avg_n);
-      }
-    }
-  } else if (a.kind == Coll::Broadcast || a.kind == Coll::Reduce) {
-    if (c1 > c0) {
-      int mode;
-      if (a.kind == Coll::Broadcast) {
-        const int p = (r - a.root + n) % n;
-        mode = p == 0 ? (a.in == a.out ? (kS | kL) : (kS | kL | kD))
-               : p < n - 1 ? (kR | kS | kD) : (kR | kD);
-      } else {
-        const int q = (r - a.root - 1 + 2 * n) % n;
-        mode = q == 0 ? (kS | kL) : q < n - 1 ? (kR | kL | kS) : (kR | kL | kD);
-      }
-      ok = prim<T, OP, kReduce>(c, sh, mode, a.in ? a.in + c0 : nullptr,
-                                a.out ? a.out + c0 : nullptr, c1 - c0, a.avg_n);
-    }
-  } else {
-    const bool ag = a.kind == Coll::AllGather;
-    for (uint64_t o = c0; ok && o < c1; o += most) {
-      const uint64_t sz = c1 - o < most ? c1 - o : most;
-      for (int s = 0; ok && s < n; ++s) {
-        const int k = ag ? ((r - s) % n + n) % n : ((r - s - 1) % n + 2 * n) % n;
-        const uint64_t blk = uint64_t(k) * B + o;
-        const char* loc;
-        char* dst;
-        int mode;
-        if (ag) {
-          loc = a.in + o;
-          dst = a.out + blk;
-          if (s == 0) mode = a.out + uint64_t(r) * B == a.in ? (kS | kL) : (kS | kL | kD);
-          else if (s < n - 1) mode = kR | kS | kD;
-          else mode = kR | kD;
-        } else {
-          loc = a.in + blk;
-          dst = a.out + o;
-          mode = s == 0 ? (kS | kL) : s < n - 1 ? (kR | kL | kS) : (kR | kL | kD);
-        }
-        ok = prim<T, OP, kReduce>(c, sh, mode, loc, dst, sz, a.avg_n);
-      }
-    }
-  }
+  // In place: all-gather's input is this rank's output block, broadcast's
+  // input the output (no local copy is due).
+  const bool in_place = a.kind == Coll::AllGather ? a.out + uint64_t(r) * a.bytes == a.in
+                                                  : a.in == a.out;
+  sched::ring_walk(a.kind, n, r, a.root, in_place, a.bytes, ch, nch, half * c.sb,
+                   [&](int mode, uint64_t lo, uint64_t dso, uint64_t len) {
+                     return prim<T, OP, kReduce>(c, sh, mode, a.in ? a.in + lo : nullptr,
+                                                 a.out ? a.out + dso : nullptr, len, a.avg_n);
+                   });
   __syncthreads();
   if (threadIdx.x == 0) {
     st_next[0] = sh.sent;

@@ -16,12 +16,17 @@
 #include <cstdint>
 #include <cstring>
 
+#include "algorithms/schedule.h"
 #include "kernels/reduce_ops.cuh"
 
 namespace mycoll {
 namespace dev {
 
-enum : int { kR = 1, kL = 2, kS = 4, kD = 8 };
+// The mode bits of a primitive, as the schedules name them.
+using sched::kD;
+using sched::kL;
+using sched::kR;
+using sched::kS;
 
 template <int N>
 struct Bits;

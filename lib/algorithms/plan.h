@@ -177,27 +177,10 @@ class AlgoPolicy {
   void set_hosts(int hosts) { hosts_ = hosts; }
   // The automatic rule for a communicator of nranks over `hosts` hosts.
   static Algo auto_choice_hosts(Coll c, int nranks, int hosts, size_t bytes);
-  // GPU communicators whose peers are all reached over NVLink/PCIe (the
-  // device engine): the rule measured on H200s (docs/algorithms.md).
-  void set_device(bool v) { device_ = v; }
-  // The device engine runs all-reduce of at most this many bytes as one
-  // kernel (MYCOLL_GPU_ONESHOT_BYTES; 0 = off) when the algorithm is direct:
-  // the GPU rule gives those sizes to direct (n <= 8).
-  void set_oneshot_bytes(size_t b) { oneshot_bytes_ = b; }
-  // The device engine runs all-reduce of at most this many bytes as one
-  // two-shot kernel (MYCOLL_GPU_TWOSHOT_BYTES; 0 = off) when the algorithm
-  // is twoshot: the GPU rule gives those sizes above the one-shot ones to
-  // twoshot.
-  void set_twoshot_bytes(size_t b) { twoshot_bytes_ = b; }
-  // The device engine runs all-gather and reduce-scatter whose whole message
-  // is at most this many bytes as one LL kernel (MYCOLL_GPU_LL_COLL_BYTES;
-  // 0 = off) when the algorithm is direct: the GPU rule gives those sizes to
-  // direct. (All-to-all of those sizes too, direct being its only
-  // algorithm; broadcast and reduce up to 256 KiB take the kernel whenever
-  // they are not forced(); see DeviceCommImpl::ll_coll.)
-  void set_ll_coll_bytes(size_t b) { ll_coll_bytes_ = b; }
-  static Algo auto_choice_gpu(Coll c, int nranks, size_t bytes, size_t oneshot_bytes = 0,
-                              size_t twoshot_bytes = 0, size_t ll_coll_bytes = 0);
+  // GPU communicators whose peers are all on cuda_ipc do not use the
+  // automatic rule: the device engine's selection table has its own
+  // (device_auto_algo, lib/engine/device_select.h), next to the kernels it
+  // chooses for.
   // Whether MYCOLL_ALGO names the algorithm of collective c (an entry for c,
   // or a global family that serves c), i.e. choose() does not use the rule.
   bool forced(Coll c) const;
@@ -208,10 +191,6 @@ class AlgoPolicy {
   int global_ = -1;
   bool oversubscribed_ = false;
   int hosts_ = 1;
-  bool device_ = false;
-  size_t oneshot_bytes_ = 0;
-  size_t twoshot_bytes_ = 0;
-  size_t ll_coll_bytes_ = 0;
 };
 
 }  // namespace mycoll

@@ -116,48 +116,11 @@ bool AlgoPolicy::forced(Coll c) const {
 }
 
 Algo AlgoPolicy::auto_rule(Coll c, int nranks, size_t bytes) const {
-  if (device_ && hosts_ == 1)
-    return auto_choice_gpu(c, nranks, bytes, oneshot_bytes_, twoshot_bytes_, ll_coll_bytes_);
   Algo a = auto_choice_hosts(c, nranks, hosts_, bytes);
   if (oversubscribed_ && c == Coll::AllReduce && a == Algo::Ring && nranks > 2 &&
       bytes <= 8 * MiB)
     return Algo::Rhd;
   return a;
-}
-
-// GPUs of one host (NVLink through NVSwitch; the measurements behind it are
-// in docs/performance.md): every step of a GPU plan costs a FIFO hand-over,
-// so step count decides up to tens of MiB. All-reduce: one shot while the
-// n-1 copies of the message stay within 1 MiB, then rhd (2 log n steps) up
-// to 8 MiB, then the ring (the fused ring kernel, lib/engine/device_comm_launch.cc).
-// All-gather and reduce-scatter: rhd up to 4 MiB, then the ring. The rest as
-// on hosts.
-// All-reduce that fits the one-shot kernel (oneshot_bytes) is direct too,
-// whatever the 1 MiB bound says (n <= 8); above that, all-reduce that fits
-// the two-shot kernel (twoshot_bytes) is twoshot: one kernel, 2(n-1)/n of
-// the message out, where the plans of direct and rhd cost FIFO steps.
-// All-gather and reduce-scatter that fit the LL-collective kernel
-// (ll_coll_bytes, the whole message) are direct: the device engine runs
-// direct of those sizes as that one kernel (all-to-all too, direct being its
-// only algorithm; broadcast and reduce take it whatever this rule picks
-// unless MYCOLL_ALGO names their algorithm: DeviceCommImpl::ll_coll).
-Algo AlgoPolicy::auto_choice_gpu(Coll c, int nranks, size_t bytes, size_t oneshot_bytes,
-                                 size_t twoshot_bytes, size_t ll_coll_bytes) {
-  switch (c) {
-    case Coll::AllReduce:
-      if (nranks >= 2 && nranks <= 8 && bytes <= oneshot_bytes) return Algo::Direct;
-      if (nranks >= 2 && bytes <= twoshot_bytes) return Algo::TwoShot;
-      if (nranks <= 8 && bytes * static_cast<size_t>(nranks - 1) <= MiB) return Algo::Direct;
-      if (nranks > 2 && bytes <= 8 * MiB) return Algo::Rhd;
-      return Algo::Ring;
-    case Coll::AllGather:
-    case Coll::ReduceScatter:
-      if (nranks >= 2 && bytes > 0 && bytes <= ll_coll_bytes) return Algo::Direct;
-      if (nranks > 2 && bytes <= 4 * MiB) return Algo::Rhd;
-      return Algo::Ring;
-    default:
-      return auto_choice(c, nranks, bytes);
-  }
 }
 
 // Several hosts: the tree family's flat trees (binary, binomial) cross a host

@@ -153,7 +153,8 @@ static std::string algo_summary(const mycollComm& c) {
     s += fmt::format(" {}:{}", bytes >= (1u << 20) ? std::to_string(bytes >> 20) + "M"
                               : bytes >= 1024   ? std::to_string(bytes >> 10) + "K"
                                                 : std::to_string(bytes) + "B",
-                     algo_name(c.algo.choose(Coll::AllReduce, c.nranks, bytes)));
+                     algo_name(c.device ? c.device->choose_algo(c.algo, Coll::AllReduce, bytes)
+                                        : c.algo.choose(Coll::AllReduce, c.nranks, bytes)));
   return s + ")";
 }
 
@@ -242,11 +243,6 @@ std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int 
   connect_host_transports(*c);
   if (cuda_device >= 0) {
     c->device = DeviceComm::create(*c);
-    const bool all_ipc = c->device->all_ranks_ipc();
-    c->algo.set_device(all_ipc);
-    c->algo.set_oneshot_bytes(all_ipc && nranks >= 2 ? c->cfg.gpu_oneshot_bytes : 0);
-    c->algo.set_twoshot_bytes(all_ipc && nranks >= 2 ? c->cfg.gpu_twoshot_bytes : 0);
-    c->algo.set_ll_coll_bytes(all_ipc && nranks >= 2 ? c->cfg.gpu_ll_coll_bytes : 0);
   }
 
   for (int r = 0; r < nranks; ++r) {

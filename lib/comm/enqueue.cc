@@ -197,7 +197,7 @@ static void make_collective_task(mycollComm* c, const Call& call, Task* tp) {
     t.chunk = e.chunk;
     t.cached_plan = e.plan;
   } else {
-    t.algo = c->algo.choose(call.coll, c->nranks, message_bytes(c, call));
+    t.algo = c->device->choose_algo(c->algo, call.coll, message_bytes(c, call));
     t.chunk = std::max<size_t>(1, c->cfg.chunk_bytes / dtype_size(call.dtype));
   }
   log_collective(c, call, t.in_place, t.algo);

@@ -85,7 +85,9 @@ class DeviceCommImpl : public DeviceComm {
   std::string describe_peer(int r) const override { return mesh_->describe(r); }
   mycollResult_t poll_error(std::string* reason) override;
   void abort() override { *const_cast<volatile int32_t*>(h_abort_) = 1; }
-  bool all_ranks_ipc() const override { return !any_proxy_; }
+  Algo choose_algo(const AlgoPolicy& policy, Coll c, uint64_t bytes) const override {
+    return device_algo(policy, c, bytes, limits_);
+  }
   void enqueue(std::vector<Task>& tasks, mycollStream_t stream) override;
 
  private:

@@ -40,9 +40,10 @@ class DeviceComm {
   virtual mycollResult_t poll_error(std::string* reason) = 0;
   // Makes running and future kernels of this communicator give up promptly.
   virtual void abort() = 0;
-  // Whether every rank of the communicator reaches all its peers over CUDA
-  // IPC (agreed at init, so every rank takes the same GPU decisions).
-  virtual bool all_ranks_ipc() const = 0;
+  // The algorithm of a call whose whole message is `bytes`: what MYCOLL_ALGO
+  // forces, else the rule of the engine's selection table
+  // (device_algo, lib/engine/device_select.h).
+  virtual Algo choose_algo(const AlgoPolicy& policy, Coll c, uint64_t bytes) const = 0;
 };
 
 }  // namespace mycoll

@@ -73,6 +73,30 @@ DevChoice select_device_kernel(const DevCall& c, const DevLimits& l) {
   return r;
 }
 
+Algo device_auto_algo(Coll c, uint64_t whole, const DevLimits& l) {
+  const int n = l.nranks;
+  constexpr uint64_t MiB = uint64_t(1) << 20;
+  switch (c) {
+    case Coll::AllReduce:
+      if (n >= 2 && n <= 8 && whole <= l.oneshot_bytes) return Algo::Direct;
+      if (n >= 2 && whole <= l.twoshot_bytes) return Algo::TwoShot;
+      if (n <= 8 && whole * uint64_t(n > 1 ? n - 1 : 0) <= MiB) return Algo::Direct;
+      if (n > 2 && whole <= 8 * MiB) return Algo::Rhd;
+      return Algo::Ring;
+    case Coll::AllGather:
+    case Coll::ReduceScatter:
+      if (n >= 2 && whole > 0 && whole <= l.ll_coll_bytes) return Algo::Direct;
+      if (n > 2 && whole <= 4 * MiB) return Algo::Rhd;
+      return Algo::Ring;
+    default: return AlgoPolicy::auto_choice(c, n, whole);
+  }
+}
+
+Algo device_algo(const AlgoPolicy& policy, Coll c, uint64_t whole, const DevLimits& l) {
+  if (policy.forced(c) || l.any_proxy) return policy.choose(c, l.nranks, whole);
+  return device_auto_algo(c, whole, l);
+}
+
 std::string describe(const DevChoice& c) {
   return std::string(dev_kernel_name(c.kernel)) + " kernel (" + c.schedule + " schedule, " +
          c.proto + " protocol)";

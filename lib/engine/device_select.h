@@ -63,6 +63,24 @@ struct DevChoice {
 
 DevChoice select_device_kernel(const DevCall& call, const DevLimits& lim);
 
+// The automatic algorithm of a GPU communicator whose peers are all on
+// cuda_ipc (!lim.any_proxy), measured on H200s (docs/algorithms.md): every
+// step of a plan costs a FIFO hand-over, so the kernels the table above
+// offers decide up to tens of MiB. `whole` is the whole message.
+//   all-reduce: direct (the one-shot kernel) up to lim.oneshot_bytes (n <= 8);
+//     twoshot (its kernel) up to lim.twoshot_bytes; direct while the n-1
+//     copies stay within 1 MiB (n <= 8); rhd up to 8 MiB (n > 2); ring.
+//   all-gather, reduce-scatter: direct (the LL-collective kernel) up to
+//     lim.ll_coll_bytes; rhd up to 4 MiB (n > 2); ring.
+//   the others: the host rule (broadcast and reduce take the LL kernel by
+//     the table's row whenever they are not forced; all-to-all is direct).
+Algo device_auto_algo(Coll c, uint64_t whole, const DevLimits& lim);
+
+// The algorithm a call runs on a GPU communicator: the one MYCOLL_ALGO
+// names, else device_auto_algo where every peer is on cuda_ipc, else the
+// host rule (peers behind the GPU proxy run the plans as hosts do).
+Algo device_algo(const AlgoPolicy& policy, Coll c, uint64_t whole, const DevLimits& lim);
+
 // "ring kernel (ring schedule, simple protocol)" for logs.
 std::string describe(const DevChoice& c);
 

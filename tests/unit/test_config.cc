@@ -204,46 +204,6 @@ TEST(Config, GpuKernelLimits) {
   }
 }
 
-// GPU communicators: all-gather and reduce-scatter that fit the LL-collective
-// kernel (whole message <= the limit) are direct (the kernel runs only for
-// direct); larger ones keep rhd / ring; without the kernel (limit 0) nothing
-// changes. All-to-all is direct whatever the size and whatever is forced
-// (its only algorithm: the engine runs the kernel for all that fit).
-// Broadcast and reduce are untouched by the rule (the engine runs the kernel
-// when they are not forced).
-TEST(AlgoPolicyGpu, LlCollSizesAreDirect) {
-  const size_t lim = size_t(256) << 10;
-  AlgoPolicy p = AlgoPolicy::parse("");
-  p.set_device(true);
-  p.set_ll_coll_bytes(lim);
-  for (Coll c : {Coll::AllGather, Coll::ReduceScatter})
-    for (int n : {2, 3, 4, 8}) {
-      for (size_t bytes : {size_t(8), size_t(4096), lim})
-        EXPECT_EQ(p.choose(c, n, bytes), Algo::Direct) << coll_name(c) << " " << n << " " << bytes;
-      EXPECT_EQ(p.choose(c, n, lim + 8), n > 2 ? Algo::Rhd : Algo::Ring) << n;
-      EXPECT_EQ(p.choose(c, n, 0), n > 2 ? Algo::Rhd : Algo::Ring) << n;
-      EXPECT_EQ(AlgoPolicy::auto_choice_gpu(c, n, 4096, 0, 0), n > 2 ? Algo::Rhd : Algo::Ring);
-    }
-  EXPECT_EQ(p.choose(Coll::Broadcast, 4, 4096), AlgoPolicy::auto_choice(Coll::Broadcast, 4, 4096));
-  EXPECT_EQ(p.choose(Coll::Reduce, 4, 4096), AlgoPolicy::auto_choice(Coll::Reduce, 4, 4096));
-  for (int n : {2, 3, 4, 8})
-    for (size_t bytes : {size_t(8), lim, lim + 8}) {
-      EXPECT_EQ(p.choose(Coll::AllToAll, n, bytes), Algo::Direct) << n << " " << bytes;
-      for (const char* spec : {"ring", "tree", "direct", "alltoall:direct"})
-        EXPECT_EQ(AlgoPolicy::parse(spec).choose(Coll::AllToAll, n, bytes), Algo::Direct) << spec;
-    }
-  // Host communicators (no device): the host rule.
-  AlgoPolicy h = AlgoPolicy::parse("");
-  h.set_ll_coll_bytes(lim);
-  EXPECT_EQ(h.choose(Coll::AllGather, 4, 4096), Algo::Rhd);
-  // Forced algorithms win.
-  AlgoPolicy f = AlgoPolicy::parse("ring");
-  f.set_device(true);
-  f.set_ll_coll_bytes(lim);
-  EXPECT_EQ(f.choose(Coll::AllGather, 4, 1024), Algo::Ring);
-  EXPECT_EQ(f.choose(Coll::ReduceScatter, 4, 1024), Algo::Ring);
-}
-
 // forced(): whether MYCOLL_ALGO names a collective's algorithm (the engine
 // runs a small broadcast as the LL kernel only when it does not).
 TEST(AlgoPolicy, Forced) {
@@ -266,66 +226,4 @@ TEST(AlgoPolicy, Forced) {
   EXPECT_FALSE(AlgoPolicy::parse("reduce:tree").forced(Coll::Broadcast));
 }
 
-// GPU communicators: all-reduce that fits the one-shot kernel is direct (the
-// kernel runs only for direct), even past the rule's 1 MiB of copies.
-TEST(AlgoPolicyGpu, OneShotSizesAreDirect) {
-  AlgoPolicy p = AlgoPolicy::parse("");
-  p.set_device(true);
-  p.set_oneshot_bytes(size_t(1) << 20);
-  for (int n : {2, 3, 4, 8})
-    for (size_t bytes : {size_t(8), size_t(64) << 10, size_t(1) << 20})
-      EXPECT_EQ(p.choose(Coll::AllReduce, n, bytes), Algo::Direct) << n << " " << bytes;
-  EXPECT_NE(p.choose(Coll::AllReduce, 8, (size_t(1) << 20) + 8), Algo::Direct);
-  EXPECT_NE(p.choose(Coll::AllReduce, 16, 8192), Algo::Direct);  // n > 8: not the GPU one-shot
-  // Default 64 KiB: the 1 MiB-of-copies rule already gives those sizes direct.
-  for (int n : {2, 4, 8})
-    EXPECT_EQ(AlgoPolicy::auto_choice_gpu(Coll::AllReduce, n, size_t(64) << 10, size_t(64) << 10),
-              Algo::Direct);
-  EXPECT_EQ(AlgoPolicy::auto_choice_gpu(Coll::AllReduce, 4, size_t(64) << 10, 0), Algo::Direct);
-  // Forced algorithms win.
-  AlgoPolicy f = AlgoPolicy::parse("ring");
-  f.set_device(true);
-  f.set_oneshot_bytes(size_t(64) << 10);
-  EXPECT_EQ(f.choose(Coll::AllReduce, 4, 1024), Algo::Ring);
-}
-
-// GPU communicators: all-reduce above the one-shot kernel's size that fits
-// the two-shot kernel is twoshot (the kernel runs only for twoshot), for any
-// n >= 2; one-shot sizes stay direct; larger sizes keep rhd / the ring.
-TEST(AlgoPolicyGpu, TwoShotSizesAreTwoShot) {
-  const size_t KiB = 1024, MiB = 1024 * KiB;
-  AlgoPolicy p = AlgoPolicy::parse("");
-  p.set_device(true);
-  p.set_oneshot_bytes(64 * KiB);
-  p.set_twoshot_bytes(4 * MiB);
-  for (int n : {2, 3, 4, 8, 16}) {
-    for (size_t bytes : {64 * KiB + 8, 128 * KiB, 1 * MiB, 4 * MiB})
-      EXPECT_EQ(p.choose(Coll::AllReduce, n, bytes), Algo::TwoShot) << n << " " << bytes;
-    EXPECT_NE(p.choose(Coll::AllReduce, n, 4 * MiB + 8), Algo::TwoShot) << n;
-    EXPECT_EQ(p.choose(Coll::AllReduce, n, 64 * MiB), Algo::Ring) << n;
-  }
-  for (int n : {2, 4, 8}) EXPECT_EQ(p.choose(Coll::AllReduce, n, 1024), Algo::Direct) << n;
-  EXPECT_EQ(p.choose(Coll::AllReduce, 4, 8 * MiB), Algo::Rhd);
-  EXPECT_EQ(p.choose(Coll::AllReduce, 16, 1024), Algo::TwoShot);  // n > 8: no one-shot
-  EXPECT_EQ(p.choose(Coll::AllReduce, 1, 1024), Algo::Direct);   // n = 1: the old rule
-  // Other collectives are unchanged.
-  EXPECT_EQ(p.choose(Coll::AllGather, 4, 1 * MiB), Algo::Rhd);
-  EXPECT_EQ(p.choose(Coll::ReduceScatter, 4, 1 * MiB), Algo::Rhd);
-  // Two-shot off: the earlier rule (direct while (n-1) x bytes <= 1 MiB, then rhd).
-  EXPECT_EQ(AlgoPolicy::auto_choice_gpu(Coll::AllReduce, 4, 128 * KiB, 64 * KiB, 0),
-            Algo::Direct);
-  EXPECT_EQ(AlgoPolicy::auto_choice_gpu(Coll::AllReduce, 4, 1 * MiB, 64 * KiB, 0), Algo::Rhd);
-  // One-shot off: small all-reduce goes to the two-shot kernel.
-  EXPECT_EQ(AlgoPolicy::auto_choice_gpu(Coll::AllReduce, 4, 8, 0, 4 * MiB), Algo::TwoShot);
-  // Above the kernels: rhd up to 8 MiB, then the ring (the fused ring kernel).
-  EXPECT_EQ(AlgoPolicy::auto_choice_gpu(Coll::AllReduce, 4, 8 * MiB, 64 * KiB, 4 * MiB), Algo::Rhd);
-  EXPECT_EQ(AlgoPolicy::auto_choice_gpu(Coll::AllReduce, 4, 8 * MiB + 4, 64 * KiB, 4 * MiB),
-            Algo::Ring);
-  EXPECT_EQ(AlgoPolicy::auto_choice_gpu(Coll::AllReduce, 8, 16 * MiB, 64 * KiB, 4 * MiB), Algo::Ring);
-  // Forced algorithms win.
-  AlgoPolicy f = AlgoPolicy::parse("allreduce:rhd");
-  f.set_device(true);
-  f.set_twoshot_bytes(4 * MiB);
-  EXPECT_EQ(f.choose(Coll::AllReduce, 4, 1 * MiB), Algo::Rhd);
-}
 

@@ -152,5 +152,132 @@ TEST(DeviceSelect, ProtoTurnsRowsOff) {
   unsetenv("MYCOLL_PROTO");
 }
 
+
+// ---------------------------------------------------------------------------
+// The automatic algorithm of GPU communicators (device_auto_algo /
+// device_algo): what the table's kernels need chosen for them.
+
+constexpr uint64_t KiB = 1024, MiB = 1024 * KiB;
+
+DevLimits kernels(int n, uint64_t oneshot, uint64_t twoshot, uint64_t ll_coll) {
+  DevLimits l;
+  l.nranks = n;
+  l.oneshot_bytes = oneshot;
+  l.twoshot_bytes = twoshot;
+  l.ll_coll_bytes = ll_coll;
+  return l;
+}
+
+Algo chosen(const char* spec, Coll c, uint64_t bytes, const DevLimits& l) {
+  return device_algo(AlgoPolicy::parse(spec), c, bytes, l);
+}
+
+// All-gather and reduce-scatter that fit the LL-collective kernel (whole
+// message <= the limit) are direct (the kernel runs only for direct); larger
+// ones keep rhd / ring; without the kernel (limit 0) nothing changes.
+// All-to-all is direct whatever the size and whatever is forced (its only
+// algorithm). Broadcast and reduce keep the host rule (the table runs the
+// kernel when they are not forced).
+TEST(DeviceAlgo, LlCollSizesAreDirect) {
+  const uint64_t lim = 256 * KiB;
+  for (Coll c : {Coll::AllGather, Coll::ReduceScatter})
+    for (int n : {2, 3, 4, 8}) {
+      const DevLimits l = kernels(n, 0, 0, lim);
+      for (uint64_t bytes : {uint64_t(8), uint64_t(4096), lim})
+        EXPECT_EQ(chosen("", c, bytes, l), Algo::Direct) << coll_name(c) << " " << n << " " << bytes;
+      EXPECT_EQ(chosen("", c, lim + 8, l), n > 2 ? Algo::Rhd : Algo::Ring) << n;
+      EXPECT_EQ(chosen("", c, 0, l), n > 2 ? Algo::Rhd : Algo::Ring) << n;
+      EXPECT_EQ(device_auto_algo(c, 4096, kernels(n, 0, 0, 0)), n > 2 ? Algo::Rhd : Algo::Ring);
+      // Above the kernel: rhd up to 4 MiB, then the ring.
+      EXPECT_EQ(chosen("", c, 4 * MiB, l), n > 2 ? Algo::Rhd : Algo::Ring) << n;
+      EXPECT_EQ(chosen("", c, 4 * MiB + 8, l), Algo::Ring) << n;
+    }
+  const DevLimits l4 = kernels(4, 0, 0, lim);
+  EXPECT_EQ(chosen("", Coll::Broadcast, 4096, l4), AlgoPolicy::auto_choice(Coll::Broadcast, 4, 4096));
+  EXPECT_EQ(chosen("", Coll::Reduce, 4096, l4), AlgoPolicy::auto_choice(Coll::Reduce, 4, 4096));
+  for (int n : {2, 3, 4, 8})
+    for (uint64_t bytes : {uint64_t(8), lim, lim + 8}) {
+      EXPECT_EQ(chosen("", Coll::AllToAll, bytes, kernels(n, 0, 0, lim)), Algo::Direct);
+      for (const char* spec : {"ring", "tree", "direct", "alltoall:direct"})
+        EXPECT_EQ(chosen(spec, Coll::AllToAll, bytes, kernels(n, 0, 0, lim)), Algo::Direct) << spec;
+    }
+  // Peers behind the GPU proxy: the host rule.
+  DevLimits proxied = l4;
+  proxied.any_proxy = true;
+  EXPECT_EQ(chosen("", Coll::AllGather, 4096, proxied), Algo::Rhd);
+  // Forced algorithms win; "<coll>:auto" is the rule.
+  EXPECT_EQ(chosen("ring", Coll::AllGather, 1024, l4), Algo::Ring);
+  EXPECT_EQ(chosen("ring", Coll::ReduceScatter, 1024, l4), Algo::Ring);
+  EXPECT_EQ(chosen("ring,allgather:auto", Coll::AllGather, 1024, l4), Algo::Direct);
+}
+
+// All-reduce that fits the one-shot kernel is direct (the kernel runs only
+// for direct), even past the 1 MiB-of-copies bound; n > 8 never.
+TEST(DeviceAlgo, OneShotSizesAreDirect) {
+  for (int n : {2, 3, 4, 8}) {
+    const DevLimits l = kernels(n, MiB, 0, 0);
+    for (uint64_t bytes : {uint64_t(8), 64 * KiB, MiB})
+      EXPECT_EQ(chosen("", Coll::AllReduce, bytes, l), Algo::Direct) << n << " " << bytes;
+  }
+  EXPECT_NE(chosen("", Coll::AllReduce, MiB + 8, kernels(8, MiB, 0, 0)), Algo::Direct);
+  EXPECT_NE(chosen("", Coll::AllReduce, 8192, kernels(16, MiB, 0, 0)), Algo::Direct);
+  // Default 64 KiB: the 1 MiB-of-copies bound already gives those sizes direct.
+  for (int n : {2, 4, 8})
+    EXPECT_EQ(device_auto_algo(Coll::AllReduce, 64 * KiB, kernels(n, 64 * KiB, 0, 0)), Algo::Direct);
+  EXPECT_EQ(device_auto_algo(Coll::AllReduce, 64 * KiB, kernels(4, 0, 0, 0)), Algo::Direct);
+  EXPECT_EQ(chosen("ring", Coll::AllReduce, 1024, kernels(4, 64 * KiB, 0, 0)), Algo::Ring);
+}
+
+// All-reduce above the one-shot kernel's size that fits the two-shot kernel
+// is twoshot (the kernel runs only for twoshot), for any n >= 2; larger sizes
+// keep rhd up to 8 MiB, then the ring (the fused ring kernel).
+TEST(DeviceAlgo, TwoShotSizesAreTwoShot) {
+  for (int n : {2, 3, 4, 8, 16}) {
+    const DevLimits l = kernels(n, 64 * KiB, 4 * MiB, 0);
+    for (uint64_t bytes : {64 * KiB + 8, 128 * KiB, MiB, 4 * MiB})
+      EXPECT_EQ(chosen("", Coll::AllReduce, bytes, l), Algo::TwoShot) << n << " " << bytes;
+    EXPECT_NE(chosen("", Coll::AllReduce, 4 * MiB + 8, l), Algo::TwoShot) << n;
+    EXPECT_EQ(chosen("", Coll::AllReduce, 64 * MiB, l), Algo::Ring) << n;
+  }
+  const DevLimits l4 = kernels(4, 64 * KiB, 4 * MiB, 0);
+  for (int n : {2, 4, 8})
+    EXPECT_EQ(chosen("", Coll::AllReduce, 1024, kernels(n, 64 * KiB, 4 * MiB, 0)), Algo::Direct);
+  EXPECT_EQ(chosen("", Coll::AllReduce, 8 * MiB, l4), Algo::Rhd);
+  EXPECT_EQ(chosen("", Coll::AllReduce, 8 * MiB + 4, l4), Algo::Ring);
+  EXPECT_EQ(chosen("", Coll::AllReduce, 1024, kernels(16, 64 * KiB, 4 * MiB, 0)), Algo::TwoShot);
+  EXPECT_EQ(chosen("", Coll::AllGather, MiB, l4), Algo::Rhd);
+  // Two-shot off: direct while (n-1) x bytes <= 1 MiB, then rhd.
+  EXPECT_EQ(device_auto_algo(Coll::AllReduce, 128 * KiB, kernels(4, 64 * KiB, 0, 0)), Algo::Direct);
+  EXPECT_EQ(device_auto_algo(Coll::AllReduce, MiB, kernels(4, 64 * KiB, 0, 0)), Algo::Rhd);
+  // One-shot off: small all-reduce goes to the two-shot kernel.
+  EXPECT_EQ(device_auto_algo(Coll::AllReduce, 8, kernels(4, 0, 4 * MiB, 0)), Algo::TwoShot);
+  EXPECT_EQ(device_auto_algo(Coll::AllReduce, 16 * MiB, kernels(8, 64 * KiB, 4 * MiB, 0)),
+            Algo::Ring);
+  EXPECT_EQ(chosen("allreduce:rhd", Coll::AllReduce, MiB, l4), Algo::Rhd);
+}
+
+// Every automatic choice is one the table can run: the algorithm serves the
+// collective, and the small sizes the rule gives the kernels land on them.
+TEST(DeviceAlgo, TheRuleFeedsTheTable) {
+  for (int n : {2, 3, 4, 8})
+    for (int ci = 0; ci < kNumColls; ++ci)
+      for (uint64_t block : {uint64_t(8), 4 * KiB, 64 * KiB, MiB, 16 * MiB}) {
+        const DevLimits l = defaults(n);
+        const Coll c = Coll(ci);
+        if (c == Coll::SendRecv) continue;  // batches, not in the rule
+        const uint64_t whole = coll_whole_count(c, block, n);
+        const Algo a = device_algo(AlgoPolicy::parse(""), c, whole, l);
+        EXPECT_TRUE(algo_supports(a, c)) << coll_name(c) << " " << algo_name(a);
+        if (c == Coll::AllReduce && whole <= l.oneshot_bytes)
+          EXPECT_EQ(select_device_kernel(call(c, a, block), l).kernel, DevKernel::OneShot);
+        if (c == Coll::AllReduce && whole > l.oneshot_bytes && whole <= l.twoshot_bytes)
+          EXPECT_EQ(select_device_kernel(call(c, a, block), l).kernel, DevKernel::TwoShot);
+        if ((c == Coll::AllGather || c == Coll::ReduceScatter) && whole <= l.ll_coll_bytes)
+          EXPECT_EQ(select_device_kernel(call(c, a, block), l).kernel, DevKernel::LlColl);
+        if ((c == Coll::AllReduce || c == Coll::AllGather) && whole >= 16 * MiB)
+          EXPECT_EQ(select_device_kernel(call(c, a, block), l).kernel, DevKernel::Ring);
+      }
+}
+
 }  // namespace
 }  // namespace mycoll
