@@ -1,18 +1,23 @@
 // The decoders of what transports receive from their peers (socket_wire.h,
 // ucx_wire.h, ib_wire.h, shm_wire.h, proxy_wire.h, check_peer_info): valid
 // input decoded, and each rule refusing a hand-made malformed message with
-// its code and a reason naming what is wrong.
+// its code and a reason naming what is wrong. Also checks that the wire
+// fuzz target's committed corpus has a seed for every transport input.
+#include <dirent.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "base/error.h"
 #include "engine/proxy_wire.h"
+#include "fuzz_wire.h"
 #include "transports/ibverbs/ib_wire.h"
 #include "transports/shm/shm.h"
 #include "transports/socket/socket_wire.h"
@@ -439,6 +444,24 @@ TEST(PeerInfoWire, Checks) {
   std::memset(q.ip, '1', sizeof(q.ip));
   EXPECT_FALSE(check_peer_info(q, 2, &why));
   EXPECT_WHY(why, "its address does not end within 48 bytes");
+}
+
+// ---- the fuzz corpus (replayed by WireFuzzCorpus.EveryCommittedInputRunsClean)
+
+TEST(WireFuzzCorpus, EveryTransportInputHasASeed) {
+  const std::string dir = std::string(MYCOLL_SOURCE_DIR) + "/tests/fuzz/corpus/wire";
+  DIR* d = opendir(dir.c_str());
+  ASSERT_NE(d, nullptr) << dir;
+  std::set<int> targets;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream f(dir + "/" + e->d_name, std::ios::binary);
+    const int first = f.get();
+    if (first >= 0) targets.insert(first % mycoll_fuzz::kNumTargets);
+  }
+  closedir(d);
+  for (int t = mycoll_fuzz::kSocketEndpoint; t < mycoll_fuzz::kNumTargets; ++t)
+    EXPECT_TRUE(targets.count(t)) << "no seed for fuzz input kind " << t;
 }
 
 }  // namespace
