@@ -32,6 +32,13 @@ struct PeerInfo {
   uint64_t gpu_bus_id = 0;        // PCI bus id of cuda_device (0 if none)
 };
 
+// Checks the PeerInfo rank `rank` sent (through the bootstrap): its rank,
+// a device index >= -1, a pid >= 0, and strings that end inside their
+// arrays (the transports and the topology read them as C strings). Pure;
+// tests/fuzz runs it on arbitrary bytes. Returns false with *why naming
+// the field otherwise.
+bool check_peer_info(const PeerInfo& p, int rank, std::string* why);
+
 class Connection {
  public:
   virtual ~Connection() = default;

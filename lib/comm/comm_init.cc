@@ -198,6 +198,10 @@ std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int 
   c->peers[rank] = local_peer_info(rank, cuda_device, c->bootstrap->local_ip(), c->cfg);
   if (cuda_device >= 0) c->peers[rank].gpu_bus_id = device_bus_id(cuda_device);
   c->bootstrap->allgather(c->peers.data(), sizeof(PeerInfo));
+  for (int r = 0; r < nranks; ++r) {  // every rank sees the same table: all refuse together
+    std::string why;
+    if (!check_peer_info(c->peers[r], r, &why)) throw_error(mycollRemoteError, why);
+  }
   check_consistent_config(*c);
   c->transport_of = select_transports(c->cfg, c->peers, rank);
   {

@@ -12,9 +12,9 @@ namespace mycoll {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr uint32_t kData = 0x31445850U;    // "PXD1"
-constexpr uint32_t kCredit = 0x31435850U;  // "PXC1"
-constexpr uint64_t kHeader = 16;
+using proxywire::kCredit;
+using proxywire::kData;
+constexpr uint64_t kHeader = proxywire::kFrameBytes;
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -129,28 +129,26 @@ bool GpuProxy::rx(PeerState& s) {
       moved = true;
       s.in_done += n;
       if (s.in_done < kHeader) continue;
-      const Frame& f = s.in;
-      auto from = [&] {  // only built for an error
-        return "GPU proxy on rank " + std::to_string(rank_) + ": rank " + std::to_string(s.p.rank);
+      std::string why;
+      auto fail = [&](int channel) {  // channel -1: not known
+        throw_error(mycollRemoteError,
+                    "GPU proxy on rank " + std::to_string(rank_) + ": rank " +
+                        std::to_string(s.p.rank) + " sent " + why +
+                        (channel >= 0 ? " on channel " + std::to_string(channel) : ""));
       };
-      if ((f.type != kData && f.type != kCredit) || f.channel >= uint32_t(L_.nch))
-        throw_error(mycollRemoteError, from() + " sent a malformed frame (type " +
-                                           std::to_string(f.type) + ", channel " +
-                                           std::to_string(f.channel) + ")");
+      Frame f{};
+      if (proxywire::decode_frame(&s.in, kHeader, L_.nch, &f, &why) != mycollSuccess) fail(-1);
       const int c = int(f.channel);
       s.in_done = 0;
       if (f.type == kCredit) {
-        if (f.value < s.freed[c] || f.value > s.sent[c])
-          throw_error(mycollRemoteError, from() + " returned credits out of order on channel " +
-                                             std::to_string(c));
+        if (proxywire::check_credit(f.value, s.freed[c], s.sent[c], &why) != mycollSuccess) fail(c);
         s.freed[c] = f.value;
         continue;
       }
       const uint64_t consumed = proxy_load(flag(s, L_.rx_flags(), c, 1));
-      if (f.value > L_.slot_bytes || s.delivered[c] - consumed >= uint64_t(L_.nslots))
-        throw_error(mycollRemoteError, from() + " sent " + std::to_string(f.value) +
-                                           " bytes on channel " + std::to_string(c) +
-                                           " without a free slot (flow control broken)");
+      if (proxywire::check_data(f.value, L_.slot_bytes, L_.nslots, s.delivered[c], consumed,
+                                &why) != mycollSuccess)
+        fail(c);
       s.in_header = false;
       if (f.value == 0) {
         proxy_store(flag(s, L_.rx_flags(), c, 0), ++s.delivered[c]);

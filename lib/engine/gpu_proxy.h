@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/proxy_wire.h"
 #include "transports/transport.h"
 
 namespace mycoll {
@@ -79,11 +80,7 @@ class GpuProxy {
   void closing() { closing_.store(true); }
 
  private:
-  struct Frame {  // on the wire: 16-byte header, then `value` bytes for data
-    uint32_t type;
-    uint32_t channel;
-    uint64_t value;  // data: payload bytes; credit: slots consumed so far
-  };
+  using Frame = proxywire::Frame;  // on the wire: 16-byte header, then data (proxy_wire.h)
   struct PeerState {
     Peer p;
     // tx

@@ -176,6 +176,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                   mycoll::bswire::FrameMac(key, mycoll::bswire::Dir::kFromClient));
       break;
     }
+    case kSocketEndpoint:
+    case kSocketAnnounce:
+    case kUcxAddrInfo:
+    case kUcxHello:
+    case kIbConnInfo:
+    case kIbRun:
+    case kShmFifo:
+    case kShmRun:
+    case kProxyStream:
+    case kPeerInfo: fuzz_transport(target, param, p, n); break;
     case kNumTargets: break;
   }
   return 0;

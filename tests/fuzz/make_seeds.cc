@@ -10,7 +10,13 @@
 #include <vector>
 
 #include "bootstrap/wire.h"
+#include "engine/proxy_wire.h"
 #include "fuzz_wire.h"
+#include "transports/ibverbs/ib_wire.h"
+#include "transports/shm/shm.h"
+#include "transports/socket/socket_wire.h"
+#include "transports/transport.h"
+#include "transports/ucx/ucx_wire.h"
 
 namespace {
 
@@ -54,12 +60,133 @@ uint8_t stream_param(int nranks, size_t piece) {
   return static_cast<uint8_t>((nranks - 1) | ((piece - 1) << 3));
 }
 
+// An IbOp / ShmOp record of kIbRun / kShmRun.
+void put_op(Bytes& b, uint8_t op, uint32_t v) {
+  b.push_back(op);
+  put(b, v);
+}
+void put_op(Bytes& b, uint8_t op, uint64_t v) {
+  b.push_back(op);
+  put(b, v);
+}
+
+void put_proxy_frame(Bytes& b, uint32_t type, uint32_t channel, uint64_t value, uint8_t fill = 0) {
+  put(b, proxywire::Frame{type, channel, value});
+  if (type == proxywire::kData) b.insert(b.end(), value, fill);
+}
+
 bool write(const std::string& dir, const std::string& name, const Bytes& b) {
   const std::string path = dir + "/" + name;
   FILE* f = std::fopen(path.c_str(), "wb");
   if (!f) return false;
   const bool ok = std::fwrite(b.data(), 1, b.size(), f) == b.size();
   return std::fclose(f) == 0 && ok;
+}
+
+// The transports' connection messages, valid (fuzz_transport.cc).
+void transport_seeds(std::vector<std::pair<std::string, Bytes>>& seeds) {
+  {  // socket: rank 1 listens on 127.0.0.1:40001; rank 2 has no socket peers.
+    const net::SockAddr a = net::SockAddr::from_ip("127.0.0.1", 40001);
+    Bytes b;
+    put(b, sockwire::encode_endpoint(&a));
+    seeds.emplace_back("socket-endpoint", input(kSocketEndpoint, 1, b));
+    Bytes none;
+    put(none, sockwire::encode_endpoint(nullptr));
+    seeds.emplace_back("socket-endpoint-none", input(kSocketEndpoint, 2, none));
+    Bytes ann;
+    put(ann, sockwire::encode_announce(2));
+    seeds.emplace_back("socket-announce", input(kSocketAnnounce, 3, ann));  // nranks 4, self 0
+  }
+  {  // ucx: 4 ranks, one without UCX peers; 64 KiB chunks.
+    Bytes b;
+    for (uint64_t len : {212, 0, 236, 212}) put(b, ucxwire::AddrInfo{len, 65536});
+    seeds.emplace_back("ucx-addr-info", input(kUcxAddrInfo, 3, b));  // nranks 4, me 3
+    uint64_t h[2];
+    ucxwire::encode_hello(kUcxTag, 1, h);
+    Bytes hello;
+    put(hello, h);
+    seeds.emplace_back("ucx-hello", input(kUcxHello, 1, hello));  // from rank 1 to rank 0
+  }
+  for (bool roce : {true, false}) {  // ibverbs: one QP's info, RoCE and InfiniBand
+    ibwire::ConnInfo w;
+    std::memset(&w, 0, sizeof(w));
+    w.valid = 1;
+    w.qpn = 0x1a2b;
+    w.psn = 0x3c4d5e;
+    w.lid = roce ? 0 : 7;
+    w.roce = roce;
+    w.mtu = 3;  // 1024
+    for (int i = 0; i < 16; ++i) w.gid[i] = static_cast<uint8_t>(i);
+    w.ring_addr = 0x7f0000000000ull;
+    w.ring_bytes = 4u << 20;
+    w.ctrl_addr = 0x7f0000800000ull;
+    w.ring_rkey = 0x1111;
+    w.ctrl_rkey = 0x2222;
+    w.pidns = 4026531836ull;
+    w.pid = 4242;
+    std::snprintf(w.boot_id, sizeof(w.boot_id), "%s", "5b1f0d3e-0c4a-4e43-9d0e-6f1c2a7b8e90");
+    Bytes b;
+    put(b, w);
+    seeds.emplace_back(roce ? "ib-conn-info-roce" : "ib-conn-info-ib",
+                       input(kIbConnInfo, roce ? 1 : 0, b));
+  }
+  {  // ibverbs at run time, ring of 8 KiB: writes land, are read, credits return.
+    Bytes b;
+    put_op(b, kIbArrive, uint32_t{4096});
+    put_op(b, kIbArrive, uint32_t{2048});
+    put_op(b, kIbConsume, uint32_t{5000});
+    put_op(b, kIbCredit, uint32_t{6000u << 16 | 1000});
+    put_op(b, kIbArrive, uint32_t{3000});
+    put_op(b, kIbCredit, uint32_t{2000u << 16 | 4000});
+    put_op(b, kIbConsume, uint32_t{4000});
+    seeds.emplace_back("ib-run", input(kIbRun, 1, b));
+  }
+  {  // shm: a FIFO header as Fifo::create writes it, with its mapping's size.
+    const uint64_t cap = 16384;
+    const shm::RecordGeometry geo = shm::record_geometry(cap);
+    const uint64_t offset = shm::kFifoDataOffset + cap;
+    Bytes b;
+    put(b, shm::kFifoMagic);
+    put(b, cap);
+    put(b, geo.slots);
+    put(b, geo.slot_bytes);
+    put(b, offset);
+    put(b, offset + uint64_t{geo.slots} * geo.slot_bytes);
+    seeds.emplace_back("shm-fifo", input(kShmFifo, 0, b));
+  }
+  {  // shm at run time: 8 KiB ring, 8 record slots of 128 bytes (param 0x29).
+    Bytes b;
+    put_op(b, kShmWrite, uint64_t{5000});
+    put_op(b, kShmHead, uint64_t{5000});
+    put_op(b, kShmConsume, uint64_t{3000});
+    put_op(b, kShmTail, uint64_t{3000});
+    put_op(b, kShmWrite, uint64_t{6000});
+    put_op(b, kShmHead, uint64_t{11000});
+    put_op(b, kShmConsume, uint64_t{8000});
+    put_op(b, kShmTail, uint64_t{11000});
+    for (uint64_t i = 0; i < 10; ++i) put_op(b, kShmRecordWord, shm::record_word(i, 40 + 8 * i));
+    seeds.emplace_back("shm-run", input(kShmRun, 0x29, b));
+  }
+  {  // GPU proxy: 2 channels, 4 slots of 32 bytes (param 0x6d); pieces of 6.
+    Bytes b{5};
+    put_proxy_frame(b, proxywire::kData, 0, 32, 0xa1);
+    put_proxy_frame(b, proxywire::kData, 1, 7, 0xb2);
+    put_proxy_frame(b, proxywire::kCredit, 0, 1);
+    put_proxy_frame(b, proxywire::kData, 0, 0);
+    put_proxy_frame(b, proxywire::kCredit, 1, 3);
+    seeds.emplace_back("proxy-stream", input(kProxyStream, 0x6d, b));
+  }
+  {
+    PeerInfo p;
+    p.rank = 2;
+    p.pid = 4242;
+    std::snprintf(p.host_id, sizeof(p.host_id), "%s", "node7/5b1f0d3e-0c4a-4e43-9d0e-6f1c2a7b8e90");
+    std::snprintf(p.hostname, sizeof(p.hostname), "%s", "node7");
+    std::snprintf(p.ip, sizeof(p.ip), "%s", "10.0.0.7");
+    Bytes b;
+    put(b, p);
+    seeds.emplace_back("peer-info", input(kPeerInfo, 2, b));
+  }
 }
 
 }  // namespace
@@ -184,6 +311,8 @@ int main(int argc, char** argv) {
     }
     seeds.emplace_back(name, input(kMsgRecord, param, b));
   }
+
+  transport_seeds(seeds);
 
   for (const auto& [name, bytes] : seeds)
     if (!write(dir, name, bytes)) {

@@ -39,11 +39,12 @@
 #include <mutex>
 #include <random>
 
-#include "bootstrap/bootstrap.h"
 #include "base/config.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "bootstrap/bootstrap.h"
 #include "transports/ibverbs/ib_device.h"
+#include "transports/ibverbs/ib_wire.h"
 #include "transports/transport.h"
 
 namespace mycoll {
@@ -54,7 +55,7 @@ using Clock = std::chrono::steady_clock;
 constexpr int kSendDepth = 256;   // send WRs (data writes + control writes)
 constexpr int kRecvDepth = 256;   // pre-posted receives (one per WRITE_WITH_IMM)
 constexpr int kCtrlReserve = 4;   // send WRs kept free for credit/probe/close
-constexpr size_t kMaxWrite = 256u << 10;
+constexpr size_t kMaxWrite = ibwire::kMaxWriteBytes;
 
 enum WrKind : uint64_t { kData = 0, kCredit = 1, kProbe = 2, kClose = 3 };
 uint64_t wr_id(WrKind k, uint64_t bytes = 0) { return bytes << 2 | k; }
@@ -67,22 +68,10 @@ struct Ctrl {
   uint64_t closed_src;              // source of our close write (1)
 };
 
-// What one rank tells another about their connection (allgathered).
-struct Wire {
-  uint32_t valid;   // 1: this entry describes a QP for the receiving rank
-  uint32_t failed;  // 1: this rank could not set up (see its own error)
-  uint32_t qpn, psn;
-  uint16_t lid;
-  uint8_t roce, mtu;
-  uint8_t gid[16];
-  uint64_t ring_addr, ring_bytes, ctrl_addr;
-  uint32_t ring_rkey, ctrl_rkey;
-  // Liveness shortcut for peers in this very OS instance: pid, pid
-  // namespace and boot id (0 / empty when unknown).
-  uint64_t pidns;
-  int32_t pid;
-  char boot_id[40];
-};
+// What one rank tells another about their connection (allgathered;
+// checked by ibwire::check_conn_info before use).
+using Wire = ibwire::ConnInfo;
+static_assert(sizeof(Ctrl) <= ibwire::kCtrlBytes, "control block larger than peers check");
 
 uint64_t pid_namespace() {
   struct stat st;
@@ -206,7 +195,9 @@ class IbConnection final : public Connection {
     std::snprintf(w->boot_id, sizeof(w->boot_id), "%s", boot_id().c_str());
   }
 
-  // INIT -> RTR -> RTS towards the peer's QP.
+  bool roce() const { return dev_->roce; }
+
+  // INIT -> RTR -> RTS towards the peer's QP (r passed check_conn_info).
   void connect_to(const Wire& r) {
     IbDevice& d = *dev_;
     remote_ = r;
@@ -260,6 +251,14 @@ class IbConnection final : public Connection {
     poll_send_cq();
     if (broken_.load()) throw_broken();
     const uint64_t peer_consumed = ctrl_ptr_->peer_consumed;
+    {
+      std::string why;
+      if (ibwire::check_credit(credit_seen_, peer_consumed, sent_, peer_, &why) != mycollSuccess) {
+        mark_broken(why);
+        throw_broken();
+      }
+      credit_seen_ = peer_consumed;
+    }
     while (!unacked_ends_.empty() && unacked_ends_.front() <= peer_consumed) unacked_ends_.pop_front();
     if (sq_outstanding_ >= kSendDepth - kCtrlReserve) return 0;
     if (static_cast<int>(unacked_ends_.size()) >= kRecvDepth) return 0;
@@ -500,7 +499,16 @@ class IbConnection final : public Connection {
           on_wc_error(wc[i], "receive queue");
           continue;
         }
-        if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) arrived_ += ntohl(wc[i].imm_data);
+        if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+          const uint32_t imm = ntohl(wc[i].imm_data);
+          std::string why;
+          if (ibwire::check_arrival(arrived_, consumed_, ring_bytes_, imm, peer_, &why) !=
+              mycollSuccess) {
+            mark_broken(why);
+            continue;
+          }
+          arrived_ += imm;
+        }
         ++ok;
       }
       if (ok && !broken_.load()) post_recvs(ok);
@@ -566,6 +574,7 @@ class IbConnection final : public Connection {
   // Send side (sq_mu_).
   std::mutex sq_mu_;
   uint64_t sent_ = 0, completed_ = 0;
+  uint64_t credit_seen_ = 0;  // the peer's last credit (checked: never backwards)
   std::deque<uint64_t> unacked_ends_;
   int sq_outstanding_ = 0;
   bool credit_due_ = false, credit_inflight_ = false, probe_inflight_ = false, close_done_ = false;
@@ -617,19 +626,14 @@ class IbTransport final : public Transport {
     }
     bs.allgather(table.data(), static_cast<size_t>(n) * sizeof(Wire));
     if (!local_error.empty()) throw_error(local_code, local_error);
-    for (int p : peers)
-      if (table[static_cast<size_t>(p) * n + me].failed)
-        throw_error(mycollRemoteError, "ibverbs transport: rank " + std::to_string(p) +
-                                           " failed to set up its RDMA device (see its error)");
     for (size_t i = 0; i < peers.size(); ++i) {
-      const Wire& r = table[static_cast<size_t>(peers[i]) * n + me];
-      if (!r.valid)
-        throw_error(mycollInvalidUsage, "ibverbs transport: rank " + std::to_string(me) +
-                                            " lists rank " + std::to_string(peers[i]) +
-                                            " as a peer but that rank has no ib peers "
-                                            "(asymmetric peer lists)");
-      conns[i]->connect_to(r);
+      std::string why;
+      const mycollResult_t rc = ibwire::check_conn_info(
+          table[static_cast<size_t>(peers[i]) * n + me], peers[i], me, conns[i]->roce(), &why);
+      if (rc != mycollSuccess) throw_error(rc, why);
     }
+    for (size_t i = 0; i < peers.size(); ++i)
+      conns[i]->connect_to(table[static_cast<size_t>(peers[i]) * n + me]);
     // Every QP is at RTR before anyone writes.
     bs.barrier();
     std::vector<std::unique_ptr<Connection>> out;

@@ -33,8 +33,6 @@ namespace shm {
 namespace {
 
 constexpr size_t kPage = 4096;
-// Bytes of a record slot's word (sequence and length) before its body.
-constexpr size_t kRecWord = 8;
 // Publish / release granularity: the writer makes data visible (and the
 // reader frees space) at least every this many bytes, so both sides stream
 // instead of taking turns over the whole ring; it also keeps a peeked block
@@ -112,20 +110,25 @@ class ShmConnection final : public Connection {
         my_pid_(getpid()),
         orec_(out_->records()),
         irec_(in_->records()),
-        orec_slots_(orec_ ? oh_->rec_slots : 0),
-        orec_bytes_(orec_ ? oh_->rec_slot_bytes : 0),
-        irec_slots_(irec_ ? ih_->rec_slots : 0),
-        irec_bytes_(irec_ ? ih_->rec_slot_bytes : 0),
+        orec_slots_(orec_ ? out_->rec_slots() : 0),
+        orec_bytes_(orec_ ? out_->rec_slot_bytes() : 0),
+        irec_slots_(irec_ ? in_->rec_slots() : 0),
+        irec_bytes_(irec_ ? in_->rec_slot_bytes() : 0),
         remote_ok_(oh_->remote_read_ok.load(std::memory_order_acquire) == 1),
-        rec_max_(orec_slots_ && irec_slots_
-                     ? std::min<size_t>(orec_bytes_, irec_bytes_) - kRecWord
-                     : 0) {
+        rec_max_(orec_slots_ && irec_slots_ ? std::min<size_t>(orec_bytes_, irec_bytes_) - kRecWord
+                                            : 0) {
     // Resume from the counters in case the FIFOs were used before (they
     // are fresh after connect; this keeps the object honest anyway).
     head_ = oh_->head.load(std::memory_order_relaxed);
     tail_seen_ = oh_->tail.load(std::memory_order_acquire);
     tail_ = ih_->tail.load(std::memory_order_relaxed);
     head_seen_ = ih_->head.load(std::memory_order_acquire);
+    std::string why;
+    if (check_peer_counter("head", tail_, head_seen_, tail_ + icap_, peer_, &why) !=
+            mycollSuccess ||
+        check_peer_counter("tail", head_ - std::min(head_, ocap_), tail_seen_, head_, peer_,
+                           &why) != mycollSuccess)
+      throw_error(mycollRemoteError, why);
     // Records: the writer's count is the reader's tail plus what is in
     // flight, which the slots' words say; fresh FIFOs start at 0.
     rec_tail_ = ih_->rec_tail.load(std::memory_order_relaxed);
@@ -146,7 +149,7 @@ class ShmConnection final : public Connection {
       const size_t want = std::min(n - sent, oslice_);
       uint64_t free = ocap_ - (head_ - tail_seen_);
       if (free < want) {
-        tail_seen_ = oh_->tail.load(std::memory_order_acquire);
+        observe_tail();
         free = ocap_ - (head_ - tail_seen_);
         if (free == 0) break;
       }
@@ -167,7 +170,7 @@ class ShmConnection final : public Connection {
     if (want == 0) return 0;
     uint64_t avail = head_seen_ - tail_;
     if (avail < want) {
-      head_seen_ = ih_->head.load(std::memory_order_acquire);
+      observe_head();
       avail = head_seen_ - tail_;
       if (avail == 0) return 0;
     }
@@ -235,28 +238,32 @@ class ShmConnection final : public Connection {
                                            " bytes to rank " + std::to_string(peer_) +
                                            " (1.." + std::to_string(record_max()) + " allowed)");
     if (rec_head_ - rec_tail_seen_ >= orec_slots_) {
-      rec_tail_seen_ = oh_->rec_tail.load(std::memory_order_acquire);
+      const uint64_t now = oh_->rec_tail.load(std::memory_order_acquire);
+      std::string why;
+      if (check_peer_counter("record tail", rec_tail_seen_, now, rec_head_, peer_, &why) !=
+          mycollSuccess)
+        throw_error(mycollRemoteError, why);
+      rec_tail_seen_ = now;
       if (rec_head_ - rec_tail_seen_ >= orec_slots_) return false;
     }
     std::atomic<uint64_t>* w = slot_word(orec_, orec_bytes_, orec_slots_, rec_head_);
     uint8_t* body = reinterpret_cast<uint8_t*>(w) + kRecWord;
     std::memcpy(body, hdr, hn);
     if (n) std::memcpy(body + hn, data, n);
+    w->store(record_word(rec_head_, len), std::memory_order_release);
     ++rec_head_;
-    w->store(rec_head_ << 16 | len, std::memory_order_release);
     return true;
   }
 
   size_t peek_record(const void** data) override {
     if (irec_slots_ == 0) return 0;
     const std::atomic<uint64_t>* w = slot_word(irec_, irec_bytes_, irec_slots_, rec_tail_);
-    const uint64_t word = w->load(std::memory_order_acquire);
-    if ((word >> 16) != rec_tail_ + 1) return 0;
-    const size_t len = word & 0xffff;
-    if (len == 0 || len > irec_bytes_ - kRecWord)
-      throw_error(mycollRemoteError, "shm: corrupt record from rank " + std::to_string(peer_) +
-                                         " (length " + std::to_string(len) + ")");
-    *data = reinterpret_cast<const uint8_t*>(w) + kRecWord;
+    size_t len = 0;
+    std::string why;
+    if (decode_record_word(w->load(std::memory_order_acquire), rec_tail_, irec_slots_, irec_bytes_,
+                           &len, peer_, &why) != mycollSuccess)
+      throw_error(mycollRemoteError, why);
+    if (len) *data = reinterpret_cast<const uint8_t*>(w) + kRecWord;
     return len;
   }
 
@@ -316,6 +323,22 @@ class ShmConnection final : public Connection {
   std::string describe() const override { return "shm"; }
 
  private:
+  // Reads the counters the peer publishes, checked (shm_wire.h).
+  void observe_head() {
+    const uint64_t now = ih_->head.load(std::memory_order_acquire);
+    std::string why;
+    if (check_peer_counter("head", head_seen_, now, tail_ + icap_, peer_, &why) != mycollSuccess)
+      throw_error(mycollRemoteError, why);
+    head_seen_ = now;
+  }
+  void observe_tail() {
+    const uint64_t now = oh_->tail.load(std::memory_order_acquire);
+    std::string why;
+    if (check_peer_counter("tail", tail_seen_, now, head_, peer_, &why) != mycollSuccess)
+      throw_error(mycollRemoteError, why);
+    tail_seen_ = now;
+  }
+
   const int peer_;
   std::unique_ptr<Fifo> out_, in_;
   FifoHeader* const oh_;
@@ -457,14 +480,14 @@ class ShmTransport final : public Transport {
 
 // ---- Fifo --------------------------------------------------------------------
 
-Fifo::Fifo(std::string name, void* base, size_t map_bytes)
+Fifo::Fifo(std::string name, void* base, size_t map_bytes, const FifoGeometry& geo)
     : name_(std::move(name)),
       base_(base),
       map_bytes_(map_bytes),
       header_(static_cast<FifoHeader*>(base)),
       data_(static_cast<uint8_t*>(base) + kFifoDataOffset),
-      records_(header_->rec_slots ? static_cast<uint8_t*>(base) + header_->rec_offset : nullptr),
-      capacity_(header_->capacity) {}
+      records_(geo.rec_slots ? static_cast<uint8_t*>(base) + geo.rec_offset : nullptr),
+      geo_(geo) {}
 
 RecordGeometry record_geometry(uint64_t capacity) {
   // Powers of two: the slot of record i is i & (slots - 1).
@@ -518,7 +541,13 @@ std::unique_ptr<Fifo> Fifo::create(const std::string& name, size_t capacity) {
   h->reader_pid.store(getpid(), std::memory_order_relaxed);
   h->reader_pidns.store(own_pidns(), std::memory_order_relaxed);
   h->magic.store(kFifoMagic, std::memory_order_release);
-  return std::unique_ptr<Fifo>(new Fifo(name, base, total));
+  FifoGeometry geo_copy;
+  geo_copy.magic = kFifoMagic;
+  geo_copy.capacity = cap;
+  geo_copy.rec_slots = geo.slots;
+  geo_copy.rec_slot_bytes = geo.slot_bytes;
+  geo_copy.rec_offset = h->rec_offset;
+  return std::unique_ptr<Fifo>(new Fifo(name, base, total, geo_copy));
 }
 
 std::unique_ptr<Fifo> Fifo::open(const std::string& name) {
@@ -541,20 +570,23 @@ std::unique_ptr<Fifo> Fifo::open(const std::string& name) {
   close(fd);
   if (base == MAP_FAILED) fail_sys("shm: cannot map FIFO " + name, e);
   auto* h = static_cast<FifoHeader*>(base);
-  if (h->magic.load(std::memory_order_acquire) != kFifoMagic || h->capacity == 0 ||
-      kFifoDataOffset + h->capacity > total ||
-      (h->rec_slots != 0 &&
-       ((h->rec_slots & (h->rec_slots - 1)) != 0 || h->rec_slot_bytes < 64 || h->rec_slot_bytes % 64 != 0 || h->rec_slot_bytes > 65536 ||
-        h->rec_offset % 64 != 0 || h->rec_offset < kFifoDataOffset + h->capacity ||
-        h->rec_offset + uint64_t(h->rec_slots) * h->rec_slot_bytes > total))) {
+  // One copy of the geometry, checked and then used: the creator could
+  // change the header after the check.
+  FifoGeometry geo;
+  geo.magic = h->magic.load(std::memory_order_acquire);
+  geo.capacity = h->capacity;
+  geo.rec_slots = h->rec_slots;
+  geo.rec_slot_bytes = h->rec_slot_bytes;
+  geo.rec_offset = h->rec_offset;
+  std::string why;
+  if (check_fifo_geometry(geo, total, &why) != mycollSuccess) {
     munmap(base, total);
-    throw_error(mycollSystemError,
-                "shm: " + name + " is not an initialised mycoll FIFO (bad magic or size)");
+    throw_error(mycollSystemError, "shm: " + name + " is " + why);
   }
   h->writer_pid.store(getpid(), std::memory_order_relaxed);
   h->writer_pidns.store(own_pidns(), std::memory_order_relaxed);
   h->writer_probe_addr.store(reinterpret_cast<uintptr_t>(&g_probe_word), std::memory_order_release);
-  return std::unique_ptr<Fifo>(new Fifo(name, base, total));
+  return std::unique_ptr<Fifo>(new Fifo(name, base, total, geo));
 }
 
 std::string fifo_name(uint64_t tag, int from, int to) {

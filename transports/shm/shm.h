@@ -46,13 +46,11 @@
 #include <memory>
 #include <string>
 
+#include "transports/shm/shm_wire.h"
 #include "transports/transport.h"
 
 namespace mycoll {
 namespace shm {
-
-constexpr uint64_t kFifoMagic = 0x4f464946434d594dull;  // "MYCMFIFO"
-constexpr size_t kFifoDataOffset = 4096;
 
 // closed bits.
 constexpr uint32_t kWriterClosed = 1;
@@ -94,7 +92,8 @@ class Fifo {
   // segment and the reason.
   static std::unique_ptr<Fifo> create(const std::string& name, size_t capacity);
   // Writer side: opens and maps an existing segment created by create(),
-  // checks it, records this process as the writer. Throws Error(SystemError).
+  // checks a copy of its geometry (check_fifo_geometry), records this
+  // process as the writer. Throws Error(SystemError).
   static std::unique_ptr<Fifo> open(const std::string& name);
   ~Fifo();
   Fifo(const Fifo&) = delete;
@@ -102,20 +101,24 @@ class Fifo {
 
   FifoHeader* header() const { return header_; }
   uint8_t* data() const { return data_; }
-  // Record slot area (header()->rec_slots slots), null when there is none.
+  // Record slot area (rec_slots() slots), null when there is none.
   uint8_t* records() const { return records_; }
-  uint64_t capacity() const { return capacity_; }
+  // The geometry as created or checked at open: the header's copy may be
+  // changed by the peer later and is never read again.
+  uint64_t capacity() const { return geo_.capacity; }
+  uint32_t rec_slots() const { return geo_.rec_slots; }
+  uint32_t rec_slot_bytes() const { return geo_.rec_slot_bytes; }
   const std::string& name() const { return name_; }
 
  private:
-  Fifo(std::string name, void* base, size_t map_bytes);
+  Fifo(std::string name, void* base, size_t map_bytes, const FifoGeometry& geo);
   std::string name_;
   void* base_ = nullptr;
   size_t map_bytes_ = 0;
   FifoHeader* header_ = nullptr;
   uint8_t* data_ = nullptr;
   uint8_t* records_ = nullptr;
-  uint64_t capacity_ = 0;
+  FifoGeometry geo_;
 };
 
 // Record geometry for a FIFO of `capacity` data bytes: about an eighth of

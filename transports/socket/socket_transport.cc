@@ -26,10 +26,11 @@
 #include <set>
 #include <thread>
 
-#include "bootstrap/socket_util.h"
 #include "base/config.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "bootstrap/socket_util.h"
+#include "transports/socket/socket_wire.h"
 #include "transports/transport.h"
 
 namespace mycoll {
@@ -40,19 +41,11 @@ using net::Fd;
 using net::ServerHandshake;
 using net::SockAddr;
 
+using sockwire::Announce;
+using sockwire::Endpoint;
+
 constexpr const char* kRoleSocket = "mycoll-socket";
-constexpr uint32_t kAnnounceMagic = 0x4b53594d;  // "MYSK"
 constexpr size_t kRecvBufferBytes = 4u << 20;
-
-struct Endpoint {  // allgathered per rank
-  uint8_t addr[net::kAddrBytes];
-  uint32_t valid;  // 0: this rank has no peers on this transport
-};
-
-struct Announce {  // connector -> acceptor after authentication
-  uint32_t magic;
-  int32_t rank;
-};
 
 class SocketConnection final : public Connection {
  public:
@@ -187,9 +180,11 @@ class SocketConnection final : public Connection {
 // deadline; results by announced rank. Runs in a helper thread.
 class Acceptor {
  public:
-  Acceptor(int listen_fd, const Secret& secret, std::set<int> expected, Deadline d,
-           size_t buffer_bytes)
+  Acceptor(int listen_fd, const Secret& secret, int nranks, int self, std::set<int> expected,
+           Deadline d, size_t buffer_bytes)
       : listen_fd_(listen_fd),
+        nranks_(nranks),
+        self_(self),
         secret_(secret),
         expected_(std::move(expected)),
         deadline_(d),
@@ -255,17 +250,25 @@ class Acceptor {
   }
 
   void admit(ServerHandshake& hs) {
-    Announce a;
-    std::memcpy(&a, hs.announcement().data(), sizeof(a));
-    if (a.magic != kAnnounceMagic || !expected_.count(a.rank) || accepted_.count(a.rank)) {
-      log_warn(Subsys::Transport, "socket: rejected connection from {} claiming rank {}",
-               hs.peer().str(), a.rank);
+    int rank = -1;
+    std::string why;
+    const auto& a = hs.announcement();
+    if (sockwire::decode_announce(a.data(), a.size(), nranks_, self_, &rank, &why) !=
+        mycollSuccess) {
+      log_warn(Subsys::Transport, "socket: rejected connection from {}: {}", hs.peer().str(), why);
       return;
     }
-    accepted_[a.rank] = hs.take_fd();
+    if (!expected_.count(rank) || accepted_.count(rank)) {
+      log_warn(Subsys::Transport, "socket: rejected connection from {} claiming rank {} ({})",
+               hs.peer().str(), rank,
+               accepted_.count(rank) ? "already connected" : "not a lower peer of this rank");
+      return;
+    }
+    accepted_[rank] = hs.take_fd();
   }
 
   int listen_fd_;
+  int nranks_, self_;
   Secret secret_;
   std::set<int> expected_;
   Deadline deadline_;
@@ -289,13 +292,11 @@ class SocketTransport final : public Transport {
     check_peer_list("socket", me, n, peers);
 
     Fd listener;
-    std::vector<Endpoint> eps(n);
-    std::memset(eps.data(), 0, eps.size() * sizeof(Endpoint));
+    std::vector<Endpoint> eps(n, sockwire::encode_endpoint(nullptr));
     if (!peers.empty()) {
       SockAddr bound;
       listener = net::listen_on(bs.local_ip(), 0, false, &bound, cfg.socket_buffer_bytes);
-      bound.to_bytes(eps[me].addr);
-      eps[me].valid = 1;
+      eps[me] = sockwire::encode_endpoint(&bound);
     }
     bs.allgather(eps.data(), sizeof(Endpoint));
     if (peers.empty()) return {};
@@ -303,16 +304,20 @@ class SocketTransport final : public Transport {
     std::vector<SockAddr> addr(n);
     std::set<int> lower;
     for (int p : peers) {
-      if (!eps[p].valid)
+      bool listens = false;
+      std::string why;
+      const mycollResult_t rc =
+          sockwire::decode_endpoint(&eps[p], sizeof(Endpoint), p, &listens, &addr[p], &why);
+      if (rc != mycollSuccess) throw_error(rc, why + " (on rank " + std::to_string(me) + ")");
+      if (!listens)
         throw_error(mycollInvalidUsage, "socket transport: rank " + std::to_string(me) +
                                             " lists rank " + std::to_string(p) +
                                             " as a peer but that rank has no socket peers "
                                             "(asymmetric peer lists)");
-      addr[p] = SockAddr::from_bytes(eps[p].addr);
       if (p < me) lower.insert(p);
     }
 
-    Acceptor acceptor(listener.get(), bs.secret(), lower, d, cfg.socket_buffer_bytes);
+    Acceptor acceptor(listener.get(), bs.secret(), n, me, lower, d, cfg.socket_buffer_bytes);
     std::thread accept_thread([&] { acceptor.run(); });
     std::map<int, Fd> connected;
     std::string error;
@@ -326,7 +331,7 @@ class SocketTransport final : public Transport {
         if (!net::authenticate_client(fd.get(), bs.secret(), kRoleSocket, d.seconds_left()))
           throw_error(mycollRemoteError,
                       what + " (" + addr[p].str() + "): authentication failed or peer went away");
-        Announce a{kAnnounceMagic, me};
+        const Announce a = sockwire::encode_announce(me);
         int e = 0;
         auto st = net::send_all(fd.get(), &a, sizeof(a), d, &e);
         if (st != net::IoStatus::kOk)

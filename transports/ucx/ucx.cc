@@ -65,6 +65,7 @@
 #include "base/log.h"
 #include "bootstrap/bootstrap.h"
 #include "transports/transport.h"
+#include "transports/ucx/ucx_wire.h"
 #include "transports/ucx/ucxwrap.h"
 
 namespace mycoll {
@@ -77,7 +78,7 @@ constexpr uint64_t kCtrlBit = 1ull << 39;
 constexpr uint64_t kSeqMask = kCtrlBit - 1;
 constexpr uint64_t kFullMask = ~0ull;
 constexpr uint64_t kHello = 1, kClose = 2;
-constexpr uint64_t kHelloMagic = 0x4f4c4c4548584355ull;  // "UCXHELLO"
+using ucxwire::AddrInfo;
 
 uint64_t data_tag(int src, uint64_t seq) {
   return (static_cast<uint64_t>(src) << kSrcShift) | (seq & kSeqMask);
@@ -636,11 +637,6 @@ std::shared_ptr<Worker> make_worker(int me, size_t npeers) {
   return w;
 }
 
-struct AddrInfo {  // allgathered per rank
-  uint64_t len;    // packed worker address bytes (0: no UCX peers)
-  uint64_t chunk;  // MYCOLL_UCX_CHUNK_BYTES
-};
-
 class UcxTransport final : public Transport {
  public:
   const char* name() const override { return "ucx"; }
@@ -671,9 +667,16 @@ class UcxTransport final : public Transport {
       info[me] = AddrInfo{addr_len, chunk};
     }
     bs.allgather(info.data(), sizeof(AddrInfo));
-    size_t max_len = 0;
-    for (auto& a : info) max_len = std::max<size_t>(max_len, a.len);
-    check_arg(max_len < (1u << 20), "ucx transport: implausible worker address size");
+    // Every rank sees the same lengths, so all refuse together (before the
+    // table is gathered); the peer checks below may differ per rank and
+    // come after the last collective step.
+    uint64_t max_len = 0;
+    std::string why;
+    const mycollResult_t rc = ucxwire::check_addr_lengths(info.data(), n, &max_len, &why);
+    if (rc != mycollSuccess) {
+      if (addr) ucx().worker_release_address(w->worker, addr);
+      throw_error(rc, why);
+    }
     if (max_len == 0) return {};
     std::vector<uint8_t> blob(max_len * n, 0);
     if (addr) {
@@ -683,18 +686,9 @@ class UcxTransport final : public Transport {
     bs.allgather(blob.data(), max_len);
     if (peers.empty()) return {};
 
-    for (int p : peers) {
-      if (info[p].len == 0)
-        throw_error(mycollInvalidUsage, "ucx transport: rank " + std::to_string(me) +
-                                            " lists rank " + std::to_string(p) +
-                                            " as a peer but that rank has no UCX peers "
-                                            "(asymmetric peer lists)");
-      if (info[p].chunk != chunk)
-        throw_error(mycollInvalidUsage,
-                    "ucx transport: MYCOLL_UCX_CHUNK_BYTES differs: " + std::to_string(chunk) +
-                        " on rank " + std::to_string(me) + ", " + std::to_string(info[p].chunk) +
-                        " on rank " + std::to_string(p));
-    }
+    for (int p : peers)
+      if (ucxwire::check_peer_addr(info[p], p, me, chunk, &why) != mycollSuccess)
+        throw_error(mycollInvalidUsage, why);
 
     // 2. Endpoints, pre-posted receives, hello both ways.
     std::vector<std::unique_ptr<UcxConnection>> conns;
@@ -740,8 +734,7 @@ class UcxTransport final : public Transport {
           post_recv(w->worker, &raw->close_rx, sizeof(raw->close_rx_buf), ctrl_tag(p, kClose));
           raw->hello_rx.buf = reinterpret_cast<uint8_t*>(raw->hello_rx_buf);
           post_recv(w->worker, &raw->hello_rx, sizeof(raw->hello_rx_buf), ctrl_tag(p, kHello));
-          raw->hello_tx_buf[0] = kHelloMagic;
-          raw->hello_tx_buf[1] = bs.tag() ^ static_cast<uint64_t>(me);
+          ucxwire::encode_hello(bs.tag(), me, raw->hello_tx_buf);
           raw->hello_tx.buf = reinterpret_cast<uint8_t*>(raw->hello_tx_buf);
           post_send(raw->ep, &raw->hello_tx, sizeof(raw->hello_tx_buf), ctrl_tag(me, kHello));
         }
@@ -797,12 +790,10 @@ class UcxTransport final : public Transport {
             throw_error(mycollRemoteError, "ucx: hello with rank " + std::to_string(ps->peer) +
                                                " failed on rank " + std::to_string(ps->me) + ": " +
                                                ucx().status_string(s->status));
-        if (ps->hello_rx.done &&
-            (ps->hello_rx.len != sizeof(ps->hello_rx_buf) || ps->hello_rx_buf[0] != kHelloMagic ||
-             ps->hello_rx_buf[1] != (bs_tag ^ static_cast<uint64_t>(ps->peer))))
-          throw_error(mycollRemoteError, "ucx: rank " + std::to_string(ps->me) +
-                                             " got a bad hello from rank " +
-                                             std::to_string(ps->peer) + " (another communicator?)");
+        std::string why;
+        if (peer_spoke && ucxwire::check_hello(ps->hello_rx_buf, ps->hello_rx.len, bs_tag, ps->peer,
+                                               ps->me, &why) != mycollSuccess)
+          throw_error(mycollRemoteError, why);
         if (!peer_spoke || !(ps->hello_tx.done || ps->ep_error))
           missing += (missing.empty() ? "" : ", ") + std::to_string(ps->peer);
       }
