@@ -27,34 +27,26 @@ mycollResult_t check_fifo_geometry(const FifoGeometry& g, uint64_t map_bytes, st
   return mycollSuccess;
 }
 
-mycollResult_t check_peer_counter(const char* what, uint64_t seen, uint64_t now, uint64_t limit,
+mycollResult_t peer_counter_error(const char* what, uint64_t seen, uint64_t now, uint64_t limit,
                                   int peer, std::string* why) {
-  if (now >= seen && now <= limit) return mycollSuccess;
   *why = std::string("shm: corrupt FIFO from rank ") + std::to_string(peer) + ": its " + what +
          " reads " + std::to_string(now) + (now < seen ? ", back from " : ", beyond ") +
          std::to_string(now < seen ? seen : limit);
   return mycollRemoteError;
 }
 
-mycollResult_t decode_record_word(uint64_t word, uint64_t seq, uint32_t slots, uint32_t slot_bytes,
-                                  size_t* len, int peer, std::string* why) {
-  constexpr uint64_t kSeqMask = (1ull << 48) - 1;  // the word's sequence field
+mycollResult_t record_word_error(uint64_t word, uint64_t seq, uint32_t slots, uint32_t slot_bytes,
+                                 int peer, std::string* why) {
+  constexpr uint64_t kSeqMask = (1ull << 48) - 1;
   const uint64_t got = word >> 16;
   const size_t n = word & 0xffff;
-  *len = 0;
   if (got == ((seq + 1) & kSeqMask)) {
-    if (n == 0 || slot_bytes < kRecWord || n > slot_bytes - kRecWord) {
-      *why = "shm: corrupt record " + std::to_string(seq) + " from rank " + std::to_string(peer) +
-             " (length " + std::to_string(n) + ", slots of " + std::to_string(slot_bytes) +
-             " bytes)";
-      return mycollRemoteError;
-    }
-    *len = n;
-    return mycollSuccess;
+    *why = "shm: corrupt record " + std::to_string(seq) + " from rank " + std::to_string(peer) +
+           " (length " + std::to_string(n) + ", slots of " + std::to_string(slot_bytes) +
+           " bytes)";
+    return mycollRemoteError;
   }
-  // Not written yet: the slot still holds its previous lap, or nothing.
   const uint64_t before = seq >= slots ? ((seq + 1 - slots) & kSeqMask) : 0;
-  if (got == before && (before != 0 || word == 0)) return mycollSuccess;
   *why = "shm: corrupt record slot from rank " + std::to_string(peer) +
          " (its word holds sequence " + std::to_string(got) + "; record " + std::to_string(seq) +
          " would be " + std::to_string((seq + 1) & kSeqMask) + ", the slot's previous lap " +

@@ -48,16 +48,41 @@ mycollResult_t check_fifo_geometry(const FifoGeometry& g, uint64_t map_bytes, st
 // further than `limit` (head: this reader's tail + capacity; tail: this
 // writer's head; record tail: the records written). mycollRemoteError and
 // *why naming the counter and the peer otherwise.
-mycollResult_t check_peer_counter(const char* what, uint64_t seen, uint64_t now, uint64_t limit,
+mycollResult_t peer_counter_error(const char* what, uint64_t seen, uint64_t now, uint64_t limit,
                                   int peer, std::string* why);
+inline mycollResult_t check_peer_counter(const char* what, uint64_t seen, uint64_t now,
+                                         uint64_t limit, int peer, std::string* why) {
+  if (now >= seen && now <= limit) return mycollSuccess;
+  return peer_counter_error(what, seen, now, limit, peer, why);
+}
 
 // The word of the slot where record `seq` (counted from 0) is expected, in
 // a ring of `slots` slots (power of two) of slot_bytes. *len = 0: not
 // written yet (the slot is empty or holds record seq - slots); otherwise
 // the record's length (1..slot_bytes - kRecWord). A word naming any other
 // record, or a length out of range, is mycollRemoteError and *why.
-mycollResult_t decode_record_word(uint64_t word, uint64_t seq, uint32_t slots, uint32_t slot_bytes,
-                                  size_t* len, int peer, std::string* why);
+// (Inline: every peek of a record runs it; the refusals are formatted out
+// of line.)
+mycollResult_t record_word_error(uint64_t word, uint64_t seq, uint32_t slots, uint32_t slot_bytes,
+                                 int peer, std::string* why);
+inline mycollResult_t decode_record_word(uint64_t word, uint64_t seq, uint32_t slots,
+                                         uint32_t slot_bytes, size_t* len, int peer,
+                                         std::string* why) {
+  constexpr uint64_t kSeqMask = (1ull << 48) - 1;  // the word's sequence field
+  const uint64_t got = word >> 16;
+  const size_t n = word & 0xffff;
+  *len = 0;
+  if (got == ((seq + 1) & kSeqMask)) {
+    if (n == 0 || slot_bytes < kRecWord || n > slot_bytes - kRecWord)
+      return record_word_error(word, seq, slots, slot_bytes, peer, why);
+    *len = n;
+    return mycollSuccess;
+  }
+  // Not written yet: the slot still holds its previous lap, or nothing.
+  const uint64_t before = seq >= slots ? ((seq + 1 - slots) & kSeqMask) : 0;
+  if (got == before && (before != 0 || word == 0)) return mycollSuccess;
+  return record_word_error(word, seq, slots, slot_bytes, peer, why);
+}
 // The word of record seq of len bytes.
 inline uint64_t record_word(uint64_t seq, size_t len) { return (seq + 1) << 16 | len; }
 
