@@ -87,13 +87,30 @@ mycollResult_t guarded(mycollComm* comm, const char* fn, F&& f) {
   }
 }
 
+// guarded for work that logs nothing unless it fails (queueing a call in a
+// group): the communicator's log tag is made current only for the error.
+template <typename F>
+mycollResult_t guarded_quiet(mycollComm* comm, const char* fn, F&& f) {
+  try {
+    f();
+    return mycollSuccess;
+  } catch (...) {
+    LogScope scope(tag_of(comm));
+    return convert_current(comm, fn);
+  }
+}
+
 // Runs f(comm) with the handle pinned (lib/comm/registry.h): a destroyed or
 // foreign handle is an error before anything is touched, and the
 // communicator cannot be freed under the call (abort from another thread
 // waits for it). kExclusive: a second thread inside a call on the same
 // communicator is InvalidUsage.
+// Inside an open group that holds the communicator's pin (group_pinned,
+// lib/comm/enqueue.h) f runs under that pin.
 template <typename F>
 mycollResult_t with_comm(mycollComm_t h, const char* fn, PinMode mode, F&& f) {
+  if (mode == PinMode::kExclusive)
+    if (mycollComm* held = group_pinned(open_group(), h)) return guarded(held, fn, [&] { f(held); });
   CommPin pin;
   try {
     pin = pin_comm(h, mode, fn);
@@ -103,11 +120,33 @@ mycollResult_t with_comm(mycollComm_t h, const char* fn, PinMode mode, F&& f) {
   return guarded(pin.get(), fn, [&] { f(pin.get()); });
 }
 
+// A call queued in an open group leaves its pin to the group (group_hold):
+// the group's next calls on the communicator and its end skip pinning.
 mycollResult_t run_call(mycollComm_t comm, const char* fn, const Call& call) {
-  return with_comm(comm, fn, PinMode::kExclusive, [&](mycollComm* c) {
+  GroupState* g = open_group();
+  if (mycollComm* held = group_pinned(g, comm))
+    return guarded_quiet(held, fn, [&] {
+      validate_call(held, call, fn);
+      group_queue(g, held, call);
+    });
+  CommPin pin;
+  try {
+    pin = pin_comm(comm, PinMode::kExclusive, fn);
+  } catch (...) {
+    return convert_current(nullptr, fn);
+  }
+  mycollComm* c = pin.get();
+  if (!g)
+    return guarded(c, fn, [&] {
+      validate_call(c, call, fn);
+      submit_now(c, call);
+    });
+  const mycollResult_t r = guarded_quiet(c, fn, [&] {
     validate_call(c, call, fn);
-    submit(c, call);
+    group_queue(g, c, call);
   });
+  if (r == mycollSuccess) group_hold(g, std::move(pin));
+  return r;
 }
 
 // Destroys every handle of a partly built set (InitAll failure).
@@ -290,7 +329,14 @@ mycollResult_t mycollCommDestroy(mycollComm_t comm) {
   if (!comm) return mycollSuccess;  // like free(NULL)
   const char* fn = "mycollCommDestroy";
   CommPin pin;
-  mycollResult_t r = guarded(nullptr, fn, [&] { pin = pin_comm(comm, PinMode::kExclusive, fn); });
+  mycollResult_t r = guarded(nullptr, fn, [&] {
+    if (mycollComm* held = group_pinned(open_group(), comm))  // this thread's open group holds it
+      throw_error(mycollInvalidUsage,
+                  std::string(fn) + ": " + std::to_string(held->queued.load()) +
+                      " call(s) on this communicator wait in an open group (mycollGroupStart "
+                      "without mycollGroupEnd); end the group first, or use mycollCommAbort");
+    pin = pin_comm(comm, PinMode::kExclusive, fn);
+  });
   if (r != mycollSuccess) return r;
   return guarded(pin.get(), fn, [&] {
     int queued = pin->queued.load();
@@ -312,6 +358,9 @@ mycollResult_t mycollCommDestroy(mycollComm_t comm) {
 mycollResult_t mycollCommAbort(mycollComm_t comm) {
   if (!comm) return mycollSuccess;
   const char* fn = "mycollCommAbort";
+  // This thread's open group lets go of it: its queued calls fail at group
+  // end as on any aborted communicator, and the drain below is not held up.
+  group_drop(comm);
   CommPin pin;
   mycollResult_t r = guarded(nullptr, fn, [&] { pin = pin_comm(comm, PinMode::kShared, fn); });
   if (r != mycollSuccess) return r;

@@ -14,14 +14,39 @@
 #include "engine/reduce.h"
 
 namespace mycoll {
-namespace {
 
 // Queued calls name their communicator by handle, so group end finds out
 // (without touching freed memory) when one was destroyed or aborted since.
+// The exclusive pin on the first communicator a call of the open group
+// named is held until the group ends: the group's other calls on it skip
+// pinning (the small point-to-point group's cost, issue 17), and no other
+// thread can use the communicator in between (a communicator takes one
+// call at a time, and a group is one call).
 struct GroupState {
   int depth = 0;
   std::vector<std::pair<mycollComm_t, Call>> calls;
+  CommPin held;
+  mycollComm_t held_handle = nullptr;
+  // A thread that ends with a group open: its calls are dropped (the
+  // communicators no longer count them as queued) and the pin goes.
+  ~GroupState() {
+    for (auto& [h, call] : calls) {
+      (void)call;
+      if (h == held_handle && held.get()) {
+        held->queued.fetch_sub(1, std::memory_order_relaxed);
+        continue;
+      }
+      try {
+        CommPin p = pin_comm(h, PinMode::kShared, "thread exit");
+        p->queued.fetch_sub(1, std::memory_order_relaxed);
+      } catch (...) {
+        // destroyed or aborted meanwhile: nothing counts it any more
+      }
+    }
+  }
 };
+namespace {
+
 thread_local GroupState g_group;
 
 std::string rank_str(int r) { return std::to_string(r); }
@@ -64,6 +89,40 @@ bool in_place(const mycollComm* c, const Call& call) {
 }  // namespace
 
 int group_depth() { return g_group.depth; }
+
+GroupState* open_group() {
+  GroupState& g = g_group;
+  return g.depth > 0 ? &g : nullptr;
+}
+
+mycollComm* group_pinned(const GroupState* g, mycollComm_t h) {
+  return g && h != nullptr && g->held_handle == h ? g->held.get() : nullptr;
+}
+
+void group_queue(GroupState* g, mycollComm* comm, const Call& call) {
+  g->calls.emplace_back(comm->handle, call);
+  comm->queued.fetch_add(1, std::memory_order_relaxed);
+}
+
+void group_hold(GroupState* g, CommPin pin) {
+  if (!g || g->held_handle != nullptr || !pin.get()) return;
+  g->held_handle = pin->handle;
+  g->held = std::move(pin);
+}
+
+void group_drop(mycollComm_t h) {
+  GroupState& g = g_group;
+  if (h == nullptr || g.held_handle != h) return;
+  g.held.release();
+  g.held_handle = nullptr;
+}
+
+// The group's pin on h, if it holds one (moved out: the caller owns it now).
+static CommPin take_group_pin(GroupState& g, mycollComm_t h) {
+  if (g.held_handle != h || !g.held.get()) return CommPin();
+  g.held_handle = nullptr;
+  return std::move(g.held);
+}
 
 // Every message is built only when its check fails: this runs on each call.
 void validate_call(mycollComm* comm, const Call& call, const char* fn) {
@@ -400,12 +459,11 @@ static bool try_fast_p2p(mycollComm* c, size_t n, GetCall&& call_at) {
 }
 
 void submit(mycollComm* comm, const Call& call) {
-  GroupState& g = g_group;
-  if (g.depth > 0) {
-    g.calls.emplace_back(comm->handle, call);
-    comm->queued.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
+  if (GroupState* g = open_group()) return group_queue(g, comm, call);
+  submit_now(comm, call);
+}
+
+void submit_now(mycollComm* comm, const Call& call) {
   if (call.coll != Coll::SendRecv) return execute_collective(comm, call);
   if (try_fast_p2p(comm, 1, [&](size_t) -> const Call& { return call; })) return;
   std::vector<std::pair<mycollComm*, Call>> one{{comm, call}};
@@ -414,24 +472,20 @@ void submit(mycollComm* comm, const Call& call) {
 
 // A group whose calls are all point-to-point on one communicator, when
 // try_fast_p2p takes it. Returns false, having changed nothing, otherwise.
-static bool try_fast_p2p_group(std::vector<std::pair<mycollComm_t, Call>>& queued) {
+static bool try_fast_p2p_group(GroupState& g) {
+  std::vector<std::pair<mycollComm_t, Call>>& queued = g.calls;
   const mycollComm_t h = queued.front().first;
   for (const auto& q : queued)
     if (q.first != h || q.second.coll != Coll::SendRecv) return false;
-  CommPin pin;
-  try {
-    pin = pin_comm(h, PinMode::kExclusive, "mycollGroupEnd");
-  } catch (const Error&) {
-    return false;  // the general path reports it
-  }
-  mycollComm* c = pin.get();
+  if (h != g.held_handle) return false;  // the general path pins (and reports)
+  mycollComm* c = g.held.get();
   try {
     if (!try_fast_p2p(c, queued.size(), [&](size_t i) -> const Call& { return queued[i].second; }))
       return false;
   } catch (const Error& e) {
     c->queued.fetch_sub(static_cast<int>(queued.size()), std::memory_order_relaxed);
     queued.clear();
-    std::lock_guard<std::mutex> g(c->err_mu);
+    std::lock_guard<std::mutex> lk(c->err_mu);
     c->last_error = std::string("mycollGroupEnd: ") + mycollGetErrorString(e.code()) + ": " + e.what();
     throw;
   }
@@ -451,7 +505,15 @@ void group_end() {
   if (g.depth == 0)
     throw_error(mycollInvalidUsage, "mycollGroupEnd without a matching mycollGroupStart");
   if (--g.depth > 0) return;
-  if (!g.calls.empty() && try_fast_p2p_group(g.calls)) return;
+  // The group's pin goes when this function returns, whatever happens.
+  struct Drop {
+    GroupState& g;
+    ~Drop() {
+      g.held.release();
+      g.held_handle = nullptr;
+    }
+  } drop{g};
+  if (!g.calls.empty() && try_fast_p2p_group(g)) return;
   auto queued = std::move(g.calls);
   g.calls.clear();
   std::vector<mycollComm_t> handles;
@@ -460,6 +522,10 @@ void group_end() {
   for (auto& [h, call] : queued) {
     if (std::find(handles.begin(), handles.end(), h) != handles.end()) continue;
     handles.push_back(h);
+    if (CommPin held = take_group_pin(g, h); held.get()) {
+      pins.push_back(std::move(held));
+      continue;
+    }
     try {
       pins.push_back(pin_comm(h, PinMode::kExclusive, "mycollGroupEnd"));
     } catch (...) {

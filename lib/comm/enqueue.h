@@ -3,6 +3,7 @@
 #pragma once
 
 #include "algorithms/plan.h"
+#include "comm/registry.h"
 #include "mycoll.h"
 
 struct mycollComm;
@@ -30,5 +31,24 @@ void group_start();
 void group_end();
 // Drops the calling thread's open group (after an error inside it).
 int group_depth();
+// The calling thread's open group holds an exclusive pin on the first
+// communicator one of its calls named, until the group ends: calls on it
+// inside the group run without pinning again. group_pinned: that
+// communicator when h is its handle (else null); group_hold: keeps `pin`
+// for the open group when it holds none yet (else lets it go);
+// group_drop: lets the group's pin on h go (destroy / abort of h from
+// inside the group; its queued calls then fail at group end as on a
+// destroyed communicator).
+// open_group: the calling thread's group when one is open, else null (one
+// thread-local access per API call: the group functions take it).
+struct GroupState;
+GroupState* open_group();
+mycollComm* group_pinned(const GroupState* g, mycollComm_t h);
+void group_hold(GroupState* g, CommPin pin);
+void group_drop(mycollComm_t h);
+// Queues the call in the open group g (submit without looking g up again).
+void group_queue(GroupState* g, mycollComm* comm, const Call& call);
+// Runs the call now (no group open).
+void submit_now(mycollComm* comm, const Call& call);
 
 }  // namespace mycoll

@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/registry.h"
@@ -99,6 +100,42 @@ TEST_F(Registry, AbortWithQueuedGroupCallsFailsTheGroupCleanly) {
   EXPECT_EQ(e[0], 0.0f);  // nothing ran
   EXPECT_TRUE(allreduce_works(d));
   EXPECT_EQ(mycollCommDestroy(d), mycollSuccess);
+}
+
+// An open group holds the pin of the communicator its calls name until it
+// ends: another thread's call on it meanwhile is InvalidUsage (a group is
+// one call), the group's own thread keeps using it, and a thread that ends
+// with a group still open lets it go.
+TEST_F(Registry, AnOpenGroupHoldsItsCommunicatorUntilItEnds) {
+  mycollComm_t c = one_rank_comm();
+  std::vector<float> a(8, 3.0f), b(8, 0.0f), x(8, 0.0f);
+  ASSERT_EQ(mycollGroupStart(), mycollSuccess);
+  ASSERT_EQ(mycollAllReduce(a.data(), b.data(), 8, mycollFloat32, mycollSum, c, nullptr),
+            mycollSuccess);
+  mycollResult_t other = mycollSuccess;
+  std::thread([&] {
+    other = mycollAllReduce(a.data(), x.data(), 8, mycollFloat32, mycollSum, c, nullptr);
+  }).join();
+  EXPECT_EQ(other, mycollInvalidUsage);
+  EXPECT_EQ(x[0], 0.0f);
+  int n = 0;
+  EXPECT_EQ(mycollCommCount(c, &n), mycollSuccess);  // queries do not need the pin
+  EXPECT_EQ(n, 1);
+  ASSERT_EQ(mycollAllReduce(a.data(), x.data(), 8, mycollFloat32, mycollSum, c, nullptr),
+            mycollSuccess);
+  ASSERT_EQ(mycollGroupEnd(), mycollSuccess);
+  EXPECT_EQ(b[7], 3.0f);
+  EXPECT_EQ(x[7], 3.0f);
+  // Released at the group's end: another thread may use it now.
+  std::thread([&] { other = allreduce_works(c) ? mycollSuccess : mycollInternalError; }).join();
+  EXPECT_EQ(other, mycollSuccess);
+  // A thread ending inside a group lets the communicator go.
+  std::thread([&] {
+    mycollGroupStart();
+    mycollAllReduce(a.data(), x.data(), 8, mycollFloat32, mycollSum, c, nullptr);
+  }).join();
+  EXPECT_TRUE(allreduce_works(c));
+  EXPECT_EQ(mycollCommDestroy(c), mycollSuccess);
 }
 
 TEST_F(Registry, PartlyOverlappingBuffersAreRejectedAndCommStaysUsable) {
