@@ -153,11 +153,25 @@ __global__ void __launch_bounds__(kThreads, 1) ring_kernel(CollKArgs a) {
   // input the output (no local copy is due).
   const bool in_place = a.kind == Coll::AllGather ? a.out + uint64_t(r) * a.bytes == a.in
                                                   : a.in == a.out;
-  sched::ring_walk(a.kind, n, r, a.root, in_place, a.bytes, ch, nch, half * c.sb,
+  if (a.kind == Coll::Broadcast || a.kind == Coll::Reduce) {
+    // A chain is one primitive over the channel's range, called here
+    // directly as ring_walk would: through ring_walk's callback the compiler
+    // laid this path out worse (reduce 7-10 % below at 8-128 MiB, 2 and 4
+    // ranks on one H100; broadcast unchanged; docs/performance.md).
+    uint64_t c0, c1;
+    sched::ring_channel_range(a.bytes, ch, nch, &c0, &c1);
+    if (c1 > c0) {
+      const int mode = sched::ring_prim(a.kind, n, r, a.root, 0, in_place).mode;
+      prim<T, OP, kReduce>(c, sh, mode, a.in ? a.in + c0 : nullptr, a.out ? a.out + c0 : nullptr,
+                           c1 - c0, a.avg_n);
+    }
+  } else {
+    sched::ring_walk(a.kind, n, r, a.root, in_place, a.bytes, ch, nch, half * c.sb,
                    [&](int mode, uint64_t lo, uint64_t dso, uint64_t len) {
                      return prim<T, OP, kReduce>(c, sh, mode, a.in ? a.in + lo : nullptr,
                                                  a.out ? a.out + dso : nullptr, len, a.avg_n);
                    });
+  }
   __syncthreads();
   if (threadIdx.x == 0) {
     st_next[0] = sh.sent;

@@ -113,13 +113,21 @@ MYCOLL_SCHED_FN RingPrim ring_prim(Coll c, int n, int r, int root, int s, bool i
 // offset of its kL operand in the input, dst_off of its kD destination in
 // the output (each meaningful only when the mode has the bit). Returns false
 // to stop (the GPU gave up); ring_walk then returns false.
+// Channel ch of nch's range [*c0, *c1) of `bytes`, 16-byte aligned (empty
+// when the message has fewer 16-byte pieces than channels).
+MYCOLL_SCHED_FN void ring_channel_range(uint64_t bytes, int ch, int nch, uint64_t* c0,
+                                        uint64_t* c1) {
+  const uint64_t per = ((bytes + nch - 1) / nch + 15) / 16 * 16;
+  *c0 = uint64_t(ch) * per < bytes ? uint64_t(ch) * per : bytes;
+  *c1 = *c0 + per < bytes ? *c0 + per : bytes;
+}
+
 template <typename Emit>
 MYCOLL_SCHED_FN bool ring_walk(Coll c, int n, int r, int root, bool in_place, uint64_t bytes, int ch,
                          int nch, uint64_t most, Emit&& emit) {
   const uint64_t B = bytes;
-  const uint64_t per = ((B + nch - 1) / nch + 15) / 16 * 16;
-  const uint64_t c0 = uint64_t(ch) * per < B ? uint64_t(ch) * per : B;
-  const uint64_t c1 = c0 + per < B ? c0 + per : B;
+  uint64_t c0, c1;
+  ring_channel_range(B, ch, nch, &c0, &c1);
   if (c1 == c0) return true;
   if (c == Coll::AllReduce) {
     const uint64_t share = ((c1 - c0 + n - 1) / n + 15) / 16 * 16;
@@ -135,6 +143,8 @@ MYCOLL_SCHED_FN bool ring_walk(Coll c, int n, int r, int root, bool in_place, ui
     }
     return true;
   }
+  // (The GPU kernel runs this one primitive itself, the same way: see
+  // kernels/colls/ring.cu.)
   if (c == Coll::Broadcast || c == Coll::Reduce) {
     const RingPrim p = ring_prim(c, n, r, root, 0, in_place);
     return emit(p.mode, c0, c0, c1 - c0);
