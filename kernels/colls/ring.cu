@@ -95,11 +95,15 @@ __device__ __forceinline__ void move_slot(int mode, const char* fin, const char*
   if constexpr (kReduce) {
     const int tid = threadIdx.x, nt = blockDim.x;
     switch (mode) {
-      case kR | kL | kS: vec_move<T, OP, kR | kL | kS>(fin, loc, fout, dst, len, 0, tid, nt); return;
+      case kR | kL | kS:
+        vec_move<T, OP, kR | kL | kS>(fin, loc, fout, dst, len, 0, tid, nt);
+        return;
       case kR | kL | kS | kD:
         vec_move<T, OP, kR | kL | kS | kD>(fin, loc, fout, dst, len, avg_n, tid, nt);
         return;
-      case kR | kL | kD: vec_move<T, OP, kR | kL | kD>(fin, loc, fout, dst, len, avg_n, tid, nt); return;
+      case kR | kL | kD:
+        vec_move<T, OP, kR | kL | kD>(fin, loc, fout, dst, len, avg_n, tid, nt);
+        return;
       default: break;
     }
   }
@@ -120,8 +124,8 @@ __device__ bool prim(const Chan& c, FifoShared& sh, int mode, const char* loc, c
       const uint64_t run = c.back_to_back(sh, j, n, mode & kR, mode & kS);
       const uint64_t off = (done + j) * c.sb;
       const uint64_t len = bytes - off < run * c.sb ? bytes - off : run * c.sb;
-      move_slot<T, OP, kReduce>(mode, c.in_slot(sh, j), loc ? loc + off : nullptr, c.out_slot(sh, j),
-                                dst ? dst + off : nullptr, len, avg_n);
+      move_slot<T, OP, kReduce>(mode, c.in_slot(sh, j), loc ? loc + off : nullptr,
+                                c.out_slot(sh, j), dst ? dst + off : nullptr, len, avg_n);
       j += run;
     }
     batch_end(c, sh, (mode & kS) ? n : 0, (mode & kR) ? n : 0);
@@ -151,8 +155,8 @@ __global__ void __launch_bounds__(kThreads, 1) ring_kernel(CollKArgs a) {
   const uint64_t half = c.ns / kChunkSlotsDiv > 0 ? c.ns / kChunkSlotsDiv : 1;
   // In place: all-gather's input is this rank's output block, broadcast's
   // input the output (no local copy is due).
-  const bool in_place = a.kind == Coll::AllGather ? a.out + uint64_t(r) * a.bytes == a.in
-                                                  : a.in == a.out;
+  const bool in_place =
+      a.kind == Coll::AllGather ? a.out + uint64_t(r) * a.bytes == a.in : a.in == a.out;
   if (a.kind == Coll::Broadcast || a.kind == Coll::Reduce) {
     // A chain is one primitive over the channel's range, called here
     // directly as ring_walk would: through ring_walk's callback the compiler
@@ -167,10 +171,10 @@ __global__ void __launch_bounds__(kThreads, 1) ring_kernel(CollKArgs a) {
     }
   } else {
     sched::ring_walk(a.kind, n, r, a.root, in_place, a.bytes, ch, nch, half * c.sb,
-                   [&](int mode, uint64_t lo, uint64_t dso, uint64_t len) {
-                     return prim<T, OP, kReduce>(c, sh, mode, a.in ? a.in + lo : nullptr,
-                                                 a.out ? a.out + dso : nullptr, len, a.avg_n);
-                   });
+                     [&](int mode, uint64_t lo, uint64_t dso, uint64_t len) {
+                       return prim<T, OP, kReduce>(c, sh, mode, a.in ? a.in + lo : nullptr,
+                                                   a.out ? a.out + dso : nullptr, len, a.avg_n);
+                     });
   }
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -200,8 +204,8 @@ cudaError_t preload_ring_kernels() {
 }
 
 cudaError_t launch_ring(Coll kind, const void* in, void* out, uint64_t bytes, mycollDataType_t t,
-                        mycollRedOp_t op, int root, const DevComm* comm, int nranks,
-                        int nchannels, cudaStream_t stream) {
+                        mycollRedOp_t op, int root, const DevComm* comm, int nranks, int nchannels,
+                        cudaStream_t stream) {
   const CollKArgs a = coll_kargs(kind, in, out, bytes, comm, root, op == mycollAvg, nranks);
   if (kind != Coll::AllGather && kind != Coll::Broadcast)
     return dispatch_dtype_op<LaunchReduce>(t, op, a, nchannels, stream);

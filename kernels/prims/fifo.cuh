@@ -152,8 +152,7 @@ __device__ __forceinline__ bool batch_begin(const Chan& c, FifoShared& sh, uint6
 // stores (and its loads of the slots consumed) before thread 0's fence, the
 // fence before the counters. Other threads read sh.sent / sh.recvd again
 // only after the next batch's barrier.
-__device__ __forceinline__ void batch_end(const Chan& c, FifoShared& sh, uint64_t ns,
-                                          uint64_t nr) {
+__device__ __forceinline__ void batch_end(const Chan& c, FifoShared& sh, uint64_t ns, uint64_t nr) {
   __syncthreads();
   if (threadIdx.x != 0) return;
   fence_release();

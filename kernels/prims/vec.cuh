@@ -31,13 +31,21 @@ using sched::kS;
 template <int N>
 struct Bits;
 template <>
-struct Bits<1> { using type = unsigned char; };
+struct Bits<1> {
+  using type = unsigned char;
+};
 template <>
-struct Bits<2> { using type = unsigned short; };
+struct Bits<2> {
+  using type = unsigned short;
+};
 template <>
-struct Bits<4> { using type = unsigned int; };
+struct Bits<4> {
+  using type = unsigned int;
+};
 template <>
-struct Bits<8> { using type = unsigned long long; };
+struct Bits<8> {
+  using type = unsigned long long;
+};
 
 // A value of a FIFO slot (kFifo: fetched again every time, the peer or the
 // proxy rewrites slots) or of a user buffer. Any T of 1, 2, 4, 8 or 16 bytes.
@@ -78,8 +86,10 @@ __device__ __forceinline__ V div_avg_packed(V a, int n) {
 template <typename T, int OP, int M, typename V>
 __device__ __forceinline__ V combine(V local, V fifo) {
   if constexpr ((M & kR) && (M & kL)) {
-    if constexpr (sizeof(V) == 16) return apply16<T, OP>(local, fifo);
-    else return Red<T, OP>::apply(local, fifo);
+    if constexpr (sizeof(V) == 16)
+      return apply16<T, OP>(local, fifo);
+    else
+      return Red<T, OP>::apply(local, fifo);
   } else if constexpr (M & kR) {
     return fifo;
   } else {
@@ -91,8 +101,10 @@ template <typename T, int OP, int M, typename V>
 __device__ __forceinline__ void put(char* fout, char* dst, uint64_t i, V v, int avg_n) {
   if constexpr ((M & kR) && (M & kL) && (M & kD)) {
     if (avg_n) {
-      if constexpr (sizeof(V) == 16) v = div_avg_packed<T>(v, avg_n);
-      else v = div_avg<T>(v, avg_n);
+      if constexpr (sizeof(V) == 16)
+        v = div_avg_packed<T>(v, avg_n);
+      else
+        v = div_avg<T>(v, avg_n);
     }
   }
   if constexpr (M & kS) reinterpret_cast<V*>(fout)[i] = v;
@@ -121,7 +133,8 @@ __device__ __forceinline__ void vec_move(const char* fin, const char* loc, char*
         }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u)
-        if (i + u * nt < nv) put<T, OP, M>(fout, dst, i + u * nt, combine<T, OP, M>(va[u], vb[u]), avg_n);
+        if (i + u * nt < nv)
+          put<T, OP, M>(fout, dst, i + u * nt, combine<T, OP, M>(va[u], vb[u]), avg_n);
     }
     done = nv * 16;
   } else if constexpr (sizeof(T) == 1 && !((M & kR) && (M & kL))) {
@@ -155,8 +168,8 @@ __device__ __forceinline__ void vec_move(const char* fin, const char* loc, char*
 // sources folded left to right (every rank folding the same sources gets
 // bit-identical results). first may be dst.
 template <typename T, int OP>
-__device__ void vec_fold(char* dst, const char* first, const char* const* srcs, int nsrc, uint64_t n,
-                         int tid, int nt) {
+__device__ void vec_fold(char* dst, const char* first, const char* const* srcs, int nsrc,
+                         uint64_t n, int tid, int nt) {
   uintptr_t align = reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(first);
   for (int s = 0; s < nsrc; ++s) align |= reinterpret_cast<uintptr_t>(srcs[s]);
   uint64_t done = 0;

@@ -49,9 +49,10 @@ int parse_coll(const std::string& name) {
 }
 
 [[noreturn]] void bad_spec(const std::string& spec, const std::string& why) {
-  throw_error(mycollInvalidArgument, "MYCOLL_ALGO '" + spec + "': " + why +
-                                         " (expected auto | ring | tree | rhd | direct | hier | twoshot, or "
-                                         "comma-separated <collective>:<algorithm> entries)");
+  throw_error(mycollInvalidArgument,
+              "MYCOLL_ALGO '" + spec + "': " + why +
+                  " (expected auto | ring | tree | rhd | direct | hier | twoshot, or "
+                  "comma-separated <collective>:<algorithm> entries)");
 }
 
 }  // namespace
@@ -117,8 +118,7 @@ bool AlgoPolicy::forced(Coll c) const {
 
 Algo AlgoPolicy::auto_rule(Coll c, int nranks, size_t bytes) const {
   Algo a = auto_choice_hosts(c, nranks, hosts_, bytes);
-  if (oversubscribed_ && c == Coll::AllReduce && a == Algo::Ring && nranks > 2 &&
-      bytes <= 8 * MiB)
+  if (oversubscribed_ && c == Coll::AllReduce && a == Algo::Ring && nranks > 2 && bytes <= 8 * MiB)
     return Algo::Rhd;
   return a;
 }
@@ -145,8 +145,7 @@ Algo AlgoPolicy::auto_choice(Coll c, int nranks, size_t bytes) {
     case Coll::AllReduce:
       // One shot (one step, n-1 copies of the message out) while that
       // traffic stays small: latency is what counts there.
-      if (nranks <= 16 && bytes * static_cast<size_t>(nranks - 1) <= 256 * KiB)
-        return Algo::Direct;
+      if (nranks <= 16 && bytes * static_cast<size_t>(nranks - 1) <= 256 * KiB) return Algo::Direct;
       if (nranks <= 2) return Algo::Ring;
       if (bytes <= 256 * KiB) return Algo::Rhd;
       if (nranks >= 16 && bytes <= 4 * MiB) return Algo::Tree;
@@ -165,8 +164,7 @@ Algo AlgoPolicy::auto_choice(Coll c, int nranks, size_t bytes) {
       if (nranks >= 16 && bytes / static_cast<size_t>(nranks) <= 8 * KiB) return Algo::Tree;
       return Algo::Direct;
     case Coll::AllToAll:
-    case Coll::SendRecv:
-      return Algo::Direct;
+    case Coll::SendRecv: return Algo::Direct;
   }
   return Algo::Ring;
 }

@@ -40,8 +40,10 @@ void emit(StepTable& t, long t0, const sched::RingPrim& p, int prev, int next,
   const long ts = t0 + p.pos;
   const Slice at = (p.mode & kD) ? s.dst : s.land;
   if (p.mode & kR) {
-    if (p.mode & kL) t.recv_reduce(ts - 1, prev, at, s.local);
-    else t.recv(ts - 1, prev, at);
+    if (p.mode & kL)
+      t.recv_reduce(ts - 1, prev, at, s.local);
+    else
+      t.recv(ts - 1, prev, at);
   }
   if (p.mode & kS) t.send(ts, next, (p.mode & kR) ? at : s.local);
   if ((p.mode & kD) && !(p.mode & kR)) t.copy((p.mode & kS) ? ts + 1 : ts, s.dst, s.local);
@@ -112,7 +114,8 @@ Plan chain(const CollArgs& a) {
       land = Slice{Buf::Scratch, static_cast<size_t>(c % 2) * ch.size(), ch.len(c)};
       if (p.mode & kR) scratch = std::max(scratch, land.offset + land.count);
     }
-    emit(t, c, p, mod(r - 1, n), mod(r + 1, n), {ch.at(Buf::Input, c), ch.at(Buf::Output, c), land});
+    emit(t, c, p, mod(r - 1, n), mod(r + 1, n),
+         {ch.at(Buf::Input, c), ch.at(Buf::Output, c), land});
   }
   return t.finish(scratch);
 }

@@ -50,7 +50,7 @@ struct RingPrim {
 // one per chunk (the chain: the root, root+1, ..., root-1 for broadcast;
 // root+1, ..., root for reduce).
 MYCOLL_SCHED_FN int ring_steps(Coll c, int n) {
-  return c == Coll::AllReduce ? 2 * n - 1
+  return c == Coll::AllReduce                                 ? 2 * n - 1
          : (c == Coll::AllGather || c == Coll::ReduceScatter) ? n
                                                               : 1;
 }
@@ -66,15 +66,15 @@ MYCOLL_SCHED_FN int ring_steps(Coll c, int n) {
 MYCOLL_SCHED_FN RingPrim ring_prim(Coll c, int n, int r, int root, int s, bool in_place) {
   switch (c) {
     case Coll::AllReduce: {
-      const int mode = s == 0           ? (kS | kL)
-                       : s < n - 1      ? (kR | kL | kS)
-                       : s == n - 1     ? (kR | kL | kS | kD)
-                       : s < 2 * n - 2  ? (kR | kS | kD)
-                                        : (kR | kD);
+      const int mode = s == 0          ? (kS | kL)
+                       : s < n - 1     ? (kR | kL | kS)
+                       : s == n - 1    ? (kR | kL | kS | kD)
+                       : s < 2 * n - 2 ? (kR | kS | kD)
+                                       : (kR | kD);
       return RingPrim{ring_mod(r - s, n), mode, s};
     }
     case Coll::AllGather: {
-      const int mode = s == 0 ? (in_place ? (kS | kL) : (kS | kL | kD))
+      const int mode = s == 0      ? (in_place ? (kS | kL) : (kS | kL | kD))
                        : s < n - 1 ? (kR | kS | kD)
                                    : (kR | kD);
       return RingPrim{ring_mod(r - s, n), mode, s};
@@ -85,7 +85,7 @@ MYCOLL_SCHED_FN RingPrim ring_prim(Coll c, int n, int r, int root, int s, bool i
     }
     case Coll::Broadcast: {
       const int p = ring_mod(r - root, n);
-      const int mode = p == 0 ? (in_place ? (kS | kL) : (kS | kL | kD))
+      const int mode = p == 0      ? (in_place ? (kS | kL) : (kS | kL | kD))
                        : p < n - 1 ? (kR | kS | kD)
                                    : (kR | kD);
       return RingPrim{0, mode, p};
@@ -123,8 +123,8 @@ MYCOLL_SCHED_FN void ring_channel_range(uint64_t bytes, int ch, int nch, uint64_
 }
 
 template <typename Emit>
-MYCOLL_SCHED_FN bool ring_walk(Coll c, int n, int r, int root, bool in_place, uint64_t bytes, int ch,
-                         int nch, uint64_t most, Emit&& emit) {
+MYCOLL_SCHED_FN bool ring_walk(Coll c, int n, int r, int root, bool in_place, uint64_t bytes,
+                               int ch, int nch, uint64_t most, Emit&& emit) {
   const uint64_t B = bytes;
   uint64_t c0, c1;
   ring_channel_range(B, ch, nch, &c0, &c1);

@@ -7,11 +7,11 @@
 #include <string>
 #include <thread>
 
+#include "base/error.h"
+#include "base/log.h"
 #include "comm/comm.h"
 #include "comm/enqueue.h"
-#include "base/error.h"
 #include "comm/flight_recorder.h"
-#include "base/log.h"
 #include "comm/registry.h"
 #include "engine/device_engine.h"
 
@@ -110,7 +110,8 @@ mycollResult_t guarded_quiet(mycollComm* comm, const char* fn, F&& f) {
 template <typename F>
 mycollResult_t with_comm(mycollComm_t h, const char* fn, PinMode mode, F&& f) {
   if (mode == PinMode::kExclusive)
-    if (mycollComm* held = group_pinned(open_group(), h)) return guarded(held, fn, [&] { f(held); });
+    if (mycollComm* held = group_pinned(open_group(), h))
+      return guarded(held, fn, [&] { f(held); });
   CommPin pin;
   try {
     pin = pin_comm(h, mode, fn);
@@ -279,15 +280,16 @@ static const char* getenv_any(std::initializer_list<const char*> names) {
 mycollResult_t mycollCommInitFromEnv(mycollComm_t* comm) {
   return guarded(nullptr, "mycollCommInitFromEnv", [&] {
     const char* fn = "mycollCommInitFromEnv";
-    const char* rank_s = getenv_any({"MYCOLL_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK",
-                                     "SLURM_PROCID"});
-    const char* size_s = getenv_any({"MYCOLL_NRANKS", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE",
-                                     "SLURM_NTASKS"});
+    const char* rank_s =
+        getenv_any({"MYCOLL_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID"});
+    const char* size_s =
+        getenv_any({"MYCOLL_NRANKS", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"});
     if (!rank_s || !size_s)
-      throw_error(mycollInvalidUsage,
-                  std::string(fn) +
-                      ": no rank/size in the environment (MYCOLL_RANK/MYCOLL_NRANKS, RANK/WORLD_SIZE, "
-                      "OMPI_COMM_WORLD_RANK/SIZE or SLURM_PROCID/NTASKS)");
+      throw_error(
+          mycollInvalidUsage,
+          std::string(fn) +
+              ": no rank/size in the environment (MYCOLL_RANK/MYCOLL_NRANKS, RANK/WORLD_SIZE, "
+              "OMPI_COMM_WORLD_RANK/SIZE or SLURM_PROCID/NTASKS)");
     int rank = static_cast<int>(parse_int(rank_s, "rank variable"));
     int nranks = static_cast<int>(parse_int(size_s, "size variable"));
     std::string host;
@@ -296,8 +298,8 @@ mycollResult_t mycollCommInitFromEnv(mycollComm_t* comm) {
       std::string addr = a;
       size_t colon = addr.rfind(':');
       if (colon == std::string::npos)
-        throw_error(mycollInvalidArgument, std::string(fn) + ": MYCOLL_ADDR='" + addr +
-                                               "' is not host:port");
+        throw_error(mycollInvalidArgument,
+                    std::string(fn) + ": MYCOLL_ADDR='" + addr + "' is not host:port");
       host = addr.substr(0, colon);
       if (host.size() > 2 && host.front() == '[' && host.back() == ']')
         host = host.substr(1, host.size() - 2);
@@ -306,18 +308,19 @@ mycollResult_t mycollCommInitFromEnv(mycollComm_t* comm) {
       host = m;
       const char* p = std::getenv("MASTER_PORT");
       if (!p)
-        throw_error(mycollInvalidUsage, std::string(fn) + ": MASTER_ADDR set but MASTER_PORT is not");
+        throw_error(mycollInvalidUsage,
+                    std::string(fn) + ": MASTER_ADDR set but MASTER_PORT is not");
       port = static_cast<int>(parse_int(p, "MASTER_PORT"));
     } else {
       throw_error(mycollInvalidUsage, std::string(fn) +
                                           ": no rendezvous address (MYCOLL_ADDR=host:port or "
                                           "MASTER_ADDR/MASTER_PORT)");
     }
-    check_arg(port > 0 && port < 65536, std::string(fn) + ": port " + std::to_string(port) +
-                                             " out of range");
+    check_arg(port > 0 && port < 65536,
+              std::string(fn) + ": port " + std::to_string(port) + " out of range");
     check_arg(nranks >= 1 && rank >= 0 && rank < nranks,
-              std::string(fn) + ": rank " + std::to_string(rank) + " of " +
-                  std::to_string(nranks) + " is out of range");
+              std::string(fn) + ": rank " + std::to_string(rank) + " of " + std::to_string(nranks) +
+                  " is out of range");
     UniqueIdData id = unique_id_from_address(host, port);
     double timeout = parse_double(env_get("MYCOLL_TIMEOUT"), "MYCOLL_TIMEOUT");
     if (rank == 0) start_root_listener(id, nranks, timeout);
@@ -346,8 +349,9 @@ mycollResult_t mycollCommDestroy(mycollComm_t comm) {
                       " call(s) on this communicator wait in an open group (mycollGroupStart "
                       "without mycollGroupEnd); end the group first, or use mycollCommAbort");
     if (!registry_retire(std::move(pin), 30.0))
-      throw_error(mycollInvalidArgument, std::string(fn) + ": communicator is already being "
-                                                           "destroyed or aborted");
+      throw_error(mycollInvalidArgument, std::string(fn) +
+                                             ": communicator is already being "
+                                             "destroyed or aborted");
   });
 }
 
@@ -376,8 +380,9 @@ mycollResult_t mycollCommAbort(mycollComm_t comm) {
     }
     c->interrupt();
     if (!registry_retire(std::move(pin), 4.5))
-      throw_error(mycollInvalidArgument, std::string(fn) + ": communicator is already being "
-                                                           "destroyed or aborted");
+      throw_error(mycollInvalidArgument, std::string(fn) +
+                                             ": communicator is already being "
+                                             "destroyed or aborted");
   });
 }
 
@@ -421,8 +426,9 @@ mycollResult_t mycollCommSplit(mycollComm_t comm, int color, int key, mycollComm
 mycollResult_t mycollCommDump(mycollComm_t c0, const char* path) {
   return with_comm(c0, "mycollCommDump", PinMode::kShared, [&](mycollComm* comm) {
     if (!comm->flight)
-      throw_error(mycollInvalidUsage, "mycollCommDump: the flight recorder is off (set "
-                                      "MYCOLL_FLIGHT_RECORDER=N before creating the communicator)");
+      throw_error(mycollInvalidUsage,
+                  "mycollCommDump: the flight recorder is off (set "
+                  "MYCOLL_FLIGHT_RECORDER=N before creating the communicator)");
     std::string where = flight_dump(*comm, "request", path ? path : "");
     log_info(Subsys::Init, "flight recorder written to {}", where);
   });

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <map>
 
-#include "comm/comm.h"
 #include "base/error.h"
-#include "comm/flight_recorder.h"
 #include "base/log.h"
+#include "comm/comm.h"
+#include "comm/flight_recorder.h"
 #include "comm/registry.h"
 #include "engine/device_engine.h"
 #include "engine/host_engine.h"
@@ -26,13 +26,14 @@ struct GroupState {
   int depth = 0;
   std::vector<std::pair<mycollComm_t, Call>> calls;
   CommPin held;
-  mycollComm_t held_handle = nullptr;
+  // Whether the group holds h's pin (the pinned communicator is alive).
+  bool holds(mycollComm_t h) const { return h != nullptr && held.get() && held->handle == h; }
   // A thread that ends with a group open: its calls are dropped (the
   // communicators no longer count them as queued) and the pin goes.
   ~GroupState() {
     for (auto& [h, call] : calls) {
       (void)call;
-      if (h == held_handle && held.get()) {
+      if (holds(h)) {
         held->queued.fetch_sub(1, std::memory_order_relaxed);
         continue;
       }
@@ -96,7 +97,7 @@ GroupState* open_group() {
 }
 
 mycollComm* group_pinned(const GroupState* g, mycollComm_t h) {
-  return g && h != nullptr && g->held_handle == h ? g->held.get() : nullptr;
+  return g && g->holds(h) ? g->held.get() : nullptr;
 }
 
 void group_queue(GroupState* g, mycollComm* comm, const Call& call) {
@@ -105,31 +106,24 @@ void group_queue(GroupState* g, mycollComm* comm, const Call& call) {
 }
 
 void group_hold(GroupState* g, CommPin pin) {
-  if (!g || g->held_handle != nullptr || !pin.get()) return;
-  g->held_handle = pin->handle;
-  g->held = std::move(pin);
+  if (g && !g->held.get()) g->held = std::move(pin);
 }
 
 void group_drop(mycollComm_t h) {
   GroupState& g = g_group;
-  if (h == nullptr || g.held_handle != h) return;
-  g.held.release();
-  g.held_handle = nullptr;
+  if (g.holds(h)) g.held.release();
 }
 
 // The group's pin on h, if it holds one (moved out: the caller owns it now).
 static CommPin take_group_pin(GroupState& g, mycollComm_t h) {
-  if (g.held_handle != h || !g.held.get()) return CommPin();
-  g.held_handle = nullptr;
-  return std::move(g.held);
+  return g.holds(h) ? std::move(g.held) : CommPin();
 }
 
 // Every message is built only when its check fails: this runs on each call.
 void validate_call(mycollComm* comm, const Call& call, const char* fn) {
   check_arg(comm != nullptr, [&] { return fmt::format("{}: comm is NULL", fn); });
-  check_arg(comm->magic == mycollComm::kMagic, [&] {
-    return fmt::format("{}: comm is not a valid communicator (destroyed?)", fn);
-  });
+  check_arg(comm->magic == mycollComm::kMagic,
+            [&] { return fmt::format("{}: comm is not a valid communicator (destroyed?)", fn); });
   comm->check_usable();
   check_arg(call.dtype >= 0 && call.dtype < mycollNumTypes, [&] {
     return fmt::format("{}: datatype {} is not a mycollDataType_t (0..{})", fn, int(call.dtype),
@@ -150,9 +144,8 @@ void validate_call(mycollComm* comm, const Call& call, const char* fn) {
     });
   const size_t es = dtype_size(call.dtype);
   size_t blocks = is_blocked(call.coll) ? static_cast<size_t>(comm->nranks) : 1;
-  check_arg(call.count <= SIZE_MAX / es / blocks, [&] {
-    return fmt::format("{}: count {} overflows the byte size", fn, call.count);
-  });
+  check_arg(call.count <= SIZE_MAX / es / blocks,
+            [&] { return fmt::format("{}: count {} overflows the byte size", fn, call.count); });
   check_arg(call.count <= (size_t(1) << 56) / es / blocks, [&] {
     return fmt::format("{}: count {} is larger than any buffer can be", fn, call.count);
   });
@@ -174,12 +167,14 @@ void validate_call(mycollComm* comm, const Call& call, const char* fn) {
       case Coll::Gather: rb = blk * n; break;
       default: break;
     }
-    const auto s = reinterpret_cast<uintptr_t>(call.send), r = reinterpret_cast<uintptr_t>(call.recv);
+    const auto s = reinterpret_cast<uintptr_t>(call.send),
+               r = reinterpret_cast<uintptr_t>(call.recv);
     const bool overlap = s < r + rb && r < s + sb;
     check_arg(!overlap || in_place(comm, call), [&] {
-      return fmt::format("{}: sendbuff {} ({} bytes) and recvbuff {} ({} bytes) partly overlap "
-                         "(only the in-place layout is allowed)",
-                         fn, call.send, sb, call.recv, rb);
+      return fmt::format(
+          "{}: sendbuff {} ({} bytes) and recvbuff {} ({} bytes) partly overlap "
+          "(only the in-place layout is allowed)",
+          fn, call.send, sb, call.recv, rb);
     });
   }
   if (cuda_device_count() > 0) {
@@ -305,10 +300,10 @@ static Task make_p2p_task(mycollComm* c, const std::vector<Call>& calls) {
     t.count += bytes;
   }
   if (self_sends.size() != self_recvs.size())
-    throw_error(mycollInvalidUsage, "rank " + rank_str(c->rank) + ": " +
-                                        std::to_string(self_sends.size()) + " send(s) to self but " +
-                                        std::to_string(self_recvs.size()) +
-                                        " receive(s) from self in one group; they must pair up");
+    throw_error(mycollInvalidUsage,
+                "rank " + rank_str(c->rank) + ": " + std::to_string(self_sends.size()) +
+                    " send(s) to self but " + std::to_string(self_recvs.size()) +
+                    " receive(s) from self in one group; they must pair up");
   std::vector<Op> copies;
   for (size_t i = 0; i < self_sends.size(); ++i) {
     size_t sb = self_sends[i]->count * dtype_size(self_sends[i]->dtype);
@@ -477,7 +472,7 @@ static bool try_fast_p2p_group(GroupState& g) {
   const mycollComm_t h = queued.front().first;
   for (const auto& q : queued)
     if (q.first != h || q.second.coll != Coll::SendRecv) return false;
-  if (h != g.held_handle) return false;  // the general path pins (and reports)
+  if (!g.holds(h)) return false;  // the general path pins (and reports)
   mycollComm* c = g.held.get();
   try {
     if (!try_fast_p2p(c, queued.size(), [&](size_t i) -> const Call& { return queued[i].second; }))
@@ -486,7 +481,8 @@ static bool try_fast_p2p_group(GroupState& g) {
     c->queued.fetch_sub(static_cast<int>(queued.size()), std::memory_order_relaxed);
     queued.clear();
     std::lock_guard<std::mutex> lk(c->err_mu);
-    c->last_error = std::string("mycollGroupEnd: ") + mycollGetErrorString(e.code()) + ": " + e.what();
+    c->last_error =
+        std::string("mycollGroupEnd: ") + mycollGetErrorString(e.code()) + ": " + e.what();
     throw;
   }
   c->queued.fetch_sub(static_cast<int>(queued.size()), std::memory_order_relaxed);
@@ -508,10 +504,7 @@ void group_end() {
   // The group's pin goes when this function returns, whatever happens.
   struct Drop {
     GroupState& g;
-    ~Drop() {
-      g.held.release();
-      g.held_handle = nullptr;
-    }
+    ~Drop() { g.held.release(); }
   } drop{g};
   if (!g.calls.empty() && try_fast_p2p_group(g)) return;
   auto queued = std::move(g.calls);
@@ -544,8 +537,8 @@ void group_end() {
     if (pin_error) std::rethrow_exception(pin_error);
     execute(calls);
   } catch (const Error& e) {
-    std::string msg = std::string("mycollGroupEnd: ") + mycollGetErrorString(e.code()) + ": " +
-                      e.what();
+    std::string msg =
+        std::string("mycollGroupEnd: ") + mycollGetErrorString(e.code()) + ": " + e.what();
     for (CommPin& p : pins) {
       std::lock_guard<std::mutex> g(p->err_mu);
       p->last_error = msg;

@@ -36,14 +36,14 @@ const char* dev_kernel_name(DevKernel k);  // "plan", "ring", "ll_coll", ...
 // What this communicator's kernels can take, fixed at init (0 = row off).
 struct DevLimits {
   int nranks = 1;
-  bool any_proxy = false;          // some rank has peers behind a host transport
-  uint64_t ring_bytes = 0;         // MYCOLL_GPU_RING_BYTES (0: off)
-  uint64_t direct_bytes = 0;       // MYCOLL_GPU_DIRECT_BYTES (0: off)
-  uint64_t oneshot_bytes = 0;      // the inbox's one-shot capacity (0: off)
-  uint64_t twoshot_bytes = 0;      // two-shot capacity
-  uint64_t ll_coll_bytes = 0;      // LL-collective capacity (whole message)
-  uint64_t ll_bcast_bytes = 0;     // largest LL broadcast
-  uint64_t ll_reduce_bytes = 0;    // largest LL reduce
+  bool any_proxy = false;        // some rank has peers behind a host transport
+  uint64_t ring_bytes = 0;       // MYCOLL_GPU_RING_BYTES (0: off)
+  uint64_t direct_bytes = 0;     // MYCOLL_GPU_DIRECT_BYTES (0: off)
+  uint64_t oneshot_bytes = 0;    // the inbox's one-shot capacity (0: off)
+  uint64_t twoshot_bytes = 0;    // two-shot capacity
+  uint64_t ll_coll_bytes = 0;    // LL-collective capacity (whole message)
+  uint64_t ll_bcast_bytes = 0;   // largest LL broadcast
+  uint64_t ll_reduce_bytes = 0;  // largest LL reduce
 };
 
 // One call, as every rank sees it.

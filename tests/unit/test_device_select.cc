@@ -71,10 +71,21 @@ DevKernel expected(const DevCall& c, const DevLimits& l) {
 }
 
 TEST(DeviceSelect, EveryCallMatchesTheTable) {
-  const std::vector<uint64_t> sizes = {0,       1,         8,         7777,      (64 << 10) - 1,
-                                       64 << 10, (64 << 10) + 1, 256 << 10, (256 << 10) + 1,
-                                       (1 << 20) - 1, 1 << 20, (2 << 20) + 3, 4 << 20,
-                                       (4 << 20) + 1, 1ull << 30};
+  const std::vector<uint64_t> sizes = {0,
+                                       1,
+                                       8,
+                                       7777,
+                                       (64 << 10) - 1,
+                                       64 << 10,
+                                       (64 << 10) + 1,
+                                       256 << 10,
+                                       (256 << 10) + 1,
+                                       (1 << 20) - 1,
+                                       1 << 20,
+                                       (2 << 20) + 3,
+                                       4 << 20,
+                                       (4 << 20) + 1,
+                                       1ull << 30};
   int checked = 0;
   for (int n : {1, 2, 3, 4, 5, 8}) {
     for (bool proxy : {false, true}) {
@@ -88,9 +99,9 @@ TEST(DeviceSelect, EveryCallMatchesTheTable) {
                 const DevCall c = call(Coll(ci), Algo(ai), b, forced, dch);
                 const DevChoice k = select_device_kernel(c, l);
                 ASSERT_EQ(k.kernel, expected(c, l))
-                    << coll_name(c.coll) << " " << algo_name(c.algo) << " " << b << " bytes, "
-                    << n << " ranks, proxy " << proxy << ", forced " << forced
-                    << ", direct channels " << dch << ": got " << describe(k);
+                    << coll_name(c.coll) << " " << algo_name(c.algo) << " " << b << " bytes, " << n
+                    << " ranks, proxy " << proxy << ", forced " << forced << ", direct channels "
+                    << dch << ": got " << describe(k);
                 ++checked;
               }
     }
@@ -152,7 +163,6 @@ TEST(DeviceSelect, ProtoTurnsRowsOff) {
   unsetenv("MYCOLL_PROTO");
 }
 
-
 // ---------------------------------------------------------------------------
 // The automatic algorithm of GPU communicators (device_auto_algo /
 // device_algo): what the table's kernels need chosen for them.
@@ -184,7 +194,8 @@ TEST(DeviceAlgo, LlCollSizesAreDirect) {
     for (int n : {2, 3, 4, 8}) {
       const DevLimits l = kernels(n, 0, 0, lim);
       for (uint64_t bytes : {uint64_t(8), uint64_t(4096), lim})
-        EXPECT_EQ(chosen("", c, bytes, l), Algo::Direct) << coll_name(c) << " " << n << " " << bytes;
+        EXPECT_EQ(chosen("", c, bytes, l), Algo::Direct)
+            << coll_name(c) << " " << n << " " << bytes;
       EXPECT_EQ(chosen("", c, lim + 8, l), n > 2 ? Algo::Rhd : Algo::Ring) << n;
       EXPECT_EQ(chosen("", c, 0, l), n > 2 ? Algo::Rhd : Algo::Ring) << n;
       EXPECT_EQ(device_auto_algo(c, 4096, kernels(n, 0, 0, 0)), n > 2 ? Algo::Rhd : Algo::Ring);
@@ -193,7 +204,8 @@ TEST(DeviceAlgo, LlCollSizesAreDirect) {
       EXPECT_EQ(chosen("", c, 4 * MiB + 8, l), Algo::Ring) << n;
     }
   const DevLimits l4 = kernels(4, 0, 0, lim);
-  EXPECT_EQ(chosen("", Coll::Broadcast, 4096, l4), AlgoPolicy::auto_choice(Coll::Broadcast, 4, 4096));
+  EXPECT_EQ(chosen("", Coll::Broadcast, 4096, l4),
+            AlgoPolicy::auto_choice(Coll::Broadcast, 4, 4096));
   EXPECT_EQ(chosen("", Coll::Reduce, 4096, l4), AlgoPolicy::auto_choice(Coll::Reduce, 4, 4096));
   for (int n : {2, 3, 4, 8})
     for (uint64_t bytes : {uint64_t(8), lim, lim + 8}) {
@@ -223,7 +235,8 @@ TEST(DeviceAlgo, OneShotSizesAreDirect) {
   EXPECT_NE(chosen("", Coll::AllReduce, 8192, kernels(16, MiB, 0, 0)), Algo::Direct);
   // Default 64 KiB: the 1 MiB-of-copies bound already gives those sizes direct.
   for (int n : {2, 4, 8})
-    EXPECT_EQ(device_auto_algo(Coll::AllReduce, 64 * KiB, kernels(n, 64 * KiB, 0, 0)), Algo::Direct);
+    EXPECT_EQ(device_auto_algo(Coll::AllReduce, 64 * KiB, kernels(n, 64 * KiB, 0, 0)),
+              Algo::Direct);
   EXPECT_EQ(device_auto_algo(Coll::AllReduce, 64 * KiB, kernels(4, 0, 0, 0)), Algo::Direct);
   EXPECT_EQ(chosen("ring", Coll::AllReduce, 1024, kernels(4, 64 * KiB, 0, 0)), Algo::Ring);
 }

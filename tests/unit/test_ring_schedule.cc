@@ -119,9 +119,8 @@ std::string run(Coll c, const Geometry& g, int root, uint64_t B, bool in_place,
   std::vector<std::vector<std::vector<Prim>>> prims(n, std::vector<std::vector<Prim>>(g.nch));
   for (int r = 0; r < n; ++r)
     for (int ch = 0; ch < g.nch; ++ch) {
-      const bool ip = c == Coll::AllGather
-                          ? lay[r].out_off + uint64_t(r) * B == lay[r].in_off
-                          : lay[r].in_off == lay[r].out_off;
+      const bool ip = c == Coll::AllGather ? lay[r].out_off + uint64_t(r) * B == lay[r].in_off
+                                           : lay[r].in_off == lay[r].out_off;
       const bool ok = sched::ring_walk(c, n, r, root, ip, B, ch, g.nch, most,
                                        [&](int mode, uint64_t lo, uint64_t dso, uint64_t len) {
                                          prims[r][ch].push_back(Prim{mode, lo, dso, len});
@@ -188,9 +187,8 @@ std::string run(Coll c, const Geometry& g, int root, uint64_t B, bool in_place,
   for (int r = 0; r < n; ++r)
     for (int ch = 0; ch < g.nch; ++ch)
       if (!fifo[r][ch].empty())
-        return std::to_string(fifo[r][ch].size()) + " slots left in the FIFO " +
-               std::to_string(r) + " -> " + std::to_string((r + 1) % n) + " channel " +
-               std::to_string(ch);
+        return std::to_string(fifo[r][ch].size()) + " slots left in the FIFO " + std::to_string(r) +
+               " -> " + std::to_string((r + 1) % n) + " channel " + std::to_string(ch);
   for (int r = 0; r < n; ++r)
     for (uint64_t i = 0; i < lay[r].arena; ++i)
       if (mem[r][i] != want[r][i])

@@ -124,8 +124,8 @@ int64_t input_value(const CollInfo& c, mycollRedOp_t op, int rank, int n, size_t
   return c.reduces ? reduce_input(op, rank, n, idx) : data_value(rank, idx);
 }
 
-int64_t expected_value(const CollInfo& c, mycollRedOp_t op, int rank, int n, int root,
-                       size_t count, size_t idx) {
+int64_t expected_value(const CollInfo& c, mycollRedOp_t op, int rank, int n, int root, size_t count,
+                       size_t idx) {
   const size_t blk = count * static_cast<size_t>(rank);
   switch (c.id) {
     case CollId::AllReduce:

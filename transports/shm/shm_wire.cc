@@ -42,8 +42,7 @@ mycollResult_t record_word_error(uint64_t word, uint64_t seq, uint32_t slots, ui
   const size_t n = word & 0xffff;
   if (got == ((seq + 1) & kSeqMask)) {
     *why = "shm: corrupt record " + std::to_string(seq) + " from rank " + std::to_string(peer) +
-           " (length " + std::to_string(n) + ", slots of " + std::to_string(slot_bytes) +
-           " bytes)";
+           " (length " + std::to_string(n) + ", slots of " + std::to_string(slot_bytes) + " bytes)";
     return mycollRemoteError;
   }
   const uint64_t before = seq >= slots ? ((seq + 1 - slots) & kSeqMask) : 0;
