@@ -160,7 +160,7 @@ void ib_run(uint8_t param, const uint8_t* p, size_t n) {
         const uint64_t now = seen + static_cast<uint64_t>(static_cast<int16_t>(v & 0xffff));
         const mycollResult_t rc = ibwire::check_credit(seen, now, sent, 1, &why);
         if (rc != mycollSuccess) return refused(rc, why);
-        seen = now;
+        if (now > seen) seen = now;  // the connection keeps the largest credit
         require(sent - seen <= R);  // so R - (sent - seen) never wraps
         break;
       }

@@ -250,8 +250,10 @@ TEST(IbWire, Credits) {
   EXPECT_EQ(ibwire::check_credit(100, 300, 300, 1, &why), mycollSuccess);
   EXPECT_EQ(ibwire::check_credit(100, 301, 300, 1, &why), mycollRemoteError);
   EXPECT_WHY(why, "rank 1 reports 301 bytes consumed, after 100, of 300 sent");
-  EXPECT_EQ(ibwire::check_credit(100, 99, 300, 1, &why), mycollRemoteError);
   EXPECT_WHY(why, "corrupt credit");
+  // Below the last one seen: a read of the word while the adapter wrote it
+  // (seen under Soft-RoCE in CI); the caller keeps the larger credit.
+  EXPECT_EQ(ibwire::check_credit(100, 99, 300, 1, &why), mycollSuccess);
 }
 
 // ---- shm

@@ -250,15 +250,19 @@ class IbConnection final : public Connection {
     std::lock_guard<std::mutex> g(sq_mu_);
     poll_send_cq();
     if (broken_.load()) throw_broken();
-    const uint64_t peer_consumed = ctrl_ptr_->peer_consumed;
     {
+      // Read until two reads agree (the adapter may be writing the word),
+      // then keep the largest credit seen (ib_wire.h, check_credit).
+      uint64_t now = ctrl_ptr_->peer_consumed;
+      for (uint64_t again; (again = ctrl_ptr_->peer_consumed) != now;) now = again;
       std::string why;
-      if (ibwire::check_credit(credit_seen_, peer_consumed, sent_, peer_, &why) != mycollSuccess) {
+      if (ibwire::check_credit(credit_seen_, now, sent_, peer_, &why) != mycollSuccess) {
         mark_broken(why);
         throw_broken();
       }
-      credit_seen_ = peer_consumed;
+      if (now > credit_seen_) credit_seen_ = now;
     }
+    const uint64_t peer_consumed = credit_seen_;
     while (!unacked_ends_.empty() && unacked_ends_.front() <= peer_consumed) unacked_ends_.pop_front();
     if (sq_outstanding_ >= kSendDepth - kCtrlReserve) return 0;
     if (static_cast<int>(unacked_ends_.size()) >= kRecvDepth) return 0;
@@ -574,7 +578,7 @@ class IbConnection final : public Connection {
   // Send side (sq_mu_).
   std::mutex sq_mu_;
   uint64_t sent_ = 0, completed_ = 0;
-  uint64_t credit_seen_ = 0;  // the peer's last credit (checked: never backwards)
+  uint64_t credit_seen_ = 0;  // the largest credit the peer reported (checked: <= sent_)
   std::deque<uint64_t> unacked_ends_;
   int sq_outstanding_ = 0;
   bool credit_due_ = false, credit_inflight_ = false, probe_inflight_ = false, close_done_ = false;

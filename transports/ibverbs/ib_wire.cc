@@ -68,7 +68,8 @@ mycollResult_t check_arrival(uint64_t arrived, uint64_t consumed, uint64_t ring_
 
 mycollResult_t check_credit(uint64_t seen, uint64_t now, uint64_t sent, int peer,
                             std::string* why) {
-  if (now < seen || now > sent) {
+  (void)seen;  // a value below it is a stale read, not a violation (see the header)
+  if (now > sent) {
     *why = "rank " + std::to_string(peer) + " reports " + std::to_string(now) +
            " bytes consumed, after " + std::to_string(seen) + ", of " + std::to_string(sent) +
            " sent (corrupt credit: protocol violation)";

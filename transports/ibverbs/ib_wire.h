@@ -61,8 +61,11 @@ mycollResult_t check_arrival(uint64_t arrived, uint64_t consumed, uint64_t ring_
                              int peer, std::string* why);
 
 // The peer's credit (bytes it consumed) read as `now`, after `seen` before,
-// with `sent` bytes written to it: fine if seen <= now <= sent, else
-// mycollRemoteError and *why.
+// with `sent` bytes written to it: beyond `sent` is mycollRemoteError and
+// *why. Below `seen` is allowed: the 8-byte word is written by the adapter
+// while this rank reads it (Soft-RoCE copies it byte by byte, and a read
+// caught halfway saw a smaller value in CI), so the caller keeps the
+// largest credit seen, which only grows on the peer.
 mycollResult_t check_credit(uint64_t seen, uint64_t now, uint64_t sent, int peer, std::string* why);
 
 }  // namespace ibwire
