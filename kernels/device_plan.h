@@ -20,6 +20,9 @@ enum DevOpKind : uint8_t {
   kDevCopy = 3,        // dst = src
   kDevScaleAvg = 4,    // dst /= nranks (Avg), after the last step
   kDevReduce = 5,      // dst = dst <op> src, local
+  // Not an op: DevError::kind of a peer that made another call
+  // (kernels/prims/call_check.cuh).
+  kDevMismatch = 6,
 };
 
 // One operation of one channel. Offsets and sizes in bytes. buf: 0 input,
@@ -137,16 +140,37 @@ struct FifoGeom {
   MYCOLL_HD uint64_t lc_region_bytes() const {
     return lc_bytes > 0 ? uint64_t(nranks) * 2 * lc_line_bytes() + 128 : 0;
   }
-  MYCOLL_HD uint64_t total_bytes() const { return lc_base() + lc_region_bytes(); }
+
+  // Call check (kernels/prims/call_check.cuh), always present, 256-byte
+  // aligned after everything above: for sender s, parity b in {0, 1}: one
+  // 16-byte LL line, the signature of s's collective call of that parity
+  // (written by s); then one 128-byte control line of r's own: [0] the
+  // collective launches r started (u64).
+  MYCOLL_HD uint64_t call_base() const { return (lc_base() + lc_region_bytes() + 255) / 256 * 256; }
+  MYCOLL_HD uint64_t call_hdr_off(int sender, int parity) const {
+    return call_base() + (uint64_t(sender) * 2 + parity) * 16;
+  }
+  MYCOLL_HD uint64_t call_ctl_off() const {
+    return call_base() + (uint64_t(nranks) * 32 + 127) / 128 * 128;
+  }
+  MYCOLL_HD uint64_t call_region_bytes() const { return call_ctl_off() + 128 - call_base(); }
+  MYCOLL_HD uint64_t total_bytes() const { return call_base() + call_region_bytes(); }
 };
 
-// Written by a kernel that gives up (host-mapped memory).
+// Written by a kernel that gives up (host-mapped memory): the first failure
+// of this rank wins the compare-and-swap on `code`, writes the rest, fences,
+// then sets `ready` (the host reads the fields only once it is set).
 struct DevError {
-  int32_t code;  // 0 none, mycollTimeout, mycollRemoteError (abort)
+  int32_t code;  // 0 none, mycollTimeout, mycollRemoteError (abort), mycollInvalidUsage (mismatch)
   int32_t peer;
   int32_t rank;
-  int32_t kind;  // DevOpKind it was waiting in
+  int32_t kind;     // DevOpKind it was waiting in, or kDevMismatch
+  uint64_t mine;    // kDevMismatch: this rank's call signature
+  uint64_t theirs;  // kDevMismatch: the peer's
+  int32_t ready;
+  int32_t pad;
 };
+static_assert(sizeof(DevError) == 40, "DevError layout (host-mapped, 64 bytes with the abort flag)");
 
 // Where this rank's FIFOs with one peer live, for the bandwidth protocol.
 // Channel c's ring starts c * nslots * slot_bytes past a data pointer, its
@@ -224,6 +248,7 @@ struct KernelArgs {
   const uint32_t* chan_ops;  // channel c's ops are [chan_ops[c], chan_ops[c+1])
   char* bufs[3];             // input, output, scratch
   const DevComm* comm;       // device memory
+  uint64_t sig;              // the call's signature (call_check.cuh); 0: not checked (point-to-point)
   int32_t nranks;            // divisor for Avg
 };
 

@@ -91,11 +91,13 @@ struct CollKArgs {
   int32_t avg_n;     // Avg: divide the final sum by this; 0 = no division
   int32_t nch;       // direct kernel: channels per peer stream
   int32_t nstreams;  // direct kernel: peer streams
+  uint64_t sig;      // the call's signature (kernels/prims/call_check.cuh)
 };
 
 inline CollKArgs coll_kargs(Coll kind, const void* in, void* out, uint64_t bytes,
-                            const DevComm* comm, int root, bool avg, int nranks) {
+                            const DevComm* comm, int root, bool avg, int nranks, uint64_t sig) {
   CollKArgs a{};
+  a.sig = sig;
   a.in = static_cast<const char*>(in);
   a.out = static_cast<char*>(out);
   a.bytes = bytes;

@@ -2,6 +2,9 @@
 // direct.cu, oneshot.cu, twoshot.cu, ll_coll.cu, p2p.cu), all built over the
 // primitives of kernels/prims/. The device engine's selection table
 // (lib/engine/device_select.h) decides which one serves a call.
+// `sig` (KernelArgs::sig for the plan kernel) is the call's signature,
+// which every collective kernel checks against its peers'
+// (kernels/prims/call_check.cuh; 0 = unchecked).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -25,7 +28,7 @@ int plan_kernel_max_step_ops();
 // and every rank making the same sequence of one-shot calls. out may be in.
 cudaError_t launch_oneshot(const void* in, void* out, uint64_t bytes, mycollDataType_t t,
                            mycollRedOp_t op, const DevComm* comm, int nranks, int max_blocks,
-                           cudaStream_t stream);
+                           uint64_t sig, cudaStream_t stream);
 // Thread blocks the one-shot kernel uses for a message of `bytes` (the
 // launch takes at most max_blocks of them: ranks sharing a GPU).
 int oneshot_blocks(uint64_t bytes);
@@ -38,7 +41,7 @@ int oneshot_blocks(uint64_t bytes);
 // may be in.
 cudaError_t launch_twoshot(const void* in, void* out, uint64_t bytes, mycollDataType_t t,
                            mycollRedOp_t op, const DevComm* comm, int nranks, int max_blocks,
-                           cudaStream_t stream);
+                           uint64_t sig, cudaStream_t stream);
 // Thread blocks the two-shot kernel uses for a message of `bytes` (at most
 // max_blocks at launch; every rank must pass the same max_blocks).
 int twoshot_blocks(uint64_t bytes, int nranks);
@@ -54,7 +57,7 @@ int twoshot_blocks(uint64_t bytes, int nranks);
 // root only (other ranks may pass null).
 cudaError_t launch_ll_coll(Coll kind, const void* in, void* out, uint64_t bytes,
                            mycollDataType_t t, mycollRedOp_t op, int root, const DevComm* comm,
-                           int nranks, int max_blocks, cudaStream_t stream);
+                           int nranks, int max_blocks, uint64_t sig, cudaStream_t stream);
 // Thread blocks the LL-collective kernel uses for a block of `bytes` (at
 // most max_blocks at launch).
 int ll_coll_blocks(uint64_t bytes);
@@ -69,7 +72,7 @@ int ll_coll_blocks(uint64_t bytes);
 // In place as the API defines it; reduce writes out on the root only.
 cudaError_t launch_ring(Coll kind, const void* in, void* out, uint64_t bytes,
                         mycollDataType_t t, mycollRedOp_t op, int root, const DevComm* comm,
-                        int nranks, int nchannels, cudaStream_t stream);
+                        int nranks, int nchannels, uint64_t sig, cudaStream_t stream);
 
 // Direct all-to-all / scatter / gather (kernels/colls/direct.cu): one block
 // per (stream, channel), a stream being one peer, with whom all-to-all
@@ -85,7 +88,8 @@ inline int direct_streams(Coll kind, int nranks, int rank, int root) {
 }
 cudaError_t launch_direct(Coll kind, const void* in, void* out, uint64_t bytes,
                           mycollDataType_t t, int root, const DevComm* comm, int nranks,
-                          int rank, int nchannels, int copy_blocks, cudaStream_t stream);
+                          int rank, int nchannels, int copy_blocks, uint64_t sig,
+                          cudaStream_t stream);
 
 // LL point-to-point kernel (kernels/colls/p2p.cu): one block of `threads`
 // threads per key (c.nkeys of them, at most kP2pLlMaxKeys), key k moving its

@@ -44,10 +44,11 @@ declare -A part=(
   [p2p]="Gpu/GpuP2pLl.*:GpuP2pLlGiveUp.*"
   [graphs]="GpuGraph.*"
   [giveup]="*GiveUp.*"
+  [mismatch]="Gpu/GpuMismatch.*"
   [large]="GpuLarge.*"
   [proxied]="Gpu/GpuProxied.*"
 )
-order="threads shared procs2 procs3 procs4 kernels llcoll ring direct p2p graphs giveup proxied large procs8a procs8b procs8c"
+order="threads shared procs2 procs3 procs4 kernels llcoll ring direct p2p graphs giveup mismatch proxied large procs8a procs8b procs8c"
 if has test; then
   if [ -n "${GTEST_FILTER:-}" ]; then
     "$build/tests/mycoll_gpu_tests" --gtest_filter="$GTEST_FILTER" > "$out/gpu-tests.log" 2>&1 || rc=1

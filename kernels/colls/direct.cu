@@ -15,6 +15,7 @@
 #include "kernels/device_plan.h"
 #include "kernels/dispatch.cuh"
 #include "kernels/launch.h"
+#include "kernels/prims/call_check.cuh"
 #include "kernels/prims/fifo.cuh"
 #include "kernels/prims/vec.cuh"
 
@@ -93,6 +94,7 @@ template <typename U>
 __global__ void __launch_bounds__(kThreads, 1) direct_kernel(CollKArgs a) {
   __shared__ FifoShared sh;
   const DevComm& cm = *a.comm;
+  const uint64_t call = call_begin(cm, a.sig);
   const int n = cm.nranks, r = cm.rank;
   const int b = blockIdx.x, body = a.nstreams * a.nch;
   const uint64_t B = a.bytes;
@@ -117,6 +119,7 @@ __global__ void __launch_bounds__(kThreads, 1) direct_kernel(CollKArgs a) {
     sh.stop = 0;
   }
   __syncthreads();
+  call_check(cm, a.sig, call);  // block 0 is never a copy block
   // This channel's range [c0, c1) of the block, 16-byte aligned; the block
   // is the peer's in the blocked buffer (at the root) or the whole buffer.
   const uint64_t per = ((B + a.nch - 1) / a.nch + 15) / 16 * 16;
@@ -150,8 +153,8 @@ cudaError_t preload_direct_kernels() {
 
 cudaError_t launch_direct(Coll kind, const void* in, void* out, uint64_t bytes, mycollDataType_t t,
                           int root, const DevComm* comm, int nranks, int rank, int nchannels,
-                          int copy_blocks, cudaStream_t stream) {
-  CollKArgs a = coll_kargs(kind, in, out, bytes, comm, root, false, nranks);
+                          int copy_blocks, uint64_t sig, cudaStream_t stream) {
+  CollKArgs a = coll_kargs(kind, in, out, bytes, comm, root, false, nranks, sig);
   a.nch = nchannels;
   a.nstreams = direct_streams(kind, nranks, rank, root);
   const int grid = a.nstreams * nchannels + copy_blocks;

@@ -87,6 +87,7 @@
 #include "kernels/device_plan.h"
 #include "kernels/dispatch.cuh"
 #include "kernels/launch.h"
+#include "kernels/prims/call_check.cuh"
 #include "kernels/prims/epoch.cuh"
 #include "kernels/prims/ll.cuh"
 #include "kernels/reduce_ops.cuh"
@@ -255,8 +256,10 @@ __global__ void __launch_bounds__(kThreads) ll_coll_kernel(CollKArgs a) {
   x.stop = &s_stop;
   char* const ctl = cm.local + cm.geom.lc_ctl_off();
   x.spin = ll::Spin{dev::GiveUp::of(cm), dev::globaltimer(), &s_stop};
+  const uint64_t call = dev::call_begin(cm, a.sig);
   if (threadIdx.x == 0) s_stop = 0;
   const dev::Epoch ep = dev::epoch_begin(ctl, &s_epoch);
+  dev::call_check(cm, a.sig, call);
   x.flag = ep.flag;
   x.parity = ep.parity;
   const uint32_t lines = uint32_t((a.bytes + 7) / 8);
@@ -326,10 +329,10 @@ int ll_coll_blocks(uint64_t bytes) {
 
 cudaError_t launch_ll_coll(Coll kind, const void* in, void* out, uint64_t bytes, mycollDataType_t t,
                            mycollRedOp_t op, int root, const DevComm* comm, int nranks,
-                           int max_blocks, cudaStream_t stream) {
+                           int max_blocks, uint64_t sig, cudaStream_t stream) {
   const bool reduce = kind == Coll::ReduceScatter || kind == Coll::Reduce;
   const CollKArgs a =
-      coll_kargs(kind, in, out, bytes, comm, root, reduce && op == mycollAvg, nranks);
+      coll_kargs(kind, in, out, bytes, comm, root, reduce && op == mycollAvg, nranks, sig);
   const int nb = std::max(1, std::min(ll_coll_blocks(bytes), max_blocks));
   // Moving bytes needs no element type: one instantiation serves them all.
   if (!reduce) return Launch<uint8_t, mycollSum>::run(a, nb, stream);

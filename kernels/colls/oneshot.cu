@@ -43,6 +43,7 @@
 #include "kernels/device_plan.h"
 #include "kernels/dispatch.cuh"
 #include "kernels/launch.h"
+#include "kernels/prims/call_check.cuh"
 #include "kernels/prims/epoch.cuh"
 #include "kernels/prims/ll.cuh"
 #include "kernels/reduce_ops.cuh"
@@ -67,8 +68,10 @@ __global__ void __launch_bounds__(kThreads) oneshot_kernel(CollKArgs a) {
   const char* const local = cm.local;
   char* const ctl = cm.local + cm.geom.ctl_off();
   const ll::Spin spin{dev::GiveUp::of(cm), dev::globaltimer(), &s_stop};
+  const uint64_t call = dev::call_begin(cm, a.sig);
   if (threadIdx.x == 0) s_stop = 0;
   const dev::Epoch ep = dev::epoch_begin(ctl, &s_epoch);
+  dev::call_check(cm, a.sig, call);
   const uint32_t flag = ep.flag;
   const int parity = ep.parity;
   const uint64_t lines = (a.bytes + 7) / 8;
@@ -132,13 +135,15 @@ MYCOLL_DEFINE_LAUNCH(Launch, CollKArgs, kThreads, oneshot_kernel<T, OP>)
 
 cudaError_t preload_oneshot_kernels() { return preload_dtype_op<Launch>(); }
 
-int oneshot_blocks(uint64_t bytes) { return blocks_for_lines((bytes + 7) / 8, kBlockLines, kMaxBlocks); }
+int oneshot_blocks(uint64_t bytes) {
+  return blocks_for_lines((bytes + 7) / 8, kBlockLines, kMaxBlocks);
+}
 
 cudaError_t launch_oneshot(const void* in, void* out, uint64_t bytes, mycollDataType_t t,
                            mycollRedOp_t op, const DevComm* comm, int nranks, int max_blocks,
-                           cudaStream_t stream) {
+                           uint64_t sig, cudaStream_t stream) {
   const CollKArgs a =
-      coll_kargs(Coll::AllReduce, in, out, bytes, comm, 0, op == mycollAvg, nranks);
+      coll_kargs(Coll::AllReduce, in, out, bytes, comm, 0, op == mycollAvg, nranks, sig);
   const int nb = std::max(1, std::min(oneshot_blocks(bytes), max_blocks));
   return dispatch_dtype_op<Launch>(t, op, a, nb, stream);
 }

@@ -11,6 +11,7 @@
 #include "kernels/device_plan.h"
 #include "kernels/dispatch.cuh"
 #include "kernels/launch.h"
+#include "kernels/prims/call_check.cuh"
 #include "kernels/prims/ll.cuh"
 #include "kernels/prims/vec.cuh"
 #include "kernels/prims/wait.cuh"
@@ -58,12 +59,12 @@ using ll::store8;
 // point (B begin, L local ops done, M a batch moved, E step done, X exit).
 #ifdef MYCOLL_KERNEL_TRACE
 __device__ unsigned int g_trace_launch;
-#define KTRACE(c)                                          \
-  do {                                                     \
-    if (tid == 0 && ch == 0 && sh.tn[group] < 64) {        \
-      sh.tev[group][sh.tn[group]] = globaltimer();         \
-      sh.tlab[group][sh.tn[group]++] = (c);                \
-    }                                                      \
+#define KTRACE(c)                                   \
+  do {                                              \
+    if (tid == 0 && ch == 0 && sh.tn[group] < 64) { \
+      sh.tev[group][sh.tn[group]] = globaltimer();  \
+      sh.tlab[group][sh.tn[group]++] = (c);         \
+    }                                               \
   } while (0)
 #else
 #define KTRACE(c) \
@@ -78,13 +79,13 @@ constexpr int kMaxFused = 64;
 
 // Shared state of one block.
 struct BlockState {
-  DevOp ops[kMaxStepOps];        // the current step's ops
-  uint64_t done[kMaxStepOps];    // slots done per op of the step
-  uint64_t total[kMaxStepOps];   // slots of each transfer op (ll or bandwidth slots)
-  uint8_t isll[kMaxStepOps];     // the op travels in the ll ring
-  uint64_t llbase[kMaxStepOps];  // ll pass: first slot sequence number of the op
+  DevOp ops[kMaxStepOps];              // the current step's ops
+  uint64_t done[kMaxStepOps];          // slots done per op of the step
+  uint64_t total[kMaxStepOps];         // slots of each transfer op (ll or bandwidth slots)
+  uint8_t isll[kMaxStepOps];           // the op travels in the ll ring
+  uint64_t llbase[kMaxStepOps];        // ll pass: first slot sequence number of the op
   uint32_t llpre[2][kMaxStepOps + 1];  // ll pass, per group: prefix sum of lines moved
-  const char* fused[kMaxFused];  // sources of a fused local reduction
+  const char* fused[kMaxFused];        // sources of a fused local reduction
   uint64_t n[2];
   uint64_t base[2];
   volatile int stop;
@@ -126,8 +127,9 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
   const DevComm& cm = *a.comm;
   const FifoGeom g = cm.geom;
   const uint64_t LSB = g.ll_slot_bytes, LD = g.ll_slot_bytes / 2;  // ll data bytes per slot
-  const uint64_t LPS = LD / 8;                                      // ll lines per slot
+  const uint64_t LPS = LD / 8;                                     // ll lines per slot
   const uint64_t ll_max = cm.ll_max_bytes;
+  const uint64_t call = call_begin(cm, a.sig);
   if (threadIdx.x == 0) sh.stop = 0;
 #ifdef MYCOLL_KERNEL_TRACE
   if (tid == 0) sh.tn[group] = 0;
@@ -142,6 +144,7 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
     const uint32_t avail = end - s0 < uint32_t(kMaxStepOps) ? end - s0 : uint32_t(kMaxStepOps);
     for (uint32_t k = threadIdx.x; k < avail; k += kThreads) sh.ops[k] = a.ops[s0 + k];
     __syncthreads();
+    if (s0 == a.chan_ops[ch]) call_check(cm, a.sig, call);  // after the first barrier
     // Every thread finds the step's end itself (no shared count written by
     // one thread and read by the others: racecheck reported that pair).
     uint32_t last = 0;
@@ -156,7 +159,8 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
       if (op.kind <= kDevRecvReduce) {
         const DevPeer& P = cm.peers[op.peer];
         sh.isll[k] = P.ll && op.bytes <= ll_max;
-        sh.total[k] = sh.isll[k] ? (op.bytes + LD - 1) / LD : (op.bytes + P.slot_bytes - 1) / P.slot_bytes;
+        sh.total[k] =
+            sh.isll[k] ? (op.bytes + LD - 1) / LD : (op.bytes + P.slot_bytes - 1) / P.slot_bytes;
       }
     }
     __syncthreads();
@@ -176,7 +180,9 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
         char* d = resolve(a, op.dst_buf, op.dst_off);
         if (j == k + 1 && op.kind == kDevCopy) {
           const char* src = resolve(a, op.src_buf, op.src_off);
-          if (d != src) vec_move<uint8_t, mycollSum, kL | kD>(nullptr, src, nullptr, d, op.bytes, 0, threadIdx.x, kThreads);
+          if (d != src)
+            vec_move<uint8_t, mycollSum, kL | kD>(nullptr, src, nullptr, d, op.bytes, 0,
+                                                  threadIdx.x, kThreads);
         } else if constexpr (kReduce) {
           // Copy + reductions: first = the copy's source; reductions only:
           // first = dst and every op's source reduces into it.
@@ -190,7 +196,9 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
         __syncthreads();
         k = j - 1;
       } else if (op.kind == kDevScaleAvg) {
-        if constexpr (kReduce) vec_scale_avg<T>(resolve(a, op.dst_buf, op.dst_off), op.bytes, a.nranks, threadIdx.x, kThreads);
+        if constexpr (kReduce)
+          vec_scale_avg<T>(resolve(a, op.dst_buf, op.dst_off), op.bytes, a.nranks, threadIdx.x,
+                           kThreads);
         __syncthreads();
       }
     }
@@ -217,20 +225,22 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
           if (op.kind <= kDevRecvReduce && is_send == (group == 0) && sh.isll[k] &&
               sh.done[k] == 0) {
             if (!earlier_pending(sh, k)) {
-              const uint64_t* st = reinterpret_cast<const uint64_t*>(cm.local + g.state_off(op.peer, ch));
+              const uint64_t* st =
+                  reinterpret_cast<const uint64_t*>(cm.local + g.state_off(op.peer, ch));
               const uint64_t need = (op.bytes + LD - 1) / LD;
               bool ok;
               uint64_t base;
               if (is_send) {
                 base = st[2];
-                ok = base + need - ld_vol(cm.local + g.ll_tail_off(op.peer, ch)) <= uint64_t(g.ll_slots);
+                ok = base + need - ld_vol(cm.local + g.ll_tail_off(op.peer, ch)) <=
+                     uint64_t(g.ll_slots);
               } else {
                 // Taken once the first line carries its flag: the sender then
                 // writes all the op's slots without waiting for anything.
                 base = st[3];
                 uint64_t v;
                 ok = ll::load_line(cm.local + g.ll_off(op.peer, ch) + (base % g.ll_slots) * LSB,
-                             uint32_t(base + 1), &v);
+                                   uint32_t(base + 1), &v);
               }
               sh.llbase[k] = base;
               if (ok) lines = uint32_t((op.bytes + 7) / 8);
@@ -352,7 +362,7 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
         const uint64_t done = sh.done[k];
         if (done >= total) continue;
         all_done = false;
-        if (sh.isll[k]) continue;         // moved by the ll pass
+        if (sh.isll[k]) continue;  // moved by the ll pass
         if (earlier_pending(sh, k)) continue;
         const DevPeer& P = cm.peers[op.peer];
         const uint64_t SB = P.slot_bytes;
@@ -387,9 +397,9 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
             const uint64_t len = op.bytes - off < SB ? op.bytes - off : SB;
             const uint64_t slot = (base + j) % NS;
             if (is_send) {
-              vec_move<uint8_t, mycollSum, kL | kS>(nullptr, resolve(a, op.src_buf, op.src_off) + off,
-                                                    P.send_data + cdata + slot * SB, nullptr, len,
-                                                    0, tid, NT);
+              vec_move<uint8_t, mycollSum, kL | kS>(
+                  nullptr, resolve(a, op.src_buf, op.src_off) + off,
+                  P.send_data + cdata + slot * SB, nullptr, len, 0, tid, NT);
               if (P.send_len && tid == 0) P.send_len[uint64_t(ch) * NS + slot] = uint32_t(len);
             } else {
               const char* ring = P.recv_data + cdata;
@@ -431,8 +441,9 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
       if (!moved) {
         if (tid == 0) {
           // The abort flag lives in host memory: a PCIe read, so only now and then.
-          const int code = sh.stop ? -1  // the other group gave up
-                                   : GiveUp::of(cm).verdict(last_progress, (++idle_polls & 255) == 0);
+          const int code = sh.stop
+                               ? -1  // the other group gave up
+                               : GiveUp::of(cm).verdict(last_progress, (++idle_polls & 255) == 0);
           if (code > 0) {
             int peer = -1, kind = -1;
             for (int k = 0; k < nops; ++k) {
@@ -454,6 +465,7 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
     KTRACE('E');
     if (__syncthreads_or(sh.stop)) return;
   }
+  if (a.chan_ops[ch] == end) call_check(cm, a.sig, call);  // a channel without ops
 #ifdef MYCOLL_KERNEL_TRACE
   KTRACE('X');
   __syncthreads();

@@ -52,7 +52,8 @@ int launch_premul(mycollDataType_t t, void* dst, const void* src, size_t n, cons
   PremulArgs a{dst, src, n, scalar_dev, scalar_bits};
   const size_t want = (n + kThreads - 1) / kThreads;
   const int blocks = int(want < 1024 ? want : 1024);
-  return dispatch_dtype_op<Launch>(t, mycollProd, a, blocks, reinterpret_cast<cudaStream_t>(stream));
+  return dispatch_dtype_op<Launch>(t, mycollProd, a, blocks,
+                                   reinterpret_cast<cudaStream_t>(stream));
 }
 
 }  // namespace mycoll

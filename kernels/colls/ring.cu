@@ -57,6 +57,7 @@
 #include "kernels/device_plan.h"
 #include "kernels/dispatch.cuh"
 #include "kernels/launch.h"
+#include "kernels/prims/call_check.cuh"
 #include "kernels/prims/fifo.cuh"
 #include "kernels/prims/vec.cuh"
 
@@ -139,6 +140,7 @@ __global__ void __launch_bounds__(kThreads, 1) ring_kernel(CollKArgs a) {
   __shared__ FifoShared sh;
   const DevComm& cm = *a.comm;
   const FifoGeom& g = cm.geom;
+  const uint64_t call = call_begin(cm, a.sig);
   const int n = cm.nranks, r = cm.rank, ch = blockIdx.x, nch = gridDim.x;
   const Chan c = make_chan(cm, (r + 1) % n, (r + n - 1) % n, ch);
   uint64_t* st_next = reinterpret_cast<uint64_t*>(cm.local + g.state_off(c.next, ch));
@@ -149,6 +151,7 @@ __global__ void __launch_bounds__(kThreads, 1) ring_kernel(CollKArgs a) {
     sh.stop = 0;
   }
   __syncthreads();
+  call_check(cm, a.sig, call);
 
   // Largest chunk: half a FIFO of whole slots (at least one; a 1-slot FIFO
   // is refused at init), 16-byte aligned as slots are.
@@ -205,8 +208,8 @@ cudaError_t preload_ring_kernels() {
 
 cudaError_t launch_ring(Coll kind, const void* in, void* out, uint64_t bytes, mycollDataType_t t,
                         mycollRedOp_t op, int root, const DevComm* comm, int nranks, int nchannels,
-                        cudaStream_t stream) {
-  const CollKArgs a = coll_kargs(kind, in, out, bytes, comm, root, op == mycollAvg, nranks);
+                        uint64_t sig, cudaStream_t stream) {
+  const CollKArgs a = coll_kargs(kind, in, out, bytes, comm, root, op == mycollAvg, nranks, sig);
   if (kind != Coll::AllGather && kind != Coll::Broadcast)
     return dispatch_dtype_op<LaunchReduce>(t, op, a, nchannels, stream);
   switch (dtype_size(t)) {

@@ -62,6 +62,7 @@
 #include "kernels/device_plan.h"
 #include "kernels/dispatch.cuh"
 #include "kernels/launch.h"
+#include "kernels/prims/call_check.cuh"
 #include "kernels/prims/epoch.cuh"
 #include "kernels/prims/ll.cuh"
 #include "kernels/reduce_ops.cuh"
@@ -103,8 +104,10 @@ __global__ void __launch_bounds__(kThreads) twoshot_kernel(CollKArgs a) {
   const char* const local = cm.local;
   char* const ctl = cm.local + g.ctl_off();
   const ll::Spin spin{dev::GiveUp::of(cm), dev::globaltimer(), &s_stop};
+  const uint64_t call = dev::call_begin(cm, a.sig);
   if (threadIdx.x == 0) s_stop = 0;
   const dev::Epoch ep = dev::epoch_begin(ctl, &s_epoch);
+  dev::call_check(cm, a.sig, call);
   const uint32_t flag = ep.flag;
   const int parity = ep.parity;
   const uint64_t lines = (a.bytes + 7) / 8;
@@ -241,9 +244,9 @@ int twoshot_blocks(uint64_t bytes, int nranks) {
 
 cudaError_t launch_twoshot(const void* in, void* out, uint64_t bytes, mycollDataType_t t,
                            mycollRedOp_t op, const DevComm* comm, int nranks, int max_blocks,
-                           cudaStream_t stream) {
+                           uint64_t sig, cudaStream_t stream) {
   const CollKArgs a =
-      coll_kargs(Coll::AllReduce, in, out, bytes, comm, 0, op == mycollAvg, nranks);
+      coll_kargs(Coll::AllReduce, in, out, bytes, comm, 0, op == mycollAvg, nranks, sig);
   const int nb = std::max(1, std::min(twoshot_blocks(bytes, nranks), max_blocks));
   return dispatch_dtype_op<Launch>(t, op, a, nb, stream);
 }

@@ -3,7 +3,8 @@
 // kernel of this rank already gave up (DevError set); or MYCOLL_TIMEOUT
 // passed without progress. The first reason to stop is recorded in DevError
 // with the rank, the peer waited on and the DevOpKind of the wait, which the
-// host turns into an error message naming them.
+// host turns into an error message naming them (a peer that made another
+// call is recorded the same way: kernels/prims/call_check.cuh).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -38,20 +39,31 @@ struct GiveUp {
   }
 
   // Records why this rank's kernel gave up (the first reason wins).
-  __device__ void record(int code, int peer, int kind) const {
+  __device__ void record(int code, int peer, int kind, uint64_t mine = 0,
+                         uint64_t theirs = 0) const {
     if (atomicCAS(&error->code, 0, code) == 0) {
       error->peer = peer;
       error->rank = rank;
       error->kind = kind;
+      error->mine = mine;
+      error->theirs = theirs;
+      __threadfence_system();
+      *reinterpret_cast<volatile int32_t*>(&error->ready) = 1;
       __threadfence_system();
     }
+  }
+  // A peer made another call (signatures of lib/engine/host_wire.h).
+  __device__ void record_mismatch(int peer, uint64_t theirs, uint64_t mine) const {
+    record(mycollInvalidUsage, peer, kDevMismatch, mine, theirs);
   }
 
   // The verdict on a wait that has seen no progress since `since`: 0 keep
   // waiting; mycollRemoteError (abort flag) or mycollTimeout, to record;
-  // -1 when another block or kernel of this rank failed first (recorded
-  // already). The flags live in host memory (a PCIe read): only when
-  // check_host.
+  // -1 when another block or kernel of this rank failed first, or a peer
+  // made another call (recorded already). The flags live in host memory (a
+  // PCIe read): only when check_host. Nothing here may be a function call:
+  // the ABI's saved registers spilled the LL kernels' wait loops (call
+  // check, session 12).
   __device__ int verdict(uint64_t since, bool check_host) const {
     if (check_host) {
       if (*abort) return mycollRemoteError;

@@ -6,23 +6,37 @@
 #include "engine/device_comm_impl.h"
 
 #include <string>
+#include <thread>
 
 #include "base/dtype.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "engine/host_wire.h"
 
 namespace mycoll {
 namespace devcomm {
 
 mycollResult_t DeviceCommImpl::poll_error(std::string* reason) {
-  int code = const_cast<volatile int32_t&>(h_error_->code);
+  volatile DevError& e = *h_error_;
+  const int code = e.code;
   if (code == 0) return mycollSuccess;
   if (reason) {
-    const char* what = h_error_->kind == kDevSend ? "sending to" : "receiving from";
-    *reason = std::string(code == mycollTimeout ? "GPU kernel timed out (MYCOLL_TIMEOUT) "
-                                                : "GPU kernel aborted ") +
-              "on rank " + std::to_string(c_.rank) + " while " + what + " rank " +
-              std::to_string(h_error_->peer);
+    // The kernel sets `ready` right after the fields (a system-scope fence
+    // apart): wait for it before reading them.
+    for (int i = 0; i < 100000 && !e.ready; ++i) std::this_thread::yield();
+    const int peer = e.peer, kind = e.kind;
+    if (kind == kDevMismatch) {
+      const uint64_t mine = e.mine, theirs = e.theirs;
+      *reason = header_mismatch_message(
+          gpu_call_header(theirs), gpu_call_header(mine), peer,
+          "rank " + std::to_string(c_.rank) + ": GPU collective (counts compared modulo 2^32)");
+    } else {
+      const char* what = kind == kDevSend ? "sending to" : "receiving from";
+      *reason = std::string(code == mycollTimeout ? "GPU kernel timed out (MYCOLL_TIMEOUT) "
+                                                  : "GPU kernel aborted ") +
+                "on rank " + std::to_string(c_.rank) + " while " + what + " rank " +
+                std::to_string(peer);
+    }
   }
   return static_cast<mycollResult_t>(code);
 }
@@ -141,7 +155,7 @@ int DeviceCommImpl::direct_channels(const Task& t) const {
 // The direct kernel: n - 1 streams (peers) at most on direct_channels
 // each, plus copy blocks for this rank's own block where it is not in
 // place already.
-void DeviceCommImpl::launch_direct_kernel(const Task& t, cudaStream_t s) {
+void DeviceCommImpl::launch_direct_kernel(const Task& t, uint64_t sig, cudaStream_t s) {
   const Coll kind = t.coll;
   const uint64_t block = uint64_t(t.count) * dtype_size(t.dtype);
   const int n = c_.nranks, r = c_.rank;
@@ -154,12 +168,17 @@ void DeviceCommImpl::launch_direct_kernel(const Task& t, cudaStream_t s) {
   else if (r == t.root)
     own = kind == Coll::Scatter ? in + uint64_t(r) * block != out : out + uint64_t(r) * block != in;
   cuda_check(launch_direct(kind, t.input, t.output, block, t.dtype, t.root, d_comm_, n, r, nch,
-                           own ? kDirectCopyBlocks : 0, s),
+                           own ? kDirectCopyBlocks : 0, sig, s),
              "direct kernel launch");
 }
 
 void DeviceCommImpl::launch(const Task& t, cudaStream_t s) {
   const DevChoice k = select_device_kernel(dev_call(t), limits_);
+  // What every collective kernel checks against its peers' (0: point-to-point).
+  const uint64_t sig =
+      t.coll == Coll::SendRecv
+          ? 0
+          : gpu_call_sig(collective_header(t.coll, t.dtype, t.op, t.root, t.count, 0, 0));
   if (log_enabled(LogLevel::Info, Subsys::Coll))
     log_info(Subsys::Coll, "op {} {} of {} bytes: {}", t.seq, coll_name(t.coll),
              uint64_t(t.count) * dtype_size(t.dtype), describe(k));
@@ -169,24 +188,24 @@ void DeviceCommImpl::launch(const Task& t, cudaStream_t s) {
       const int nch = device_channels(coll_whole_count(t.coll, block, c_.nranks),
                                       c_.cfg.gpu_channel_bytes, geom_.max_channels);
       cuda_check(launch_ring(t.coll, t.input, t.output, block, t.dtype, t.op, t.root, d_comm_,
-                             c_.nranks, nch, s),
+                             c_.nranks, nch, sig, s),
                  "ring kernel launch");
       return;
     }
     case DevKernel::LlColl:
       cuda_check(launch_ll_coll(t.coll, t.input, t.output, block, t.dtype, t.op, t.root, d_comm_,
-                                c_.nranks, block_budget_, s),
+                                c_.nranks, block_budget_, sig, s),
                  "LL collective kernel launch");
       return;
-    case DevKernel::Direct: launch_direct_kernel(t, s); return;
+    case DevKernel::Direct: launch_direct_kernel(t, sig, s); return;
     case DevKernel::OneShot:
       cuda_check(launch_oneshot(t.input, t.output, block, t.dtype, t.op, d_comm_, c_.nranks,
-                                block_budget_, s),
+                                block_budget_, sig, s),
                  "one-shot kernel launch");
       return;
     case DevKernel::TwoShot:
       cuda_check(launch_twoshot(t.input, t.output, block, t.dtype, t.op, d_comm_, c_.nranks,
-                                block_budget_, s),
+                                block_budget_, sig, s),
                  "two-shot kernel launch");
       return;
     case DevKernel::Plan: break;
@@ -215,6 +234,7 @@ void DeviceCommImpl::launch(const Task& t, cudaStream_t s) {
   a.bufs[1] = static_cast<char*>(t.output);
   a.bufs[2] = static_cast<char*>(d_scratch_);
   a.comm = d_comm_;
+  a.sig = sig;
   a.nranks = c_.nranks;
   cuda_check(launch_plan(a, coll_reduces(t.coll), t.dtype, t.op, p.nch, s), "plan kernel launch");
 }

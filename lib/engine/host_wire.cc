@@ -40,9 +40,15 @@ MsgHeader collective_header(Coll coll, mycollDataType_t dtype, mycollRedOp_t op,
 
 void throw_header_mismatch(const MsgHeader& h, const MsgHeader& e, int peer,
                            const std::string& where) {
-  const std::string from = "rank " + std::to_string(peer);
   if (h.magic != kMsgMagic)
-    throw_error(mycollRemoteError, where + ": garbage from " + from + " (bad message magic)");
+    throw_error(mycollRemoteError,
+                where + ": garbage from rank " + std::to_string(peer) + " (bad message magic)");
+  throw_error(mycollInvalidUsage, header_mismatch_message(h, e, peer, where));
+}
+
+std::string header_mismatch_message(const MsgHeader& h, const MsgHeader& e, int peer,
+                                    const std::string& where) {
+  const std::string from = "rank " + std::to_string(peer);
   auto coll = [](unsigned v) { return v < kNumColls ? coll_name(static_cast<Coll>(v)) : "?"; };
   auto dtype = [](unsigned v) {
     return v < mycollNumTypes ? dtype_name(static_cast<mycollDataType_t>(v)) : "?";
@@ -68,7 +74,25 @@ void throw_header_mismatch(const MsgHeader& h, const MsgHeader& e, int peer,
                            "calls in the same order)"
                      : p2p ? ": sends and receives between this pair do not match"
                            : ": ranks must make the same calls with the same arguments";
-  throw_error(mycollInvalidUsage, where + ": mismatch with " + from + ", which sent " + diff + hint);
+  return where + ": mismatch with " + from + ", which sent " + diff + hint;
+}
+
+uint64_t gpu_call_sig(const MsgHeader& h) {
+  const uint64_t root = h.root < 0 ? 0xffff : uint64_t(h.root) & 0xffff;
+  return (h.count & 0xffffffffull) | root << 32 | uint64_t(h.op) << 48 |
+         uint64_t(h.coll & 0xf) << 56 | uint64_t(h.dtype & 0xf) << 60;
+}
+
+MsgHeader gpu_call_header(uint64_t sig) {
+  MsgHeader h{};
+  h.magic = kMsgMagic;
+  h.count = sig & 0xffffffffull;
+  const uint64_t root = (sig >> 32) & 0xffff;
+  h.root = root == 0xffff ? -1 : int32_t(root);
+  h.op = uint8_t(sig >> 48);
+  h.coll = uint8_t((sig >> 56) & 0xf);
+  h.dtype = uint8_t(sig >> 60);
+  return h;
 }
 
 RecordError parse_msg_record(const void* p, size_t len, const MsgHeader& want, bool remote_ok,

@@ -75,6 +75,23 @@ inline bool header_matches(const MsgHeader& got, const MsgHeader& want) {
 // that made another call. `where` names this rank's operation.
 [[noreturn]] void throw_header_mismatch(const MsgHeader& got, const MsgHeader& want, int peer,
                                         const std::string& where);
+// The InvalidUsage message of throw_header_mismatch for a header with the
+// right magic.
+std::string header_mismatch_message(const MsgHeader& got, const MsgHeader& want, int peer,
+                                    const std::string& where);
+
+// The GPU path's header: what the collective kernels compare with every
+// peer's before they count a call done (kernels/prims/call_check.cuh), the
+// fields of a collective's MsgHeader that every rank's call shares, packed
+// in 64 bits: count (its low 32 bits) | root (16 bits, 0xffff none) << 32 |
+// op (8 bits) << 48 | collective (4 bits) << 56 | datatype (4 bits) << 60.
+// Never 0 for a collective (0 means unchecked to the kernels): a call
+// without a root carries 0xffff, a rooted call that does not reduce carries
+// op kNone, and the rooted reducing one (reduce) is collective 2.
+uint64_t gpu_call_sig(const MsgHeader& h);
+// The header a signature stands for (count as its low 32 bits; magic set,
+// bytes and seq 0), for header_mismatch_message.
+MsgHeader gpu_call_header(uint64_t sig);
 
 // A header record as it arrived (connections with records), decoded by
 // parse_msg_record: the header and how the payload travels.

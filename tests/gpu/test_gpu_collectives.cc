@@ -868,3 +868,117 @@ TEST(GpuDirectKernelGiveUp, TimesOutNamingThePeer) {
 }
 
 }  // namespace
+
+namespace {
+
+// Mismatched GPU calls are an error, never a silently wrong buffer
+// (kernels/prims/call_check.cuh): one matching call first (no false
+// alarm), then rank 0 makes another call than the others (op, root, count
+// or datatype, chosen by MISMATCH_FIELD) on the kernel the environment
+// picks. Every rank must report InvalidUsage through
+// mycollCommGetAsyncError long before MYCOLL_TIMEOUT (60 s here: a
+// timeout is not the expected diagnosis), name the field, and the other
+// ranks must name rank 0; the kernels end (the stream synchronises).
+int mismatch_body(mycollComm_t comm, const MemOps&) {
+  int rank = -1, n = 0;
+  mycollCommUserRank(comm, &rank);
+  mycollCommCount(comm, &n);
+  const std::string coll = std::getenv("MISMATCH_COLL");
+  const std::string field = std::getenv("MISMATCH_FIELD");
+  const size_t count = std::strtoull(std::getenv("MISMATCH_COUNT"), nullptr, 10);
+  cudaStream_t s = rank_stream();
+  auto st = reinterpret_cast<mycollStream_t>(s);
+  void* in = nullptr;
+  void* out = nullptr;
+  cudaMalloc(&in, count * 4 * size_t(n));
+  cudaMalloc(&out, count * 4 * size_t(n));
+  cudaMemset(in, 0, count * 4 * size_t(n));
+  cudaDeviceSynchronize();
+  auto call = [&](bool odd) {
+    const bool diff = odd && rank == 0;
+    const mycollRedOp_t op = diff && field == "op" ? mycollMax : mycollSum;
+    const int root = diff && field == "root" ? n - 1 : 0;
+    const size_t c = diff && field == "count" ? count / 2 : count;
+    const mycollDataType_t t = diff && field == "datatype" ? mycollInt32 : mycollFloat32;
+    if (coll == "allreduce") return mycollAllReduce(in, out, c, t, op, comm, st);
+    if (coll == "broadcast") return mycollBroadcast(in, out, c, t, root, comm, st);
+    if (coll == "reduce") return mycollReduce(in, out, c, t, op, root, comm, st);
+    if (coll == "alltoall") return mycollAllToAll(in, out, c, t, comm, st);
+    return mycollInvalidArgument;
+  };
+  check(call(false) == mycollSuccess, "matching call enqueued");
+  check(cudaStreamSynchronize(s) == cudaSuccess, "matching call ran");
+  mycollResult_t async = mycollSuccess;
+  mycollCommGetAsyncError(comm, &async);
+  check(async == mycollSuccess, std::string("matching call raised no error, got ") +
+                                    mycollGetErrorString(async) + ": " + mycollGetLastError(comm));
+  const auto t0 = std::chrono::steady_clock::now();
+  check(call(true) == mycollSuccess, "mismatched call enqueued");
+  while (async == mycollSuccess &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    mycollCommGetAsyncError(comm, &async);
+  }
+  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  check(async == mycollInvalidUsage,
+        std::string("mismatch reported as InvalidUsage, got ") + mycollGetErrorString(async));
+  check(dt < 15, "mismatch reported after " + std::to_string(dt) + " s");
+  check(call(false) != mycollSuccess, "broken communicator refuses work");
+  const std::string why = mycollGetLastError(comm);
+  check(why.find("mismatch with rank") != std::string::npos &&
+            why.find(field) != std::string::npos,
+        "reason '" + why + "' names the mismatch and the " + field);
+  if (rank != 0)
+    check(why.find("mismatch with rank 0,") != std::string::npos,
+          "reason '" + why + "' names rank 0");
+  check(cudaStreamSynchronize(s) == cudaSuccess, "kernels ended after the mismatch");
+  std::fflush(nullptr);
+  _exit(failures() ? 1 : 0);
+}
+
+struct MismatchCase {
+  const char* name;
+  const char* coll;
+  const char* field;
+  size_t count;
+  std::map<std::string, std::string> env;
+};
+
+// Each case lands on one kernel (the environment forces it where the
+// default rule would not).
+const MismatchCase kMismatchCases[] = {
+    {"OneShotOp", "allreduce", "op", 1001, {{"MYCOLL_ALGO", "direct"}}},
+    {"TwoShotOp", "allreduce", "op", 100003, {{"MYCOLL_ALGO", "twoshot"}}},
+    {"LlBroadcastRoot", "broadcast", "root", 1001, {}},
+    {"LlReduceOp", "reduce", "op", 1001, {}},
+    {"RingCount", "allreduce", "count", size_t(1) << 20,
+     {{"MYCOLL_ALGO", "ring"}, {"MYCOLL_GPU_RING_BYTES", "1"}}},
+    {"ChainBroadcastRoot", "broadcast", "root", size_t(1) << 20,
+     {{"MYCOLL_ALGO", "ring"}, {"MYCOLL_GPU_RING_BYTES", "1"}}},
+    {"DirectAllToAllDatatype", "alltoall", "datatype", 65537,
+     {{"MYCOLL_ALGO", "direct"}, {"MYCOLL_GPU_DIRECT_BYTES", "1"}, {"MYCOLL_GPU_LL_COLL_BYTES", "0"}}},
+    {"PlanTreeOp", "allreduce", "op", 65537, {{"MYCOLL_ALGO", "tree"}}},
+};
+
+class GpuMismatch : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(GpuMismatch, EveryRankReportsItNamingTheField) {
+  SKIP_WITHOUT_GPU();
+  const MismatchCase& c = kMismatchCases[std::get<1>(GetParam())];
+  std::map<std::string, std::string> env = c.env;
+  env["MISMATCH_COLL"] = c.coll;
+  env["MISMATCH_FIELD"] = c.field;
+  env["MISMATCH_COUNT"] = std::to_string(c.count);
+  EXPECT_EQ(on_gpus(std::get<0>(GetParam()), env, mismatch_body), "") << c.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Gpu, GpuMismatch,
+    ::testing::Combine(::testing::Values(2, 3),
+                       ::testing::Range(0, int(sizeof(kMismatchCases) / sizeof(kMismatchCases[0])))),
+    [](const ::testing::TestParamInfo<std::tuple<int, int>>& i) {
+      return std::string(kMismatchCases[std::get<1>(i.param)].name) + "_" +
+             std::to_string(std::get<0>(i.param)) + "ranks";
+    });
+
+}  // namespace

@@ -1,7 +1,7 @@
 // FifoGeom (kernels/device_plan.h): the regions of a GPU inbox do not
 // overlap; the one-shot region, the shared epoch control line, the
 // two-shot region and the LL-collective region sit after the FIFOs, sized by
-// os_bytes, ts_bytes and lc_bytes (none when 0).
+// os_bytes, ts_bytes and lc_bytes (none when 0), then the call-check lines.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -80,8 +80,8 @@ TEST(FifoGeom, RegionsDoNotOverlapAndOneShotTwoShotAreLast) {
         for (size_t i = 1; i < r.size(); ++i)
           EXPECT_LE(r[i - 1].second, r[i].first)
               << "n " << n << " os " << os << " ts " << ts << " region " << i;
-        EXPECT_LE(r.back().second, g.total_bytes());
-        EXPECT_LT(g.total_bytes(), r.back().second + 256);
+        EXPECT_LE(r.back().second, g.call_base());
+        EXPECT_LT(g.call_base(), r.back().second + 256);
         // Two parities of 16-byte lines per sender, each holding os bytes of data.
         if (os > 0) {
           EXPECT_GE(g.os_line_bytes() / 16 * 8, uint64_t(os));
@@ -96,11 +96,11 @@ TEST(FifoGeom, RegionsDoNotOverlapAndOneShotTwoShotAreLast) {
         EXPECT_EQ(g.ts_part_bytes(), g.ts_part_lines() * 16);
         EXPECT_EQ(g.ts_region_bytes(), uint64_t(n) * 2 * 2 * g.ts_part_bytes());
         EXPECT_EQ(g.ts_base() % 256, 0u);
-        EXPECT_GE(g.total_bytes(),
-                  geom(n, 0).total_bytes() + g.os_region_bytes() + g.ctl_bytes() +
+        EXPECT_GE(g.call_base(),
+                  geom(n, 0).call_base() + g.os_region_bytes() + g.ctl_bytes() +
                       g.ts_region_bytes());
-        EXPECT_LT(g.total_bytes(), geom(n, 0).total_bytes() + g.os_region_bytes() +
-                                       g.ctl_bytes() + g.ts_region_bytes() + 512);
+        EXPECT_LT(g.call_base(), geom(n, 0).call_base() + g.os_region_bytes() +
+                                     g.ctl_bytes() + g.ts_region_bytes() + 512);
       }
 }
 
@@ -127,7 +127,7 @@ TEST(FifoGeom, LlCollRegionIsLastAndDoesNotOverlap) {
         const uint64_t before = r.empty() ? 0 : std::max_element(r.begin(), r.end())->second;
         // The one-shot region does not move when the LL region is added.
         EXPECT_EQ(g.os_base(), geom(n, os).os_base());
-        EXPECT_EQ(g.lc_base(), geom(n, os).total_bytes());
+        EXPECT_EQ(g.lc_base(), geom(n, os).call_base());
         for (int s = 0; s < n; ++s)
           for (int b = 0; b < 2; ++b) {
             EXPECT_GE(g.lc_off(s, b), g.lc_base());
@@ -141,20 +141,20 @@ TEST(FifoGeom, LlCollRegionIsLastAndDoesNotOverlap) {
           EXPECT_LE(r[i - 1].second, r[i].first)
               << "n " << n << " os " << os << " lc " << lc << " region " << i;
         EXPECT_GE(g.lc_base(), before);
-        EXPECT_EQ(r.back().second, g.total_bytes());
+        EXPECT_EQ(g.call_base(), (r.back().second + 255) / 256 * 256);
         // Per sender and parity: lc bytes of data (a broadcast root's whole
         // buffer) as 16-byte lines of 8 data bytes.
         EXPECT_GE(g.lc_line_bytes() / 16 * 8, uint64_t(lc));
         EXPECT_LT(g.lc_line_bytes() / 16 * 8, uint64_t(lc) + 8);
         EXPECT_EQ(g.lc_region_bytes(), uint64_t(n) * 2 * g.lc_line_bytes() + 128);
-        EXPECT_EQ(g.total_bytes(), geom(n, os).total_bytes() + g.lc_region_bytes());
+        EXPECT_EQ(g.call_base(), (geom(n, os).call_base() + g.lc_region_bytes() + 255) / 256 * 256);
       }
 }
 
 TEST(FifoGeom, NoLlCollRegionWhenOff) {
   const FifoGeom g = geom_lc(4, 4096, 0);
   EXPECT_EQ(g.lc_region_bytes(), 0u);
-  EXPECT_EQ(g.total_bytes(), g.lc_base());
+  EXPECT_EQ(g.call_base(), g.lc_base());
 }
 
 TEST(FifoGeom, NoOneShotRegionWhenOff) {
@@ -162,8 +162,39 @@ TEST(FifoGeom, NoOneShotRegionWhenOff) {
   EXPECT_EQ(g.os_region_bytes(), 0u);
   EXPECT_EQ(g.ts_region_bytes(), 0u);
   EXPECT_EQ(g.ctl_bytes(), 0u);
-  EXPECT_GE(g.total_bytes(), g.state_base() + g.pairs() * 32);
-  EXPECT_LT(g.total_bytes(), g.state_base() + g.pairs() * 32 + 256);
+  EXPECT_GE(g.call_base(), g.state_base() + g.pairs() * 32);
+  EXPECT_LT(g.call_base(), g.state_base() + g.pairs() * 32 + 256);
+}
+
+// The call check's lines (kernels/prims/call_check.cuh) come last, after
+// every other region whatever is enabled: two 16-byte lines per sender,
+// then this rank's 128-byte control line, the end of the inbox.
+TEST(FifoGeom, CallLinesAreLastAndDoNotOverlap) {
+  for (int n : {1, 2, 3, 8, 72})
+    for (int32_t os : {0, 1001})
+      for (int32_t ts : {0, 4 << 20})
+        for (int32_t lc : {0, 1001, 262144}) {
+          FifoGeom g = geom(n, os, ts);
+          g.lc_bytes = lc;
+          const uint64_t end = lc > 0 ? g.lc_base() + g.lc_region_bytes() : g.lc_base();
+          EXPECT_GE(g.call_base(), end);
+          EXPECT_LT(g.call_base(), end + 256);
+          EXPECT_EQ(g.call_base() % 256, 0u);
+          std::vector<std::pair<uint64_t, uint64_t>> r;
+          for (int s = 0; s < n; ++s)
+            for (int b = 0; b < 2; ++b) {
+              EXPECT_EQ(g.call_hdr_off(s, b) % 16, 0u);  // one 16-byte LL line
+              r.push_back({g.call_hdr_off(s, b), g.call_hdr_off(s, b) + 16});
+            }
+          EXPECT_EQ(g.call_ctl_off() % 128, 0u);
+          r.push_back({g.call_ctl_off(), g.call_ctl_off() + 128});
+          std::sort(r.begin(), r.end());
+          EXPECT_EQ(r.front().first, g.call_base());
+          for (size_t i = 1; i < r.size(); ++i) EXPECT_LE(r[i - 1].second, r[i].first);
+          EXPECT_EQ(r.back().second, g.total_bytes());
+          EXPECT_EQ(g.call_region_bytes(), g.total_bytes() - g.call_base());
+          EXPECT_LE(g.call_region_bytes(), uint64_t(n) * 32 + 128 + 127);
+        }
 }
 
 }  // namespace

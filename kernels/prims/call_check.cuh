@@ -1,0 +1,98 @@
+// The call check of the collective kernels: mismatched calls are an error,
+// never a silently wrong buffer (the GPU side of the host engine's message
+// header, lib/engine/host_wire.h).
+//
+// Every collective kernel launch on a communicator is call k, k counting the
+// collective launches this rank started before it (in its inbox's call
+// control line, FifoGeom::call_ctl_off; no host state, so CUDA graph replays
+// count like eager calls). One warp (call_checker) does the check:
+// - call_begin, before the kernel's first barrier: writes the call's
+//   signature (collective, datatype, op, root, count: gpu_call_sig in
+//   lib/engine/host_wire.h) into every CUDA IPC peer's inbox, one LL line
+//   per sender and parity of k flagged with k;
+// - call_check, right after that barrier, before the warp's share of the
+//   work: waits for every such peer's line of call k and compares. A peer
+//   whose line differs made another call: recorded as a mismatch (DevError
+//   kind kDevMismatch with both signatures), which the host reports as
+//   InvalidUsage naming the peer and what differs. The kernel's other
+//   waits see the recorded error at their next look at the host flags and
+//   stop, so a mismatch that would keep them waiting forever (other counts,
+//   roots, another kernel) is reported within milliseconds, not as a
+//   timeout.
+// The checker's own loads overlap thread 0's at the kernel's start; its
+// wait delays only its own share of the work, by the peers' start skew,
+// and for a small message the last warp has no share.
+//
+// Two parities suffice: a rank starts call k + 2 only after its call k + 1
+// ended, which needs every peer's line of k + 1, written at the start of
+// that peer's call k + 1, after its call k ended, after it read line k.
+//
+// Signature 0: no check (point-to-point batches, whose peers differ per
+// rank; the call count does not move). Peers behind a host transport (the
+// GPU proxy) have no mapped inbox and are not checked here.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/device_plan.h"
+#include "kernels/prims/ll.cuh"
+#include "kernels/prims/wait.cuh"
+
+namespace mycoll {
+namespace dev {
+
+// The flag of call k's lines: never 0 once a line was written (parity
+// lines are rewritten every other call; inboxes start zeroed).
+__device__ __forceinline__ uint32_t call_flag(uint64_t k) { return uint32_t(k + 1); }
+
+// The threads that run the check: the last warp of block 0 (every kernel
+// runs whole warps).
+__device__ __forceinline__ bool call_checker() {
+  return blockIdx.x == 0 && threadIdx.x >= blockDim.x - 32;
+}
+
+// By every thread of every block, before the kernel's first barrier: the
+// checker posts this call's lines and counts the call (the next launch is
+// stream-ordered after this one, so it reads the moved count). Returns the
+// call's number, for call_check.
+__device__ __forceinline__ uint64_t call_begin(const DevComm& cm, uint64_t sig) {
+  if (sig == 0 || !call_checker()) return 0;
+  char* const ctl = cm.local + cm.geom.call_ctl_off();
+  const int lane = int(threadIdx.x & 31);
+  const uint64_t k = __shfl_sync(0xffffffffu, lane == 0 ? ll::ld_vol(ctl) : 0, 0);
+  if (lane == 0) ll::st_vol(ctl, k + 1);
+  const uint32_t f = call_flag(k);
+  for (int s = lane; s < cm.nranks; s += 32)
+    if (char* peer = s == cm.rank ? nullptr : cm.remote[s])
+      ll::store_line(peer + cm.geom.call_hdr_off(cm.rank, int(k & 1)), sig, f);
+  return k;
+}
+
+// By every thread of every block, after the kernel's first barrier and
+// before its work: the checker waits for every mapped peer's line of call
+// k and compares.
+__device__ __forceinline__ void call_check(const DevComm& cm, uint64_t sig, uint64_t k) {
+  if (sig == 0 || !call_checker()) return;
+  const uint32_t f = call_flag(k);
+  const GiveUp g = GiveUp::of(cm);
+  for (int s = int(threadIdx.x & 31); s < cm.nranks; s += 32) {
+    if (s == cm.rank || cm.remote[s] == nullptr) continue;
+    const char* line = cm.local + cm.geom.call_hdr_off(s, int(k & 1));
+    Waiter w(0);
+    uint64_t theirs = 0;
+    bool ok = true;
+    while (!ll::load_line(line, f, &theirs)) {
+      if (const int code = w.tick(g)) {
+        if (code > 0) g.record(code, s, kDevRecv);
+        ok = false;
+        break;
+      }
+    }
+    if (ok && theirs != sig) g.record_mismatch(s, theirs, sig);
+  }
+}
+
+}  // namespace dev
+}  // namespace mycoll
