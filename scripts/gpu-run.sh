@@ -44,7 +44,7 @@ declare -A part=(
   [p2p]="Gpu/GpuP2pLl.*:GpuP2pLlGiveUp.*"
   [graphs]="GpuGraph.*"
   [giveup]="*GiveUp.*"
-  [mismatch]="Gpu/GpuMismatch.*"
+  [mismatch]="Gpu/GpuMismatch.*:GpuCallCheckOff.*"
   [large]="GpuLarge.*"
   [proxied]="Gpu/GpuProxied.*"
 )

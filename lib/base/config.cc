@@ -77,7 +77,8 @@ const std::vector<EnvVar>& env_registry() {
       {"MYCOLL_HOST_ID", "string", "",
        "Override this process' host identity (default: hostname + boot id). Ranks with equal ids "
        "are treated as one host (shm allowed)."},
-      {"MYCOLL_SHM_FIFO_BYTES", "bytes", "4M", "Size of each shared-memory FIFO (one per ordered pair of ranks)."},
+      {"MYCOLL_SHM_FIFO_BYTES", "bytes", "4M",
+       "Size of each shared-memory FIFO (one per ordered pair of ranks)."},
       {"MYCOLL_SOCKET_BUFFER_BYTES", "bytes", "0",
        "SO_SNDBUF/SO_RCVBUF for socket transport connections (0 = OS default, autotuned)."},
       {"MYCOLL_CHUNK_BYTES", "bytes", "512K",
@@ -130,6 +131,13 @@ const std::vector<EnvVar>& env_registry() {
        "for these sizes), broadcast and reduce up to 256K whenever MYCOLL_ALGO does not name "
        "their algorithm. Costs 4 x this x ranks bytes of GPU memory per rank; at most 16M. 0 "
        "disables it."},
+      {"MYCOLL_GPU_CALL_CHECK", "bool", "1",
+       "GPU: 1 = every collective kernel first compares its call (collective, datatype, op, "
+       "root, count) with every cuda_ipc peer's, so ranks that made different calls get "
+       "mycollInvalidUsage naming the peer and what differs, never a silently wrong buffer "
+       "(docs/reliability.md). 0 = no check: a mismatch then hangs until MYCOLL_TIMEOUT or "
+       "returns wrong data. What it costs: docs/performance.md (\"call check\"). Must be "
+       "alike on every rank."},
       {"MYCOLL_GPU_RING_BYTES", "bytes", "1M",
        "GPU: all-reduce, all-gather, reduce-scatter, broadcast and reduce with the ring "
        "algorithm whose whole message (all-gather's output, reduce-scatter's input) is at least "
@@ -273,13 +281,26 @@ size_t parse_bytes(const std::string& text, const char* what) {
     if (!t.empty()) last = t.back();
   }
   switch (last) {
-    case 'K': case 'k': mult = 1ull << 10; t.pop_back(); break;
-    case 'M': case 'm': mult = 1ull << 20; t.pop_back(); break;
-    case 'G': case 'g': mult = 1ull << 30; t.pop_back(); break;
+    case 'K':
+    case 'k':
+      mult = 1ull << 10;
+      t.pop_back();
+      break;
+    case 'M':
+    case 'm':
+      mult = 1ull << 20;
+      t.pop_back();
+      break;
+    case 'G':
+    case 'g':
+      mult = 1ull << 30;
+      t.pop_back();
+      break;
     default: break;
   }
   long long v = parse_int(t, what);
-  if (v < 0) throw_error(mycollInvalidArgument, std::string(what) + ": negative size '" + text + "'");
+  if (v < 0)
+    throw_error(mycollInvalidArgument, std::string(what) + ": negative size '" + text + "'");
   return static_cast<size_t>(v) * mult;
 }
 
@@ -295,8 +316,8 @@ namespace {
 int int_in_range(const char* name, long long lo, long long hi) {
   const long long v = parse_int(env_get(name), name);
   if (v < lo || v > hi)
-    throw_error(mycollInvalidArgument, std::string(name) + " must be " + std::to_string(lo) +
-                                           ".." + std::to_string(hi) + ", got " + std::to_string(v));
+    throw_error(mycollInvalidArgument, std::string(name) + " must be " + std::to_string(lo) + ".." +
+                                           std::to_string(hi) + ", got " + std::to_string(v));
   return static_cast<int>(v);
 }
 
@@ -321,8 +342,8 @@ IbConfig ib_from_env() {
   b.retry_cnt = int_in_range("MYCOLL_IB_RETRY_CNT", 0, 7);
   b.buffer_bytes = parse_bytes(env_get("MYCOLL_IB_BUFFER_BYTES"), "MYCOLL_IB_BUFFER_BYTES");
   if (b.buffer_bytes < 4096 || b.buffer_bytes > (size_t(1) << 30))
-    throw_error(mycollInvalidArgument, "MYCOLL_IB_BUFFER_BYTES must be 4K..1G, got " +
-                                           std::to_string(b.buffer_bytes));
+    throw_error(mycollInvalidArgument,
+                "MYCOLL_IB_BUFFER_BYTES must be 4K..1G, got " + std::to_string(b.buffer_bytes));
   return b;
 }
 
@@ -373,9 +394,12 @@ Config Config::from_env() {
       parse_bytes(env_get("MYCOLL_GPU_LL_COLL_BYTES"), "MYCOLL_GPU_LL_COLL_BYTES");
   if (c.gpu_ll_coll_bytes > (size_t(16) << 20))
     throw_error(mycollInvalidArgument, "MYCOLL_GPU_LL_COLL_BYTES must be at most 16M");
+  const std::string check = trim(env_get("MYCOLL_GPU_CALL_CHECK"));
+  if (check != "0" && check != "1")
+    throw_error(mycollInvalidArgument, "MYCOLL_GPU_CALL_CHECK='" + check + "' is not 0 or 1");
+  c.gpu_call_check = check == "1";
   c.gpu_ring_bytes = parse_bytes(env_get("MYCOLL_GPU_RING_BYTES"), "MYCOLL_GPU_RING_BYTES");
-  c.gpu_direct_bytes =
-      parse_bytes(env_get("MYCOLL_GPU_DIRECT_BYTES"), "MYCOLL_GPU_DIRECT_BYTES");
+  c.gpu_direct_bytes = parse_bytes(env_get("MYCOLL_GPU_DIRECT_BYTES"), "MYCOLL_GPU_DIRECT_BYTES");
   std::string proto = trim(env_get("MYCOLL_PROTO"));
   std::transform(proto.begin(), proto.end(), proto.begin(),
                  [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
@@ -394,9 +418,12 @@ Config Config::from_env() {
   c.flight_ops = static_cast<size_t>(fr);
   c.flight_file = env_get("MYCOLL_FLIGHT_RECORDER_FILE");
   const std::string sig = trim(env_get("MYCOLL_FLIGHT_RECORDER_SIGNAL"));
-  if (sig == "USR1" || sig == "SIGUSR1") c.flight_signal = SIGUSR1;
-  else if (sig == "USR2" || sig == "SIGUSR2") c.flight_signal = SIGUSR2;
-  else if (!sig.empty()) c.flight_signal = static_cast<int>(parse_int(sig, "MYCOLL_FLIGHT_RECORDER_SIGNAL"));
+  if (sig == "USR1" || sig == "SIGUSR1")
+    c.flight_signal = SIGUSR1;
+  else if (sig == "USR2" || sig == "SIGUSR2")
+    c.flight_signal = SIGUSR2;
+  else if (!sig.empty())
+    c.flight_signal = static_cast<int>(parse_int(sig, "MYCOLL_FLIGHT_RECORDER_SIGNAL"));
   if (c.flight_signal < 0 || c.flight_signal >= NSIG || c.flight_signal == SIGKILL ||
       c.flight_signal == SIGSTOP)
     throw_error(mycollInvalidArgument, "MYCOLL_FLIGHT_RECORDER_SIGNAL='" + sig +

@@ -52,34 +52,35 @@ struct IbConfig {
 };
 
 struct Config {
-  std::string debug_level;      // MYCOLL_DEBUG
-  double timeout_s = 300;       // MYCOLL_TIMEOUT
-  std::string transport;        // MYCOLL_TRANSPORT ("" = auto)
-  std::string net;              // MYCOLL_NET
-  std::string algo;             // MYCOLL_ALGO ("" = auto)
-  std::string socket_ifname;    // MYCOLL_SOCKET_IFNAME
-  std::string host_id;          // MYCOLL_HOST_ID (override of hostname+boot id)
-  size_t shm_fifo_bytes = 0;    // MYCOLL_SHM_FIFO_BYTES
-  size_t socket_buffer_bytes = 0;  // MYCOLL_SOCKET_BUFFER_BYTES
-  size_t chunk_bytes = 0;       // MYCOLL_CHUNK_BYTES (pipelined tree/chain)
-  int gpu_channels = 64;        // MYCOLL_NCHANNELS
-  bool gpu_channels_set = false;  // MYCOLL_NCHANNELS given in the environment
-  int gpu_plan_channels = 32;   // MYCOLL_GPU_PLAN_CHANNELS
-  size_t gpu_slot_bytes = 65536;  // MYCOLL_GPU_SLOT_BYTES
-  int gpu_slots = 16;           // MYCOLL_GPU_SLOTS
-  size_t gpu_channel_bytes = 8192;   // MYCOLL_GPU_CHANNEL_BYTES
-  size_t gpu_ll_bytes = 16384;       // MYCOLL_GPU_LL_BYTES
-  size_t gpu_oneshot_bytes = 65536;  // MYCOLL_GPU_ONESHOT_BYTES (0 = off)
+  std::string debug_level;                     // MYCOLL_DEBUG
+  double timeout_s = 300;                      // MYCOLL_TIMEOUT
+  std::string transport;                       // MYCOLL_TRANSPORT ("" = auto)
+  std::string net;                             // MYCOLL_NET
+  std::string algo;                            // MYCOLL_ALGO ("" = auto)
+  std::string socket_ifname;                   // MYCOLL_SOCKET_IFNAME
+  std::string host_id;                         // MYCOLL_HOST_ID (override of hostname+boot id)
+  size_t shm_fifo_bytes = 0;                   // MYCOLL_SHM_FIFO_BYTES
+  size_t socket_buffer_bytes = 0;              // MYCOLL_SOCKET_BUFFER_BYTES
+  size_t chunk_bytes = 0;                      // MYCOLL_CHUNK_BYTES (pipelined tree/chain)
+  int gpu_channels = 64;                       // MYCOLL_NCHANNELS
+  bool gpu_channels_set = false;               // MYCOLL_NCHANNELS given in the environment
+  int gpu_plan_channels = 32;                  // MYCOLL_GPU_PLAN_CHANNELS
+  size_t gpu_slot_bytes = 65536;               // MYCOLL_GPU_SLOT_BYTES
+  int gpu_slots = 16;                          // MYCOLL_GPU_SLOTS
+  size_t gpu_channel_bytes = 8192;             // MYCOLL_GPU_CHANNEL_BYTES
+  size_t gpu_ll_bytes = 16384;                 // MYCOLL_GPU_LL_BYTES
+  size_t gpu_oneshot_bytes = 65536;            // MYCOLL_GPU_ONESHOT_BYTES (0 = off)
   size_t gpu_twoshot_bytes = size_t(4) << 20;  // MYCOLL_GPU_TWOSHOT_BYTES (0 = off)
   size_t gpu_ll_coll_bytes = size_t(2) << 20;  // MYCOLL_GPU_LL_COLL_BYTES (0 = off)
+  bool gpu_call_check = true;                  // MYCOLL_GPU_CALL_CHECK
   size_t gpu_ring_bytes = size_t(1) << 20;     // MYCOLL_GPU_RING_BYTES (0 = off)
   size_t gpu_direct_bytes = size_t(1) << 20;   // MYCOLL_GPU_DIRECT_BYTES (0 = off)
-  size_t flight_ops = 0;        // MYCOLL_FLIGHT_RECORDER (0 = off)
-  std::string flight_file;      // MYCOLL_FLIGHT_RECORDER_FILE
-  int flight_signal = 0;        // MYCOLL_FLIGHT_RECORDER_SIGNAL (0 = none)
-  std::string topo_dump_file;   // MYCOLL_TOPO_DUMP_FILE ("" = none)
-  UcxConfig ucx;                // MYCOLL_UCX_*
-  IbConfig ib;                  // MYCOLL_IB_*
+  size_t flight_ops = 0;                       // MYCOLL_FLIGHT_RECORDER (0 = off)
+  std::string flight_file;                     // MYCOLL_FLIGHT_RECORDER_FILE
+  int flight_signal = 0;                       // MYCOLL_FLIGHT_RECORDER_SIGNAL (0 = none)
+  std::string topo_dump_file;                  // MYCOLL_TOPO_DUMP_FILE ("" = none)
+  UcxConfig ucx;                               // MYCOLL_UCX_*
+  IbConfig ib;                                 // MYCOLL_IB_*
 
   // Parses every variable; throws InvalidArgument naming the variable on a
   // malformed value.

@@ -174,9 +174,10 @@ void DeviceCommImpl::launch_direct_kernel(const Task& t, uint64_t sig, cudaStrea
 
 void DeviceCommImpl::launch(const Task& t, cudaStream_t s) {
   const DevChoice k = select_device_kernel(dev_call(t), limits_);
-  // What every collective kernel checks against its peers' (0: point-to-point).
+  // What every collective kernel checks against its peers' (0: no check:
+  // point-to-point, or MYCOLL_GPU_CALL_CHECK=0).
   const uint64_t sig =
-      t.coll == Coll::SendRecv
+      t.coll == Coll::SendRecv || !c_.cfg.gpu_call_check
           ? 0
           : gpu_call_sig(collective_header(t.coll, t.dtype, t.op, t.root, t.count, 0, 0));
   if (log_enabled(LogLevel::Info, Subsys::Coll))

@@ -113,12 +113,14 @@ std::string pname(const ::testing::TestParamInfo<Param>& i) {
 
 INSTANTIATE_TEST_SUITE_P(Gpu, GpuProcesses,
                          ::testing::Combine(::testing::Values(2, 3, 4, 8),
-                                            ::testing::Values("auto", "ring", "tree", "rhd", "direct", "twoshot")),
+                                            ::testing::Values("auto", "ring", "tree", "rhd",
+                                                              "direct", "twoshot")),
                          pname);
 // Five ranks (no power of two; more ranks than GPUs on every machine but
 // 8-GPU ones), the automatic rule.
 INSTANTIATE_TEST_SUITE_P(Gpu5, GpuProcesses,
-                         ::testing::Combine(::testing::Values(5), ::testing::Values("auto")), pname);
+                         ::testing::Combine(::testing::Values(5), ::testing::Values("auto")),
+                         pname);
 
 // What an independent check found wrong with several ranks on one GPU:
 // rooted collectives and all-to-all right after other collectives on the
@@ -163,14 +165,18 @@ int rooted_after_others(mycollComm_t comm, const MemOps& mem, bool quick) {
     sb[k] = mem.alloc(bytes);
     rb[k] = mem.alloc(bytes);
   }
-  auto value = [](int from, int k, size_t i, int it) { return float(from * 1000 + k * 10 + int(i % 7) + it); };
+  auto value = [](int from, int k, size_t i, int it) {
+    return float(from * 1000 + k * 10 + int(i % 7) + it);
+  };
   std::vector<float> h(count);
   int bad = 0;
   for (int it = 0; it < 3 && !bad; ++it)
     for (int shift = 1; shift <= n && !bad; ++shift) {  // shift == n: every k at once
       std::vector<int> ks;
-      if (shift < n) ks.push_back(shift);
-      else for (int k = 1; k < n; ++k) ks.push_back(k);
+      if (shift < n)
+        ks.push_back(shift);
+      else
+        for (int k = 1; k < n; ++k) ks.push_back(k);
       for (int k : ks) {
         for (size_t i = 0; i < count; ++i) h[i] = value(rank, k, i, it);
         mem.upload(sb[k], h.data(), bytes);
@@ -189,16 +195,16 @@ int rooted_after_others(mycollComm_t comm, const MemOps& mem, bool quick) {
       mem.sync();
       mycollResult_t async = mycollSuccess;
       mycollCommGetAsyncError(comm, &async);
-      if (!check(async == mycollSuccess, std::string("send/recv async: ") + mycollGetLastError(comm)))
+      if (!check(async == mycollSuccess,
+                 std::string("send/recv async: ") + mycollGetLastError(comm)))
         return 1;
       for (int k : ks) {
         mem.download(h.data(), rb[k], bytes);
         const int from = (rank - k + n) % n;
         for (size_t i = 0; i < count; ++i)
           if (!check(h[i] == value(from, k, i, it),
-                     "send/recv shift " + std::to_string(k) + " from rank " +
-                         std::to_string(from) + " element " + std::to_string(i) + ": got " +
-                         std::to_string(h[i]))) {
+                     "send/recv shift " + std::to_string(k) + " from rank " + std::to_string(from) +
+                         " element " + std::to_string(i) + ": got " + std::to_string(h[i]))) {
             bad = 1;
             break;
           }
@@ -243,9 +249,10 @@ int streams_in_issue_order(mycollComm_t comm, const MemOps&) {
   for (int it = 0; it < kIters; ++it) {
     auto st = reinterpret_cast<mycollStream_t>(ss[it % 3]);
     const size_t c = counts[it % 3];
-    mycollResult_t r = it % 3 == 0   ? mycollAllReduce(in[it], out[it], c, mycollFloat32, mycollSum, comm, st)
-                       : it % 3 == 1 ? mycollBroadcast(in[it], out[it], c, mycollFloat32, it % n, comm, st)
-                                     : mycollAllGather(in[it], out[it], c, mycollFloat32, comm, st);
+    mycollResult_t r =
+        it % 3 == 0   ? mycollAllReduce(in[it], out[it], c, mycollFloat32, mycollSum, comm, st)
+        : it % 3 == 1 ? mycollBroadcast(in[it], out[it], c, mycollFloat32, it % n, comm, st)
+                      : mycollAllGather(in[it], out[it], c, mycollFloat32, comm, st);
     if (!check(r == mycollSuccess, std::string("issue: ") + mycollGetLastError(comm))) return 1;
   }
   for (auto& st : ss) cudaStreamSynchronize(st);
@@ -453,7 +460,9 @@ TEST(GpuSanitize, Subset) {
       for (size_t count : {size_t(1), size_t(1001), size_t(70001)})
         for (bool inplace : {false, true}) {
           if (k == CollKind::SendRecvRing && inplace) continue;
-          CheckCase c{k, count == 1001 ? mycollFloat16 : mycollFloat32, mycollSum, count, 1, inplace, ++seed};
+          CheckCase c{
+              k,     count == 1001 ? mycollFloat16 : mycollFloat32, mycollSum, count, 1, inplace,
+              ++seed};
           std::string err;
           if (!check(run_and_check(comm, c, mem, &err), err)) return 1;
         }
@@ -529,8 +538,13 @@ int oneshot_matrix(mycollComm_t comm, const MemOps& mem) {
   for (int it = 0; it < 1000; ++it) {
     const size_t count = it % 2 ? 1001 : kOneShotBytes / 4;
     const bool prod = it % 5 == 4;
-    CheckCase c{CollKind::AllReduce, prod ? mycollInt32 : mycollUint32,
-                prod ? mycollProd : mycollSum, count, 0, it % 3 == 0, it};
+    CheckCase c{CollKind::AllReduce,
+                prod ? mycollInt32 : mycollUint32,
+                prod ? mycollProd : mycollSum,
+                count,
+                0,
+                it % 3 == 0,
+                it};
     std::string err;
     if (!check(run_and_check(comm, c, mem, &err), "loop " + std::to_string(it) + ": " + err))
       return 1;
@@ -576,8 +590,8 @@ int twoshot_matrix(mycollComm_t comm, const MemOps& mem) {
   for (mycollDataType_t t : kAllTypes) {
     const size_t es = elem_size(t), per_line = 8 / es;
     std::vector<size_t> counts = {1, 2, 3, 7, 1001, 65537};
-    for (size_t lines : {size_t(n - 1), size_t(n), size_t(n + 1), size_t(2 * n - 1),
-                         size_t(2 * n + 1)}) {
+    for (size_t lines :
+         {size_t(n - 1), size_t(n), size_t(n + 1), size_t(2 * n - 1), size_t(2 * n + 1)}) {
       if (lines == 0) continue;
       counts.push_back(lines * per_line);
       if (lines * per_line > 1) counts.push_back(lines * per_line - 1);  // a partial last line
@@ -602,8 +616,13 @@ int twoshot_matrix(mycollComm_t comm, const MemOps& mem) {
   for (int it = 0; it < 500; ++it) {
     const size_t count = it % 2 ? 65537 : 300001;
     const bool prod = it % 5 == 4;
-    CheckCase c{CollKind::AllReduce, prod ? mycollInt32 : mycollUint32,
-                prod ? mycollProd : mycollSum, count, 0, it % 3 == 0, it};
+    CheckCase c{CollKind::AllReduce,
+                prod ? mycollInt32 : mycollUint32,
+                prod ? mycollProd : mycollSum,
+                count,
+                0,
+                it % 3 == 0,
+                it};
     std::string err;
     if (!check(run_and_check(comm, c, mem, &err), "loop " + std::to_string(it) + ": " + err))
       return 1;
@@ -618,8 +637,13 @@ int oneshot_twoshot_mix(mycollComm_t comm, const MemOps& mem) {
   for (int it = 0; it < 300; ++it) {
     const size_t count = it % 2 ? 256 : (size_t(1) << 20) / 4;
     const bool prod = it % 7 == 5;
-    CheckCase c{CollKind::AllReduce, prod ? mycollInt32 : mycollUint32,
-                prod ? mycollProd : mycollSum, count, 0, it % 3 == 1, it};
+    CheckCase c{CollKind::AllReduce,
+                prod ? mycollInt32 : mycollUint32,
+                prod ? mycollProd : mycollSum,
+                count,
+                0,
+                it % 3 == 1,
+                it};
     std::string err;
     if (!check(run_and_check(comm, c, mem, &err), "mix " + std::to_string(it) + ": " + err))
       return 1;
@@ -720,9 +744,9 @@ class GpuLlColl : public ::testing::TestWithParam<int> {};
 TEST_P(GpuLlColl, EveryElementMatchesReference) {
   const int ngpus = GetParam();
   SKIP_WITHOUT_GPU();
-  EXPECT_EQ(on_gpus(ngpus, {{"MYCOLL_GPU_LL_COLL_BYTES", std::to_string(kLlCollBytes)}},
-                    ll_coll_matrix),
-            "");
+  EXPECT_EQ(
+      on_gpus(ngpus, {{"MYCOLL_GPU_LL_COLL_BYTES", std::to_string(kLlCollBytes)}}, ll_coll_matrix),
+      "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, GpuLlColl, ::testing::Values(2, 3, 4, 8),
@@ -839,12 +863,14 @@ int kernel_stuck(mycollComm_t comm, const MemOps&) {
   };
   check(call() == mycollSuccess, "collective enqueued");
   mycollResult_t async = mycollSuccess;
-  while (async == mycollSuccess && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30)) {
+  while (async == mycollSuccess &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     mycollCommGetAsyncError(comm, &async);
   }
   const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  check(async == mycollTimeout, std::string("timeout reported, got ") + mycollGetErrorString(async));
+  check(async == mycollTimeout,
+        std::string("timeout reported, got ") + mycollGetErrorString(async));
   check(dt > 2 && dt < 20, "timed out after " + std::to_string(dt) + " s");
   check(call() != mycollSuccess, "broken communicator refuses work");
   const std::string why = mycollGetLastError(comm);
@@ -925,8 +951,7 @@ int mismatch_body(mycollComm_t comm, const MemOps&) {
   check(dt < 15, "mismatch reported after " + std::to_string(dt) + " s");
   check(call(false) != mycollSuccess, "broken communicator refuses work");
   const std::string why = mycollGetLastError(comm);
-  check(why.find("mismatch with rank") != std::string::npos &&
-            why.find(field) != std::string::npos,
+  check(why.find("mismatch with rank") != std::string::npos && why.find(field) != std::string::npos,
         "reason '" + why + "' names the mismatch and the " + field);
   if (rank != 0)
     check(why.find("mismatch with rank 0,") != std::string::npos,
@@ -951,12 +976,23 @@ const MismatchCase kMismatchCases[] = {
     {"TwoShotOp", "allreduce", "op", 100003, {{"MYCOLL_ALGO", "twoshot"}}},
     {"LlBroadcastRoot", "broadcast", "root", 1001, {}},
     {"LlReduceOp", "reduce", "op", 1001, {}},
-    {"RingCount", "allreduce", "count", size_t(1) << 20,
+    {"RingCount",
+     "allreduce",
+     "count",
+     size_t(1) << 20,
      {{"MYCOLL_ALGO", "ring"}, {"MYCOLL_GPU_RING_BYTES", "1"}}},
-    {"ChainBroadcastRoot", "broadcast", "root", size_t(1) << 20,
+    {"ChainBroadcastRoot",
+     "broadcast",
+     "root",
+     size_t(1) << 20,
      {{"MYCOLL_ALGO", "ring"}, {"MYCOLL_GPU_RING_BYTES", "1"}}},
-    {"DirectAllToAllDatatype", "alltoall", "datatype", 65537,
-     {{"MYCOLL_ALGO", "direct"}, {"MYCOLL_GPU_DIRECT_BYTES", "1"}, {"MYCOLL_GPU_LL_COLL_BYTES", "0"}}},
+    {"DirectAllToAllDatatype",
+     "alltoall",
+     "datatype",
+     65537,
+     {{"MYCOLL_ALGO", "direct"},
+      {"MYCOLL_GPU_DIRECT_BYTES", "1"},
+      {"MYCOLL_GPU_LL_COLL_BYTES", "0"}}},
     {"PlanTreeOp", "allreduce", "op", 65537, {{"MYCOLL_ALGO", "tree"}}},
 };
 
@@ -972,13 +1008,25 @@ TEST_P(GpuMismatch, EveryRankReportsItNamingTheField) {
   EXPECT_EQ(on_gpus(std::get<0>(GetParam()), env, mismatch_body), "") << c.name;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Gpu, GpuMismatch,
-    ::testing::Combine(::testing::Values(2, 3),
-                       ::testing::Range(0, int(sizeof(kMismatchCases) / sizeof(kMismatchCases[0])))),
-    [](const ::testing::TestParamInfo<std::tuple<int, int>>& i) {
-      return std::string(kMismatchCases[std::get<1>(i.param)].name) + "_" +
-             std::to_string(std::get<0>(i.param)) + "ranks";
-    });
+// MYCOLL_GPU_CALL_CHECK=0 takes the check out of every kernel (signature
+// 0, the point-to-point path): results stay exact on every kernel the
+// automatic rule picks at the quick matrix's sizes.
+int call_check_off_body(mycollComm_t comm, const MemOps& mem) {
+  return matrix(comm, "auto", mem, true);
+}
+
+TEST(GpuCallCheckOff, EveryElementMatchesReference) {
+  SKIP_WITHOUT_GPU();
+  EXPECT_EQ(on_gpus(3, {{"MYCOLL_GPU_CALL_CHECK", "0"}}, call_check_off_body), "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpu, GpuMismatch,
+                         ::testing::Combine(::testing::Values(2, 3),
+                                            ::testing::Range(0, int(sizeof(kMismatchCases) /
+                                                                    sizeof(kMismatchCases[0])))),
+                         [](const ::testing::TestParamInfo<std::tuple<int, int>>& i) {
+                           return std::string(kMismatchCases[std::get<1>(i.param)].name) + "_" +
+                                  std::to_string(std::get<0>(i.param)) + "ranks";
+                         });
 
 }  // namespace

@@ -87,9 +87,9 @@ TEST(Config, TransportSettingsParsedOnceWithTheRest) {
   const struct {
     const char* var;
     const char* bad;
-  } bad[] = {{"MYCOLL_UCX_CHUNK_BYTES", "32"}, {"MYCOLL_UCX_WINDOW", "0"},
+  } bad[] = {{"MYCOLL_UCX_CHUNK_BYTES", "32"},  {"MYCOLL_UCX_WINDOW", "0"},
              {"MYCOLL_UCX_ERROR_MODE", "some"}, {"MYCOLL_IB_GID_INDEX", "-2"},
-             {"MYCOLL_IB_TIMEOUT", "32"},      {"MYCOLL_IB_RETRY_CNT", "8"},
+             {"MYCOLL_IB_TIMEOUT", "32"},       {"MYCOLL_IB_RETRY_CNT", "8"},
              {"MYCOLL_IB_BUFFER_BYTES", "1K"}};
   for (const auto& b : bad) {
     setenv(b.var, b.bad, 1);
@@ -204,6 +204,28 @@ TEST(Config, GpuKernelLimits) {
   }
 }
 
+// The GPU call check is on unless the variable says 0; anything but 0 or 1
+// is refused, naming the variable.
+TEST(Config, GpuCallCheckSwitch) {
+  unsetenv("MYCOLL_GPU_CALL_CHECK");
+  EXPECT_TRUE(Config::from_env().gpu_call_check);
+  setenv("MYCOLL_GPU_CALL_CHECK", "0", 1);
+  EXPECT_FALSE(Config::from_env().gpu_call_check);
+  setenv("MYCOLL_GPU_CALL_CHECK", " 1 ", 1);
+  EXPECT_TRUE(Config::from_env().gpu_call_check);
+  for (const char* bad : {"yes", "2", "", "off"}) {
+    setenv("MYCOLL_GPU_CALL_CHECK", bad, 1);
+    try {
+      (void)Config::from_env();
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), mycollInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("MYCOLL_GPU_CALL_CHECK"), std::string::npos);
+    }
+  }
+  unsetenv("MYCOLL_GPU_CALL_CHECK");
+}
+
 // forced(): whether MYCOLL_ALGO names a collective's algorithm (the engine
 // runs a small broadcast as the LL kernel only when it does not).
 TEST(AlgoPolicy, Forced) {
@@ -225,5 +247,3 @@ TEST(AlgoPolicy, Forced) {
   EXPECT_TRUE(AlgoPolicy::parse("reduce:tree").forced(Coll::Reduce));
   EXPECT_FALSE(AlgoPolicy::parse("reduce:tree").forced(Coll::Broadcast));
 }
-
-
