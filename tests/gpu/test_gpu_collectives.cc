@@ -843,6 +843,20 @@ namespace {
 // through mycollCommGetAsyncError and names the peer; the broken
 // communicator refuses the next call. Ranks leave with _exit (a broken
 // communicator is not destroyed collectively).
+// Polls mycollCommGetAsyncError every `poll` until it reports an error or
+// 30 s passed since t0; returns the last result, *seconds the time since t0.
+mycollResult_t wait_async_error(mycollComm_t comm, std::chrono::steady_clock::time_point t0,
+                                std::chrono::milliseconds poll, double* seconds) {
+  mycollResult_t async = mycollSuccess;
+  while (async == mycollSuccess &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30)) {
+    std::this_thread::sleep_for(poll);
+    mycollCommGetAsyncError(comm, &async);
+  }
+  *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return async;
+}
+
 template <bool kAllToAll>
 int kernel_stuck(mycollComm_t comm, const MemOps&) {
   int rank = -1;
@@ -862,13 +876,8 @@ int kernel_stuck(mycollComm_t comm, const MemOps&) {
                      : mycollAllReduce(buf, buf, count, mycollFloat32, mycollSum, comm, st);
   };
   check(call() == mycollSuccess, "collective enqueued");
-  mycollResult_t async = mycollSuccess;
-  while (async == mycollSuccess &&
-         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30)) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    mycollCommGetAsyncError(comm, &async);
-  }
-  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  double dt = 0;
+  const mycollResult_t async = wait_async_error(comm, t0, std::chrono::milliseconds(20), &dt);
   check(async == mycollTimeout,
         std::string("timeout reported, got ") + mycollGetErrorString(async));
   check(dt > 2 && dt < 20, "timed out after " + std::to_string(dt) + " s");
@@ -940,12 +949,8 @@ int mismatch_body(mycollComm_t comm, const MemOps&) {
                                     mycollGetErrorString(async) + ": " + mycollGetLastError(comm));
   const auto t0 = std::chrono::steady_clock::now();
   check(call(true) == mycollSuccess, "mismatched call enqueued");
-  while (async == mycollSuccess &&
-         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30)) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    mycollCommGetAsyncError(comm, &async);
-  }
-  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  double dt = 0;
+  async = wait_async_error(comm, t0, std::chrono::milliseconds(5), &dt);
   check(async == mycollInvalidUsage,
         std::string("mismatch reported as InvalidUsage, got ") + mycollGetErrorString(async));
   check(dt < 15, "mismatch reported after " + std::to_string(dt) + " s");

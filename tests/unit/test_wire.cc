@@ -489,9 +489,8 @@ TEST(WireRecord, Refused) {
 // Every collective's signature round-trips to the fields the kernels
 // compare, is never 0 (0 = unchecked), and any one field changed changes it.
 TEST(GpuCallSig, RoundTripsNeverZeroAndSeesEveryField) {
-  const Coll colls[] = {Coll::AllReduce,     Coll::Broadcast, Coll::Reduce,
-                        Coll::AllGather,     Coll::ReduceScatter, Coll::AllToAll,
-                        Coll::Scatter,       Coll::Gather};
+  const Coll colls[] = {Coll::AllReduce,     Coll::Broadcast, Coll::Reduce,  Coll::AllGather,
+                        Coll::ReduceScatter, Coll::AllToAll,  Coll::Scatter, Coll::Gather};
   int checked = 0;
   for (Coll c : colls)
     for (int t = 0; t < mycollNumTypes; ++t)
@@ -507,13 +506,20 @@ TEST(GpuCallSig, RoundTripsNeverZeroAndSeesEveryField) {
             EXPECT_TRUE(header_matches(back, h)) << coll_name(c) << " " << t << " " << op;
             // One field different: another signature.
             EXPECT_NE(gpu_call_sig(collective_header(c, dt, o, root, count + 1, 0, 0)), sig);
-            EXPECT_NE(gpu_call_sig(collective_header(c, static_cast<mycollDataType_t>((t + 1) % mycollNumTypes), o, root, count, 0, 0)), sig);
+            EXPECT_NE(gpu_call_sig(collective_header(
+                          c, static_cast<mycollDataType_t>((t + 1) % mycollNumTypes), o, root,
+                          count, 0, 0)),
+                      sig);
             if (coll_reduces(c))
-              EXPECT_NE(gpu_call_sig(collective_header(c, dt, static_cast<mycollRedOp_t>((op + 1) % mycollNumOps), root, count, 0, 0)), sig);
+              EXPECT_NE(gpu_call_sig(collective_header(
+                            c, dt, static_cast<mycollRedOp_t>((op + 1) % mycollNumOps), root, count,
+                            0, 0)),
+                        sig);
             if (coll_is_rooted(c))
               EXPECT_NE(gpu_call_sig(collective_header(c, dt, o, root + 1, count, 0, 0)), sig);
             for (Coll d : colls)
-              if (d != c) EXPECT_NE(gpu_call_sig(collective_header(d, dt, o, root, count, 0, 0)), sig);
+              if (d != c)
+                EXPECT_NE(gpu_call_sig(collective_header(d, dt, o, root, count, 0, 0)), sig);
             ++checked;
           }
   EXPECT_EQ(checked, 8 * mycollNumTypes * mycollNumOps * 3 * 4);
@@ -522,21 +528,21 @@ TEST(GpuCallSig, RoundTripsNeverZeroAndSeesEveryField) {
 // What the host says when a kernel recorded a mismatch: both calls, the
 // field that differs, the peer.
 TEST(GpuCallSig, MismatchMessageNamesPeerAndField) {
-  const uint64_t mine =
-      gpu_call_sig(collective_header(Coll::AllReduce, mycollFloat32, mycollSum, 0, 1001, 0, 0));
-  const uint64_t theirs =
-      gpu_call_sig(collective_header(Coll::AllReduce, mycollFloat32, mycollMax, 0, 1001, 0, 0));
+  // The message through the signatures, from the two calls' fields.
+  auto message = [](Coll c, mycollDataType_t t, mycollRedOp_t theirs_op, int theirs_root,
+                    mycollRedOp_t mine_op, int mine_root, size_t count, int peer) {
+    const uint64_t theirs =
+        gpu_call_sig(collective_header(c, t, theirs_op, theirs_root, count, 0, 0));
+    const uint64_t mine = gpu_call_sig(collective_header(c, t, mine_op, mine_root, count, 0, 0));
+    return header_mismatch_message(gpu_call_header(theirs), gpu_call_header(mine), peer,
+                                   "rank 0: GPU");
+  };
   const std::string m =
-      header_mismatch_message(gpu_call_header(theirs), gpu_call_header(mine), 3, "rank 0: GPU");
+      message(Coll::AllReduce, mycollFloat32, mycollMax, 0, mycollSum, 0, 1001, 3);
   EXPECT_NE(m.find("mismatch with rank 3"), std::string::npos) << m;
   EXPECT_NE(m.find("op max (this rank: sum)"), std::string::npos) << m;
   EXPECT_EQ(m.find("count"), std::string::npos) << m;
-  const uint64_t root1 =
-      gpu_call_sig(collective_header(Coll::Broadcast, mycollInt8, mycollSum, 1, 7, 0, 0));
-  const uint64_t root0 =
-      gpu_call_sig(collective_header(Coll::Broadcast, mycollInt8, mycollSum, 0, 7, 0, 0));
-  const std::string r =
-      header_mismatch_message(gpu_call_header(root1), gpu_call_header(root0), 1, "rank 0: GPU");
+  const std::string r = message(Coll::Broadcast, mycollInt8, mycollSum, 1, mycollSum, 0, 7, 1);
   EXPECT_NE(r.find("root 1 (this rank: 0)"), std::string::npos) << r;
 }
 
