@@ -521,6 +521,27 @@ namespace {
 // parities hundreds of times and a stale line of an earlier call would show.
 constexpr size_t kOneShotBytes = 65536;
 
+// `iters` all-reduces alternating `odd` and `even` element counts: uint32
+// sums, int32 products where it % prod_mod == prod_at, in place where
+// it % 3 == inplace_at, the seed the iteration (every result differs from
+// the ones two calls back). Errors are labelled `what` and the iteration.
+int alternating_allreduces(mycollComm_t comm, const MemOps& mem, const char* what, int iters,
+                           size_t odd, size_t even, int prod_mod, int prod_at, int inplace_at) {
+  for (int it = 0; it < iters; ++it) {
+    const bool prod = it % prod_mod == prod_at;
+    CheckCase c{CollKind::AllReduce,
+                prod ? mycollInt32 : mycollUint32,
+                prod ? mycollProd : mycollSum,
+                it % 2 ? odd : even,
+                0,
+                it % 3 == inplace_at,
+                it};
+    std::string err;
+    if (!check(run_and_check(comm, c, mem, &err), what + std::to_string(it) + ": " + err)) return 1;
+  }
+  return 0;
+}
+
 int oneshot_matrix(mycollComm_t comm, const MemOps& mem) {
   int seed = 0;
   for (mycollDataType_t t : kAllTypes) {
@@ -533,23 +554,9 @@ int oneshot_matrix(mycollComm_t comm, const MemOps& mem) {
           if (!check(run_and_check(comm, c, mem, &err), err)) return 1;
         }
   }
-  // Uint32 sums change with the seed (Prod too), so every call's result
-  // differs from the ones two calls back (same buffer parity).
-  for (int it = 0; it < 1000; ++it) {
-    const size_t count = it % 2 ? 1001 : kOneShotBytes / 4;
-    const bool prod = it % 5 == 4;
-    CheckCase c{CollKind::AllReduce,
-                prod ? mycollInt32 : mycollUint32,
-                prod ? mycollProd : mycollSum,
-                count,
-                0,
-                it % 3 == 0,
-                it};
-    std::string err;
-    if (!check(run_and_check(comm, c, mem, &err), "loop " + std::to_string(it) + ": " + err))
-      return 1;
-  }
-  return 0;
+  // Every call's result differs from the ones two calls back (same
+  // buffer parity).
+  return alternating_allreduces(comm, mem, "loop ", 1000, 1001, kOneShotBytes / 4, 5, 4, 0);
 }
 
 class GpuOneShot : public ::testing::TestWithParam<int> {};
@@ -613,42 +620,14 @@ int twoshot_matrix(mycollComm_t comm, const MemOps& mem) {
         }
     }
   }
-  for (int it = 0; it < 500; ++it) {
-    const size_t count = it % 2 ? 65537 : 300001;
-    const bool prod = it % 5 == 4;
-    CheckCase c{CollKind::AllReduce,
-                prod ? mycollInt32 : mycollUint32,
-                prod ? mycollProd : mycollSum,
-                count,
-                0,
-                it % 3 == 0,
-                it};
-    std::string err;
-    if (!check(run_and_check(comm, c, mem, &err), "loop " + std::to_string(it) + ": " + err))
-      return 1;
-  }
-  return 0;
+  return alternating_allreduces(comm, mem, "loop ", 500, 65537, 300001, 5, 4, 0);
 }
 
 // The automatic rule with the default limits: 1 KiB runs the one-shot
 // kernel, 1 MiB the two-shot kernel; 300 calls alternating, so launches of
 // both kernels interleave on one stream and share the epoch.
 int oneshot_twoshot_mix(mycollComm_t comm, const MemOps& mem) {
-  for (int it = 0; it < 300; ++it) {
-    const size_t count = it % 2 ? 256 : (size_t(1) << 20) / 4;
-    const bool prod = it % 7 == 5;
-    CheckCase c{CollKind::AllReduce,
-                prod ? mycollInt32 : mycollUint32,
-                prod ? mycollProd : mycollSum,
-                count,
-                0,
-                it % 3 == 1,
-                it};
-    std::string err;
-    if (!check(run_and_check(comm, c, mem, &err), "mix " + std::to_string(it) + ": " + err))
-      return 1;
-  }
-  return 0;
+  return alternating_allreduces(comm, mem, "mix ", 300, 256, (size_t(1) << 20) / 4, 7, 5, 1);
 }
 
 class GpuTwoShot : public ::testing::TestWithParam<int> {};
