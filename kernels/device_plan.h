@@ -93,12 +93,16 @@ struct FifoGeom {
     return pairs() * ring_bytes() + pair(peer, ch) * ll_ring_bytes();
   }
   MYCOLL_HD uint64_t flags_base() const { return pairs() * (ring_bytes() + ll_ring_bytes()); }
-  MYCOLL_HD uint64_t head_off(int peer, int ch) const { return flags_base() + pair(peer, ch) * 384; }
+  MYCOLL_HD uint64_t head_off(int peer, int ch) const {
+    return flags_base() + pair(peer, ch) * 384;
+  }
   MYCOLL_HD uint64_t tail_off(int peer, int ch) const { return head_off(peer, ch) + 128; }
   MYCOLL_HD uint64_t ll_tail_off(int peer, int ch) const { return head_off(peer, ch) + 256; }
   MYCOLL_HD uint64_t state_base() const { return flags_base() + pairs() * 384; }
   // [0] data sent, [1] data received, [2] ll sent, [3] ll received
-  MYCOLL_HD uint64_t state_off(int peer, int ch) const { return state_base() + pair(peer, ch) * 32; }
+  MYCOLL_HD uint64_t state_off(int peer, int ch) const {
+    return state_base() + pair(peer, ch) * 32;
+  }
   MYCOLL_HD uint64_t os_base() const { return (state_base() + pairs() * 32 + 255) / 256 * 256; }
   // One sender's buffer of one parity: a 16-byte LL line per 8 data bytes.
   MYCOLL_HD uint64_t os_line_bytes() const {
@@ -136,7 +140,9 @@ struct FifoGeom {
   MYCOLL_HD uint64_t lc_off(int sender, int parity) const {
     return lc_base() + (uint64_t(sender) * 2 + parity) * lc_line_bytes();
   }
-  MYCOLL_HD uint64_t lc_ctl_off() const { return lc_base() + uint64_t(nranks) * 2 * lc_line_bytes(); }
+  MYCOLL_HD uint64_t lc_ctl_off() const {
+    return lc_base() + uint64_t(nranks) * 2 * lc_line_bytes();
+  }
   MYCOLL_HD uint64_t lc_region_bytes() const {
     return lc_bytes > 0 ? uint64_t(nranks) * 2 * lc_line_bytes() + 128 : 0;
   }
@@ -170,7 +176,8 @@ struct DevError {
   int32_t ready;
   int32_t pad;
 };
-static_assert(sizeof(DevError) == 40, "DevError layout (host-mapped, 64 bytes with the abort flag)");
+static_assert(sizeof(DevError) == 40,
+              "DevError layout (host-mapped, 64 bytes with the abort flag)");
 
 // Where this rank's FIFOs with one peer live, for the bandwidth protocol.
 // Channel c's ring starts c * nslots * slot_bytes past a data pointer, its
@@ -191,7 +198,7 @@ struct DevPeer {
   uint32_t* send_len;     // host-transport peers: bytes in each slot; else null
   uint64_t slot_bytes;
   int32_t nslots;
-  int32_t ll;             // the ll ring (remote[peer]) may be used
+  int32_t ll;  // the ll ring (remote[peer]) may be used
 };
 
 struct DevComm {
@@ -199,12 +206,12 @@ struct DevComm {
   int32_t rank;
   int32_t nranks;
   uint64_t timeout_ns;
-  uint64_t ll_max_bytes;       // messages (DevOps) up to this size use the ll ring
-  char* local;                 // my inbox
-  char* const* remote;         // remote[r] = rank r's inbox mapped here (device array)
-  const DevPeer* peers;        // per peer (device array)
-  volatile int32_t* abort;     // host-mapped: nonzero -> give up
-  DevError* error;             // host-mapped
+  uint64_t ll_max_bytes;    // messages (DevOps) up to this size use the ll ring
+  char* local;              // my inbox
+  char* const* remote;      // remote[r] = rank r's inbox mapped here (device array)
+  const DevPeer* peers;     // per peer (device array)
+  volatile int32_t* abort;  // host-mapped: nonzero -> give up
+  DevError* error;          // host-mapped
 };
 
 // The low-latency point-to-point kernel (kernels/colls/p2p.cu): one thread
@@ -220,9 +227,9 @@ struct P2pLlKey {
   uint64_t* count;  // my counter at local + state_off(peer, ch): [2] ll slots sent to
                     // the peer (send), [3] received from it (recv)
   int32_t peer;
-  uint16_t first;   // the key's slices: [first, first + n) of the launch
+  uint16_t first;  // the key's slices: [first, first + n) of the launch
   uint8_t n;
-  uint8_t kind;     // kDevSend or kDevRecv
+  uint8_t kind;  // kDevSend or kDevRecv
 };
 static_assert(sizeof(P2pLlKey) == 32, "P2pLlKey layout");
 
@@ -237,8 +244,8 @@ struct P2pLlCommon {
   volatile int32_t* abort;  // DevComm::abort
   DevError* error;          // DevComm::error
   uint64_t timeout_ns;
-  uint32_t ll_slots;        // FifoGeom::ll_slots
-  uint32_t ll_slot_bytes;   // FifoGeom::ll_slot_bytes (16-byte lines, 8 data bytes each)
+  uint32_t ll_slots;       // FifoGeom::ll_slots
+  uint32_t ll_slot_bytes;  // FifoGeom::ll_slot_bytes (16-byte lines, 8 data bytes each)
   int32_t rank;
   int32_t nkeys;
 };
@@ -248,8 +255,8 @@ struct KernelArgs {
   const uint32_t* chan_ops;  // channel c's ops are [chan_ops[c], chan_ops[c+1])
   char* bufs[3];             // input, output, scratch
   const DevComm* comm;       // device memory
-  uint64_t sig;              // the call's signature (call_check.cuh); 0: not checked (point-to-point)
-  int32_t nranks;            // divisor for Avg
+  uint64_t sig;    // the call's signature (call_check.cuh); 0: not checked (point-to-point)
+  int32_t nranks;  // divisor for Avg
 };
 
 }  // namespace mycoll

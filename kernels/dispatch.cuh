@@ -67,13 +67,12 @@ cudaError_t preload_ops() {
 template <template <typename, int> class Launch>
 cudaError_t preload_dtype_op() {
   cudaError_t e = cudaSuccess;
-  for (cudaError_t r :
-       {preload_ops<Launch, int8_t>(), preload_ops<Launch, uint8_t>(),
-        preload_ops<Launch, int32_t>(), preload_ops<Launch, uint32_t>(),
-        preload_ops<Launch, int64_t>(), preload_ops<Launch, uint64_t>(),
-        preload_ops<Launch, __half>(), preload_ops<Launch, float>(),
-        preload_ops<Launch, double>(), preload_ops<Launch, __nv_bfloat16>(),
-        preload_ops<Launch, __nv_fp8_e4m3>(), preload_ops<Launch, __nv_fp8_e5m2>()})
+  for (cudaError_t r : {preload_ops<Launch, int8_t>(), preload_ops<Launch, uint8_t>(),
+                        preload_ops<Launch, int32_t>(), preload_ops<Launch, uint32_t>(),
+                        preload_ops<Launch, int64_t>(), preload_ops<Launch, uint64_t>(),
+                        preload_ops<Launch, __half>(), preload_ops<Launch, float>(),
+                        preload_ops<Launch, double>(), preload_ops<Launch, __nv_bfloat16>(),
+                        preload_ops<Launch, __nv_fp8_e4m3>(), preload_ops<Launch, __nv_fp8_e5m2>()})
     if (e == cudaSuccess) e = r;
   return e;
 }
@@ -112,14 +111,14 @@ inline CollKArgs coll_kargs(Coll kind, const void* in, void* out, uint64_t bytes
 // a kernel taking `const ARGS&`-passable args, launched with THREADS threads
 // per block; the kernel is the expression after them, written over T and OP
 // (e.g. my_kernel<T, OP, true>).
-#define MYCOLL_DEFINE_LAUNCH(NAME, ARGS, THREADS, ...)                    \
-  template <typename T, int OP>                                           \
-  struct NAME {                                                           \
-    static cudaError_t run(const ARGS& a, int blocks, cudaStream_t s) {   \
-      __VA_ARGS__<<<blocks, THREADS, 0, s>>>(a);                          \
-      return cudaGetLastError();                                          \
-    }                                                                     \
-    static cudaError_t preload() { return preload_kernel(__VA_ARGS__); }  \
+#define MYCOLL_DEFINE_LAUNCH(NAME, ARGS, THREADS, ...)                   \
+  template <typename T, int OP>                                          \
+  struct NAME {                                                          \
+    static cudaError_t run(const ARGS& a, int blocks, cudaStream_t s) {  \
+      __VA_ARGS__<<<blocks, THREADS, 0, s>>>(a);                         \
+      return cudaGetLastError();                                         \
+    }                                                                    \
+    static cudaError_t preload() { return preload_kernel(__VA_ARGS__); } \
   };
 
 // Thread blocks for `lines` LL lines, one per `per_block` lines, 1..most.

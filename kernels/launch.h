@@ -55,9 +55,9 @@ int twoshot_blocks(uint64_t bytes, int nranks);
 // (all-gather: in = out + rank x bytes; reduce-scatter: out = in + rank x
 // bytes; broadcast, reduce, all-to-all: in = out). Reduce writes out on the
 // root only (other ranks may pass null).
-cudaError_t launch_ll_coll(Coll kind, const void* in, void* out, uint64_t bytes,
-                           mycollDataType_t t, mycollRedOp_t op, int root, const DevComm* comm,
-                           int nranks, int max_blocks, uint64_t sig, cudaStream_t stream);
+cudaError_t launch_ll_coll(Coll kind, const void* in, void* out, uint64_t bytes, mycollDataType_t t,
+                           mycollRedOp_t op, int root, const DevComm* comm, int nranks,
+                           int max_blocks, uint64_t sig, cudaStream_t stream);
 // Thread blocks the LL-collective kernel uses for a block of `bytes` (at
 // most max_blocks at launch).
 int ll_coll_blocks(uint64_t bytes);
@@ -70,9 +70,9 @@ int ll_coll_blocks(uint64_t bytes);
 // block (> 0). Requires every peer mapped over CUDA IPC and nchannels <=
 // geom.max_channels; interleaves with plan-kernel launches (same counters).
 // In place as the API defines it; reduce writes out on the root only.
-cudaError_t launch_ring(Coll kind, const void* in, void* out, uint64_t bytes,
-                        mycollDataType_t t, mycollRedOp_t op, int root, const DevComm* comm,
-                        int nranks, int nchannels, uint64_t sig, cudaStream_t stream);
+cudaError_t launch_ring(Coll kind, const void* in, void* out, uint64_t bytes, mycollDataType_t t,
+                        mycollRedOp_t op, int root, const DevComm* comm, int nranks, int nchannels,
+                        uint64_t sig, cudaStream_t stream);
 
 // Direct all-to-all / scatter / gather (kernels/colls/direct.cu): one block
 // per (stream, channel), a stream being one peer, with whom all-to-all
@@ -86,10 +86,9 @@ cudaError_t launch_ring(Coll kind, const void* in, void* out, uint64_t bytes,
 inline int direct_streams(Coll kind, int nranks, int rank, int root) {
   return kind == Coll::AllToAll || rank == root ? nranks - 1 : 1;
 }
-cudaError_t launch_direct(Coll kind, const void* in, void* out, uint64_t bytes,
-                          mycollDataType_t t, int root, const DevComm* comm, int nranks,
-                          int rank, int nchannels, int copy_blocks, uint64_t sig,
-                          cudaStream_t stream);
+cudaError_t launch_direct(Coll kind, const void* in, void* out, uint64_t bytes, mycollDataType_t t,
+                          int root, const DevComm* comm, int nranks, int rank, int nchannels,
+                          int copy_blocks, uint64_t sig, cudaStream_t stream);
 
 // LL point-to-point kernel (kernels/colls/p2p.cu): one block of `threads`
 // threads per key (c.nkeys of them, at most kP2pLlMaxKeys), key k moving its

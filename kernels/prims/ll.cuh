@@ -12,7 +12,6 @@
 #include <cstring>
 
 #include "kernels/device_plan.h"
-#include "kernels/prims/line.cuh"
 #include "kernels/prims/vec.cuh"
 #include "kernels/prims/wait.cuh"
 #include "kernels/reduce_ops.cuh"
@@ -20,6 +19,23 @@
 
 namespace mycoll {
 namespace ll {
+
+__device__ __forceinline__ void store_line(char* p, uint64_t v, uint32_t flag) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(uint32_t(v)),
+               "r"(flag), "r"(uint32_t(v >> 32)), "r"(flag)
+               : "memory");
+}
+
+// True (and the 8 data bytes in *v) once both halves carry `flag`.
+__device__ __forceinline__ bool load_line(const char* p, uint32_t flag, uint64_t* v) {
+  uint32_t d0, f0, d1, f1;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(d0), "=r"(f0), "=r"(d1), "=r"(f1)
+               : "l"(p)
+               : "memory");
+  *v = uint64_t(d0) | (uint64_t(d1) << 32);
+  return f0 == flag && f1 == flag;
+}
 
 // Up to 8 bytes of a user buffer (any alignment), little-endian packed; the
 // bytes past `valid` are 0.
@@ -112,16 +128,14 @@ __device__ __forceinline__ bool fold_lines(int n, int me, const bool (&want)[kU]
 #pragma unroll
       for (int j = 0; j < kSrc; ++j)
         if (!ok[u][j] && !spin.wait(at(s0 + j, u), flag, &v[u][j], s0 + j)) return false;
-          // Source 0 starts the accumulator.
+    // Source 0 starts the accumulator.
 #pragma unroll
     for (int u = 0; u < kU; ++u)
 #pragma unroll
       for (int j = 0; j < kSrc; ++j) {
         const int s = s0 + j;
-        if (s == 0)
-          acc[u] = v[u][j];
-        else if (s < n)
-          acc[u] = reduce8<T, OP>(acc[u], v[u][j]);
+        if (s == 0) acc[u] = v[u][j];
+        else if (s < n) acc[u] = reduce8<T, OP>(acc[u], v[u][j]);
       }
   }
   return true;

@@ -77,6 +77,9 @@ std::string header_mismatch_message(const MsgHeader& h, const MsgHeader& e, int 
   return where + ": mismatch with " + from + ", which sent " + diff + hint;
 }
 
+// The signature keeps 4 bits of collective and of datatype.
+static_assert(kNumColls <= 16 && mycollNumTypes <= 16, "gpu_call_sig packs them in 4 bits");
+
 uint64_t gpu_call_sig(const MsgHeader& h) {
   const uint64_t root = h.root < 0 ? 0xffff : uint64_t(h.root) & 0xffff;
   return (h.count & 0xffffffffull) | root << 32 | uint64_t(h.op) << 48 |

@@ -29,7 +29,7 @@ struct MsgHeader {
   uint8_t dtype;
   uint8_t op;  // reducing collectives; else kNone
   uint8_t pad;
-  int32_t root;    // rooted collectives; else -1
+  int32_t root;  // rooted collectives; else -1
   uint32_t pad2;
   uint64_t count;  // the call's count (point-to-point: this message's bytes)
   uint64_t bytes;  // payload of this message

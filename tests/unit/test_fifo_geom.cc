@@ -96,11 +96,10 @@ TEST(FifoGeom, RegionsDoNotOverlapAndOneShotTwoShotAreLast) {
         EXPECT_EQ(g.ts_part_bytes(), g.ts_part_lines() * 16);
         EXPECT_EQ(g.ts_region_bytes(), uint64_t(n) * 2 * 2 * g.ts_part_bytes());
         EXPECT_EQ(g.ts_base() % 256, 0u);
-        EXPECT_GE(g.call_base(),
-                  geom(n, 0).call_base() + g.os_region_bytes() + g.ctl_bytes() +
-                      g.ts_region_bytes());
-        EXPECT_LT(g.call_base(), geom(n, 0).call_base() + g.os_region_bytes() +
-                                     g.ctl_bytes() + g.ts_region_bytes() + 512);
+        EXPECT_GE(g.call_base(), geom(n, 0).call_base() + g.os_region_bytes() + g.ctl_bytes() +
+                                     g.ts_region_bytes());
+        EXPECT_LT(g.call_base(), geom(n, 0).call_base() + g.os_region_bytes() + g.ctl_bytes() +
+                                     g.ts_region_bytes() + 512);
       }
 }
 
@@ -121,7 +120,8 @@ TEST(FifoGeom, LlCollRegionIsLastAndDoesNotOverlap) {
         std::vector<std::pair<uint64_t, uint64_t>> r = pair_regions(g);  // [begin, end)
         if (os > 0) {
           for (int s = 0; s < n; ++s)
-            for (int b = 0; b < 2; ++b) r.push_back({g.os_off(s, b), g.os_off(s, b) + g.os_line_bytes()});
+            for (int b = 0; b < 2; ++b)
+              r.push_back({g.os_off(s, b), g.os_off(s, b) + g.os_line_bytes()});
           r.push_back({g.ctl_off(), g.ctl_off() + 128});
         }
         const uint64_t before = r.empty() ? 0 : std::max_element(r.begin(), r.end())->second;
