@@ -23,10 +23,19 @@ enum DevOpKind : uint8_t {
   // Not an op: DevError::kind of a peer that made another call
   // (kernels/prims/call_check.cuh).
   kDevMismatch = 6,
+  // Not ops: DevError::kind of a point-to-point receive whose sender sent
+  // another number of bytes, and of a send whose receiver reported that
+  // (kernels/prims/p2p_size.cuh); mine / theirs: this rank's message bytes
+  // and the peer's (a send seen from a collective kernel: mine 0).
+  kDevRecvSizeMismatch = 7,
+  kDevSendSizeMismatch = 8,
 };
 
 // One operation of one channel. Offsets and sizes in bytes. buf: 0 input,
 // 1 output, 2 scratch, 3 absolute (offset is an address: point-to-point).
+// Point-to-point plans (KernelArgs::p2p) put the whole message's bytes
+// (every channel's slice together) in the offset a transfer does not use:
+// a send's dst_off, a receive's src_off (p2p_msg_bytes).
 struct alignas(16) DevOp {
   uint8_t kind;
   uint8_t dst_buf;
@@ -38,6 +47,11 @@ struct alignas(16) DevOp {
   uint64_t bytes;
 };
 static_assert(sizeof(DevOp) == 32, "DevOp layout");
+
+// The message bytes of a point-to-point plan's send or receive (see DevOp).
+MYCOLL_HD inline uint64_t p2p_msg_bytes(const DevOp& op) {
+  return op.kind == kDevSend ? op.dst_off : op.src_off;
+}
 
 // FIFO geometry, identical on every rank of a communicator.
 //   inbox of rank r = [data | ll | flags | state], one cudaMalloc:
@@ -74,6 +88,12 @@ static_assert(sizeof(DevOp) == 32, "DevOp layout");
 //          acks of broadcast and reduce), written by s; then one 128-byte
 //          control line of r's own, laid out like ctl but with its own epoch
 //          (LL-collective launches completed)
+//   call:  the call check's lines (call_base() below)
+//   size:  point-to-point message sizes (kernels/prims/p2p_size.cuh), for
+//          sender s, channel c: nslots LL lines beside s's data ring, then
+//          ll_slots beside its ll ring; line i holds the message bytes of
+//          the slice whose first slot has sequence number q (q % n = i),
+//          flagged q + 1, written by s
 struct FifoGeom {
   int32_t nranks;
   int32_t max_channels;
@@ -160,7 +180,21 @@ struct FifoGeom {
     return call_base() + (uint64_t(nranks) * 32 + 127) / 128 * 128;
   }
   MYCOLL_HD uint64_t call_region_bytes() const { return call_ctl_off() + 128 - call_base(); }
-  MYCOLL_HD uint64_t total_bytes() const { return call_base() + call_region_bytes(); }
+
+  // Point-to-point size lines, 256-byte aligned after the call region.
+  MYCOLL_HD uint64_t size_base() const {
+    return (call_base() + call_region_bytes() + 255) / 256 * 256;
+  }
+  MYCOLL_HD uint64_t size_pair_bytes() const { return (uint64_t(nslots) + ll_slots) * 16; }
+  // Beside sender s's data ring of channel c, and beside its ll ring.
+  MYCOLL_HD uint64_t size_off(int sender, int ch) const {
+    return size_base() + pair(sender, ch) * size_pair_bytes();
+  }
+  MYCOLL_HD uint64_t ll_size_off(int sender, int ch) const {
+    return size_off(sender, ch) + uint64_t(nslots) * 16;
+  }
+  MYCOLL_HD uint64_t size_region_bytes() const { return pairs() * size_pair_bytes(); }
+  MYCOLL_HD uint64_t total_bytes() const { return size_base() + size_region_bytes(); }
 };
 
 // Written by a kernel that gives up (host-mapped memory): the first failure
@@ -226,12 +260,15 @@ struct P2pLlKey {
                     // recv: where I return it, remote[peer] + ll_tail_off(rank, ch)
   uint64_t* count;  // my counter at local + state_off(peer, ch): [2] ll slots sent to
                     // the peer (send), [3] received from it (recv)
+  char* sizes;      // the size lines beside the ring (kernels/prims/p2p_size.cuh):
+                    // send: remote[peer] + ll_size_off(rank, ch); recv: local +
+                    // ll_size_off(peer, ch)
   int32_t peer;
   uint16_t first;  // the key's slices: [first, first + n) of the launch
   uint8_t n;
   uint8_t kind;  // kDevSend or kDevRecv
 };
-static_assert(sizeof(P2pLlKey) == 32, "P2pLlKey layout");
+static_assert(sizeof(P2pLlKey) == 40, "P2pLlKey layout");
 
 // Capacity of one launch: keys (thread blocks), slices; threads per block
 // at most; lines in flight per thread.
@@ -257,6 +294,7 @@ struct KernelArgs {
   const DevComm* comm;       // device memory
   uint64_t sig;    // the call's signature (call_check.cuh); 0: not checked (point-to-point)
   int32_t nranks;  // divisor for Avg
+  int32_t p2p;     // a point-to-point plan: sends and receives check message sizes
 };
 
 }  // namespace mycoll

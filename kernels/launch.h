@@ -64,7 +64,8 @@ int ll_coll_blocks(uint64_t bytes);
 
 // Fused ring all-reduce / all-gather / reduce-scatter and chain broadcast /
 // reduce (kernels/colls/ring.cu) through the plan kernel's bandwidth FIFOs
-// with ranks r - 1 and r + 1, one block per channel: each slot is received,
+// with ranks r - 1 and r + 1, one block per channel (plus the call check's
+// block when sig != 0: kernels/prims/call_check.cuh): each slot is received,
 // combined and forwarded in one pass. `bytes` is all-reduce's, broadcast's
 // and reduce's message, all-gather's input block or reduce-scatter's output
 // block (> 0). Requires every peer mapped over CUDA IPC and nchannels <=
@@ -81,8 +82,9 @@ cudaError_t launch_ring(Coll kind, const void* in, void* out, uint64_t bytes, my
 // kernel); then `copy_blocks` blocks copying this rank's own block (0 when
 // it is already in place). `bytes` is one block (> 0). Requires every peer
 // mapped over CUDA IPC, nchannels <= geom.max_channels and alike on every
-// rank, and the whole grid (direct_streams x nchannels + copy_blocks)
-// resident on the GPU at once: a block waits on its peer's block.
+// rank, and the whole grid (direct_streams x nchannels + copy_blocks, plus
+// the call check's block when sig != 0) resident on the GPU at once: a
+// block waits on its peer's block.
 inline int direct_streams(Coll kind, int nranks, int rank, int root) {
   return kind == Coll::AllToAll || rank == root ? nranks - 1 : 1;
 }
@@ -93,11 +95,13 @@ cudaError_t launch_direct(Coll kind, const void* in, void* out, uint64_t bytes, 
 // LL point-to-point kernel (kernels/colls/p2p.cu): one block of `threads`
 // threads per key (c.nkeys of them, at most kP2pLlMaxKeys), key k moving its
 // slices keys[k].first .. + keys[k].n of ptr/bytes (nslices in all, at most
-// kP2pLlMaxSlices) in order through the ll rings, interoperating with the
-// plan kernel's ll pass. The batch comes from build_p2p_ll
+// kP2pLlMaxSlices; msg: each slice's whole message bytes, which receivers
+// check against their senders') in order through the ll rings,
+// interoperating with the plan kernel's ll pass. The batch comes from build_p2p_ll
 // (lib/engine/device_plan_build.h); everything is passed by value.
 cudaError_t launch_p2p_ll(const P2pLlCommon& c, const P2pLlKey* keys, const uint64_t* ptr,
-                          const uint32_t* bytes, int nslices, int threads, cudaStream_t stream);
+                          const uint32_t* bytes, const uint32_t* msg, int nslices, int threads,
+                          cudaStream_t stream);
 
 // Loads every kernel of the library on the current device (idempotent,
 // cheap after the first call). CUDA loads kernels lazily at first launch by

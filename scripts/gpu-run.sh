@@ -44,7 +44,7 @@ declare -A part=(
   [p2p]="Gpu/GpuP2pLl.*:GpuP2pLlGiveUp.*"
   [graphs]="GpuGraph.*"
   [giveup]="*GiveUp.*"
-  [mismatch]="Gpu/GpuMismatch.*:GpuCallCheckOff.*"
+  [mismatch]="Gpu/GpuMismatch.*:GpuCallCheckOff.*:Gpu/GpuP2pSizeMismatch.*"
   [large]="GpuLarge.*"
   [proxied]="Gpu/GpuProxied.*"
 )

@@ -94,9 +94,10 @@ template <typename U>
 __global__ void __launch_bounds__(kThreads, 1) direct_kernel(CollKArgs a) {
   __shared__ FifoShared sh;
   const DevComm& cm = *a.comm;
-  const uint64_t call = call_begin(cm, a.sig);
+  int b0;  // the first stream's block (after the call check's)
+  if (call_check_block(cm, a.sig, &b0)) return;
   const int n = cm.nranks, r = cm.rank;
-  const int b = blockIdx.x, body = a.nstreams * a.nch;
+  const int b = int(blockIdx.x) - b0, nb = int(gridDim.x) - b0, body = a.nstreams * a.nch;
   const uint64_t B = a.bytes;
   if (b >= body) {
     // This rank's own block (the host launches these blocks only where it
@@ -106,7 +107,7 @@ __global__ void __launch_bounds__(kThreads, 1) direct_kernel(CollKArgs a) {
     char* dst = a.kind == Coll::Scatter ? a.out : a.out + uint64_t(r) * B;
     vec_move<U, mycollSum, kL | kD>(nullptr, src, nullptr, dst, B, 0,
                                     (b - body) * int(blockDim.x) + int(threadIdx.x),
-                                    (int(gridDim.x) - body) * int(blockDim.x));
+                                    (nb - body) * int(blockDim.x));
     return;
   }
   const int ch = b % a.nch;
@@ -119,7 +120,6 @@ __global__ void __launch_bounds__(kThreads, 1) direct_kernel(CollKArgs a) {
     sh.stop = 0;
   }
   __syncthreads();
-  call_check(cm, a.sig, call);  // block 0 is never a copy block
   // This channel's range [c0, c1) of the block, 16-byte aligned; the block
   // is the peer's in the blocked buffer (at the root) or the whole buffer.
   const uint64_t per = ((B + a.nch - 1) / a.nch + 15) / 16 * 16;
@@ -157,8 +157,9 @@ cudaError_t launch_direct(Coll kind, const void* in, void* out, uint64_t bytes, 
   CollKArgs a = coll_kargs(kind, in, out, bytes, comm, root, false, nranks, sig);
   a.nch = nchannels;
   a.nstreams = direct_streams(kind, nranks, rank, root);
-  const int grid = a.nstreams * nchannels + copy_blocks;
-  if (grid == 0) return cudaSuccess;
+  const int body = a.nstreams * nchannels + copy_blocks;
+  if (body == 0) return cudaSuccess;
+  const int grid = body + (sig != 0 ? 1 : 0);  // + the call check's block
   switch (dtype_size(t)) {
     case 1: direct_kernel<unsigned char><<<grid, kThreads, 0, stream>>>(a); break;
     case 2: direct_kernel<unsigned short><<<grid, kThreads, 0, stream>>>(a); break;

@@ -17,6 +17,9 @@
 //   recv: poll every line until it carries its flag, store the data, then
 //     (all loads returned) state[3] = base + need and the same value into
 //     the sender's inbox as its ll_tail (the credit).
+//   Both: the slice's message bytes in size line base (the send writes it
+//     with the slice's lines, the receive compares it before it takes the
+//     slice: kernels/prims/p2p_size.cuh).
 // Slices of one key (peer, channel, direction) are handled strictly in batch
 // order by one thread block, as the plan kernel orders ops of one peer and
 // direction on a channel (earlier_pending): the counters are cumulative.
@@ -37,6 +40,7 @@
 #include "kernels/dispatch.cuh"
 #include "kernels/launch.h"
 #include "kernels/prims/ll.cuh"
+#include "kernels/prims/p2p_size.cuh"
 #include "kernels/prims/wait.cuh"
 
 namespace mycoll {
@@ -50,6 +54,7 @@ struct P2pLlParams {
   P2pLlKey keys[K];
   uint64_t ptr[S];
   uint32_t bytes[S];
+  uint32_t msg[S];  // the whole message's bytes (the size check)
 };
 
 // Small batches (the common case) get a small parameter block.
@@ -98,9 +103,16 @@ __device__ void send_key(const P2pLlParams<K, S>& p, const P2pLlKey& key, volati
           dev::Waiter w(0);
           while (base + need - tail > slots && !quit) {
             tail = ld_vol(key.credit);
-            if (base + need - tail > slots)
+            if (dev::poisoned(tail)) {
+              g.record(mycollInvalidUsage, key.peer, kDevSendSizeMismatch, p.msg[s],
+                       tail & ~dev::kCreditPoison);
+              *stop = 1;
+              quit = true;
+            } else if (base + need - tail > slots) {
               quit = dev::tick_or_stop(w, g, stop, key.peer, kDevSend);
+            }
           }
+          if (!quit) dev::post_size(key.sizes, slots, base, p.msg[s]);
         }
         if (__syncthreads_or(quit)) return;
       }
@@ -137,6 +149,9 @@ __device__ void recv_key(const P2pLlParams<K, S>& p, const P2pLlKey& key, volati
       const char* line[kL];
       uint32_t flag[kL];
       // Every line of the round is requested before any is waited for.
+      uint64_t theirs = 0;
+      const bool first = r0 == 0 && tid == 0;  // checks the slice's size
+      bool sized = first && dev::peek_size(key.sizes, slots, base, &theirs);
 #pragma unroll
       for (int u = 0; u < kL; ++u) {
         const uint32_t l = r0 + u * nt + tid;
@@ -147,6 +162,21 @@ __device__ void recv_key(const P2pLlParams<K, S>& p, const P2pLlKey& key, volati
         line[u] = key.ring + line_off(l, bmod, slots, lps, lsb);
         flag[u] = uint32_t(base + l / lps + 1);
         ok[u] = ll::load_line(line[u], flag[u], &v[u]);
+      }
+      if (first) {
+        // The sender's size before any data wait (lines it did not send
+        // would never come).
+        dev::Waiter w(0);
+        while (!sized && !quit) {
+          sized = dev::peek_size(key.sizes, slots, base, &theirs);
+          if (!sized) quit = dev::tick_or_stop(w, g, stop, key.peer, kDevRecv);
+        }
+        if (sized && theirs != p.msg[s]) {
+          g.record(mycollInvalidUsage, key.peer, kDevRecvSizeMismatch, p.msg[s], theirs);
+          dev::poison(key.credit, p.msg[s]);
+          *stop = 1;
+          quit = true;
+        }
       }
 #pragma unroll
       for (int u = 0; u < kL; ++u) {
@@ -187,13 +217,15 @@ __global__ void __launch_bounds__(kP2pLlMaxThreads, 1)
 
 template <int K, int S>
 cudaError_t launch_k(const P2pLlCommon& c, const P2pLlKey* keys, const uint64_t* ptr,
-                     const uint32_t* bytes, int nslices, int threads, cudaStream_t s) {
+                     const uint32_t* bytes, const uint32_t* msg, int nslices, int threads,
+                     cudaStream_t s) {
   P2pLlParams<K, S> p;
   p.c = c;
   for (int k = 0; k < c.nkeys; ++k) p.keys[k] = keys[k];
   for (int i = 0; i < nslices; ++i) {
     p.ptr[i] = ptr[i];
     p.bytes[i] = bytes[i];
+    p.msg[i] = msg[i];
   }
   p2p_ll_kernel<K, S><<<c.nkeys, threads, 0, s>>>(p);
   return cudaGetLastError();
@@ -208,13 +240,16 @@ cudaError_t preload_p2p_kernels() {
 }
 
 cudaError_t launch_p2p_ll(const P2pLlCommon& c, const P2pLlKey* keys, const uint64_t* ptr,
-                          const uint32_t* bytes, int nslices, int threads, cudaStream_t stream) {
+                          const uint32_t* bytes, const uint32_t* msg, int nslices, int threads,
+                          cudaStream_t stream) {
   if (c.nkeys < 1 || c.nkeys > kP2pLlMaxKeys || nslices < 1 || nslices > kP2pLlMaxSlices ||
       threads < 32 || threads > kP2pLlMaxThreads || threads % 32 != 0)
     return cudaErrorInvalidValue;
   if (c.nkeys <= kSmallKeys && nslices <= kSmallSlices)
-    return launch_k<kSmallKeys, kSmallSlices>(c, keys, ptr, bytes, nslices, threads, stream);
-  return launch_k<kP2pLlMaxKeys, kP2pLlMaxSlices>(c, keys, ptr, bytes, nslices, threads, stream);
+    return launch_k<kSmallKeys, kSmallSlices>(c, keys, ptr, bytes, msg, nslices, threads,
+                                              stream);
+  return launch_k<kP2pLlMaxKeys, kP2pLlMaxSlices>(c, keys, ptr, bytes, msg, nslices, threads,
+                                                  stream);
 }
 
 }  // namespace mycoll

@@ -13,6 +13,7 @@
 #include "kernels/launch.h"
 #include "kernels/prims/call_check.cuh"
 #include "kernels/prims/ll.cuh"
+#include "kernels/prims/p2p_size.cuh"
 #include "kernels/prims/vec.cuh"
 #include "kernels/prims/wait.cuh"
 #include "kernels/reduce_ops.cuh"
@@ -232,8 +233,16 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
               uint64_t base;
               if (is_send) {
                 base = st[2];
-                ok = base + need - ld_vol(cm.local + g.ll_tail_off(op.peer, ch)) <=
-                     uint64_t(g.ll_slots);
+                const uint64_t tail = ld_vol(cm.local + g.ll_tail_off(op.peer, ch));
+                ok = !poisoned(tail) && base + need - tail <= uint64_t(g.ll_slots);
+                if (poisoned(tail)) {
+                  GiveUp::of(cm).record(mycollInvalidUsage, op.peer, kDevSendSizeMismatch,
+                                        a.p2p ? p2p_msg_bytes(op) : 0, tail & ~kCreditPoison);
+                  sh.stop = 1;
+                } else if (ok && a.p2p) {
+                  post_size(cm.remote[op.peer] + g.ll_size_off(cm.rank, ch), g.ll_slots, base,
+                            p2p_msg_bytes(op));
+                }
               } else {
                 // Taken once the first line carries its flag: the sender then
                 // writes all the op's slots without waiting for anything.
@@ -241,6 +250,16 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
                 uint64_t v;
                 ok = ll::load_line(cm.local + g.ll_off(op.peer, ch) + (base % g.ll_slots) * LSB,
                                    uint32_t(base + 1), &v);
+                // Point-to-point: and once the sender's size line is there.
+                if (ok && a.p2p)
+                  ok = peek_size(cm.local + g.ll_size_off(op.peer, ch), g.ll_slots, base, &v);
+                if (ok && a.p2p && v != p2p_msg_bytes(op)) {
+                  GiveUp::of(cm).record(mycollInvalidUsage, op.peer, kDevRecvSizeMismatch,
+                                        p2p_msg_bytes(op), v);
+                  poison(cm.remote[op.peer] + g.ll_tail_off(cm.rank, ch), p2p_msg_bytes(op));
+                  sh.stop = 1;
+                  ok = false;
+                }
               }
               sh.llbase[k] = base;
               if (ok) lines = uint32_t((op.bytes + 7) / 8);
@@ -371,15 +390,38 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
         uint64_t* st = reinterpret_cast<uint64_t*>(cm.local + g.state_off(op.peer, ch));
         if (tid == 0) {
           uint64_t n;
+          // Point-to-point over CUDA IPC: the size check's lines at the
+          // message's first slot (proxied peers have no size lines).
+          const bool sized = a.p2p && done == 0 && cm.remote[op.peer] != nullptr;
           if (is_send) {
             uint64_t sent = st[0];
             uint64_t tail = ld_vol(P.send_tail + cflag);
             n = NS - (sent - tail);
+            if (poisoned(tail)) {
+              GiveUp::of(cm).record(mycollInvalidUsage, op.peer, kDevSendSizeMismatch,
+                                    a.p2p ? p2p_msg_bytes(op) : 0, tail & ~kCreditPoison);
+              sh.stop = 1;
+              n = 0;
+            } else if (n > 0 && sized) {
+              post_size(cm.remote[op.peer] + g.size_off(cm.rank, ch), NS, sent, p2p_msg_bytes(op));
+            }
             sh.base[group] = sent;
           } else {
             uint64_t recvd = st[1];
             uint64_t head = ld_vol(P.recv_head + cflag);
             n = head - recvd;
+            uint64_t theirs;
+            if (n > 0 && sized) {
+              if (!peek_size(cm.local + g.size_off(op.peer, ch), NS, recvd, &theirs)) {
+                n = 0;  // not yet: the next pass
+              } else if (theirs != p2p_msg_bytes(op)) {
+                GiveUp::of(cm).record(mycollInvalidUsage, op.peer, kDevRecvSizeMismatch,
+                                      p2p_msg_bytes(op), theirs);
+                poison(P.recv_tail + cflag, p2p_msg_bytes(op));
+                sh.stop = 1;
+                n = 0;
+              }
+            }
             sh.base[group] = recvd;
           }
           // Hand over at most a quarter of the FIFO per batch so sender and

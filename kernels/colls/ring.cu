@@ -140,8 +140,9 @@ __global__ void __launch_bounds__(kThreads, 1) ring_kernel(CollKArgs a) {
   __shared__ FifoShared sh;
   const DevComm& cm = *a.comm;
   const FifoGeom& g = cm.geom;
-  const uint64_t call = call_begin(cm, a.sig);
-  const int n = cm.nranks, r = cm.rank, ch = blockIdx.x, nch = gridDim.x;
+  int b0;  // the first channel's block (after the call check's)
+  if (call_check_block(cm, a.sig, &b0)) return;
+  const int n = cm.nranks, r = cm.rank, ch = int(blockIdx.x) - b0, nch = int(gridDim.x) - b0;
   const Chan c = make_chan(cm, (r + 1) % n, (r + n - 1) % n, ch);
   uint64_t* st_next = reinterpret_cast<uint64_t*>(cm.local + g.state_off(c.next, ch));
   uint64_t* st_prev = reinterpret_cast<uint64_t*>(cm.local + g.state_off(c.prev, ch));
@@ -151,7 +152,6 @@ __global__ void __launch_bounds__(kThreads, 1) ring_kernel(CollKArgs a) {
     sh.stop = 0;
   }
   __syncthreads();
-  call_check(cm, a.sig, call);
 
   // Largest chunk: half a FIFO of whole slots (at least one; a 1-slot FIFO
   // is refused at init), 16-byte aligned as slots are.
@@ -189,8 +189,8 @@ __global__ void __launch_bounds__(kThreads, 1) ring_kernel(CollKArgs a) {
 MYCOLL_DEFINE_LAUNCH(LaunchReduce, CollKArgs, kThreads, ring_kernel<T, OP, true>)
 
 template <typename U>
-cudaError_t launch_copy(const CollKArgs& a, int nch, cudaStream_t s) {
-  ring_kernel<U, mycollSum, false><<<nch, kThreads, 0, s>>>(a);
+cudaError_t launch_copy(const CollKArgs& a, int blocks, cudaStream_t s) {
+  ring_kernel<U, mycollSum, false><<<blocks, kThreads, 0, s>>>(a);
   return cudaGetLastError();
 }
 
@@ -210,13 +210,14 @@ cudaError_t launch_ring(Coll kind, const void* in, void* out, uint64_t bytes, my
                         mycollRedOp_t op, int root, const DevComm* comm, int nranks, int nchannels,
                         uint64_t sig, cudaStream_t stream) {
   const CollKArgs a = coll_kargs(kind, in, out, bytes, comm, root, op == mycollAvg, nranks, sig);
+  const int blocks = nchannels + (sig != 0 ? 1 : 0);  // + the call check's block
   if (kind != Coll::AllGather && kind != Coll::Broadcast)
-    return dispatch_dtype_op<LaunchReduce>(t, op, a, nchannels, stream);
+    return dispatch_dtype_op<LaunchReduce>(t, op, a, blocks, stream);
   switch (dtype_size(t)) {
-    case 1: return launch_copy<unsigned char>(a, nchannels, stream);
-    case 2: return launch_copy<unsigned short>(a, nchannels, stream);
-    case 4: return launch_copy<unsigned int>(a, nchannels, stream);
-    case 8: return launch_copy<unsigned long long>(a, nchannels, stream);
+    case 1: return launch_copy<unsigned char>(a, blocks, stream);
+    case 2: return launch_copy<unsigned short>(a, blocks, stream);
+    case 4: return launch_copy<unsigned int>(a, blocks, stream);
+    case 8: return launch_copy<unsigned long long>(a, blocks, stream);
     default: return cudaErrorInvalidValue;
   }
 }

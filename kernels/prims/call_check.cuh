@@ -5,31 +5,34 @@
 // Every collective kernel launch on a communicator is call k, k counting the
 // collective launches this rank started before it (in its inbox's call
 // control line, FifoGeom::call_ctl_off; no host state, so CUDA graph replays
-// count like eager calls). One warp (call_checker) does the check:
-// - call_begin, before the kernel's first barrier: writes the call's
-//   signature (collective, datatype, op, root, count: gpu_call_sig in
-//   lib/engine/host_wire.h) into every CUDA IPC peer's inbox, one LL line
-//   per sender and parity of k flagged with k;
-// - call_check, right after that barrier, before the warp's share of the
-//   work: waits for every such peer's line of call k and compares. A peer
-//   whose line differs made another call: recorded as a mismatch (DevError
-//   kind kDevMismatch with both signatures), which the host reports as
-//   InvalidUsage naming the peer and what differs. The kernel's other
-//   waits see the recorded error at their next look at the host flags and
-//   stop, so a mismatch that would keep them waiting forever (other counts,
-//   roots, another kernel) is reported within milliseconds, not as a
-//   timeout.
-// The checker's own loads overlap thread 0's at the kernel's start; its
+// count like eager calls). One warp (the checker) does the check:
+// - post_call: writes the call's signature (collective, datatype, op, root,
+//   count: gpu_call_sig in lib/engine/host_wire.h) into every CUDA IPC
+//   peer's inbox, one LL line per sender and parity of k flagged with k;
+// - compare_call: waits for every such peer's line of call k and compares.
+//   A peer whose line differs made another call: recorded as a mismatch
+//   (DevError kind kDevMismatch with both signatures), which the host
+//   reports as InvalidUsage naming the peer and what differs. The kernel's
+//   other waits see the recorded error at their next look at the host
+//   flags and stop, so a mismatch that would keep them waiting forever
+//   (other counts, roots, another kernel) is reported within milliseconds,
+//   not as a timeout.
+// Where the checker runs: in latency kernels the last warp of block 0
+// (call_begin before the first barrier, call_check right after it: its
 // wait delays only its own share of the work, by the peers' start skew,
-// and for a small message the last warp has no share.
+// and for a small message the last warp has no share); in bandwidth kernels
+// a block of its own (call_check_block), so the data path never waits for
+// the peers' start (on one shared H100 the in-block check cost a chain
+// broadcast 13-20 us per call: docs/performance.md, "Session 12").
 //
 // Two parities suffice: a rank starts call k + 2 only after its call k + 1
 // ended, which needs every peer's line of k + 1, written at the start of
 // that peer's call k + 1, after its call k ended, after it read line k.
 //
 // Signature 0: no check (point-to-point batches, whose peers differ per
-// rank; the call count does not move). Peers behind a host transport (the
-// GPU proxy) have no mapped inbox and are not checked here.
+// rank, check message sizes instead: kernels/prims/p2p_size.cuh; the call
+// count does not move). Peers behind a host transport (the GPU proxy) have
+// no mapped inbox and are not checked here.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -47,18 +50,15 @@ namespace dev {
 // lines are rewritten every other call; inboxes start zeroed).
 __device__ __forceinline__ uint32_t call_flag(uint64_t k) { return uint32_t(k + 1); }
 
-// The threads that run the check: the last warp of block 0 (every kernel
-// runs whole warps).
+// The latency kernels' checker: the last warp of block 0 (every kernel runs
+// whole warps).
 __device__ __forceinline__ bool call_checker() {
   return blockIdx.x == 0 && threadIdx.x >= blockDim.x - 32;
 }
 
-// By every thread of every block, before the kernel's first barrier: the
-// checker posts this call's lines and counts the call (the next launch is
-// stream-ordered after this one, so it reads the moved count). Returns the
-// call's number, for call_check.
-__device__ __forceinline__ uint64_t call_begin(const DevComm& cm, uint64_t sig) {
-  if (sig == 0 || !call_checker()) return 0;
+// The checker warp's halves. post_call: counts the call and writes its
+// lines into the peers' inboxes; returns the call's number k.
+__device__ __forceinline__ uint64_t post_call(const DevComm& cm, uint64_t sig) {
   char* const ctl = cm.local + cm.geom.call_ctl_off();
   const int lane = int(threadIdx.x & 31);
   const uint64_t k = __shfl_sync(0xffffffffu, lane == 0 ? ll::ld_vol(ctl) : 0, 0);
@@ -70,11 +70,8 @@ __device__ __forceinline__ uint64_t call_begin(const DevComm& cm, uint64_t sig) 
   return k;
 }
 
-// By every thread of every block, after the kernel's first barrier and
-// before its work: the checker waits for every mapped peer's line of call
-// k and compares.
-__device__ __forceinline__ void call_check(const DevComm& cm, uint64_t sig, uint64_t k) {
-  if (sig == 0 || !call_checker()) return;
+// compare_call: waits for every mapped peer's line of call k and compares.
+__device__ __forceinline__ void compare_call(const DevComm& cm, uint64_t sig, uint64_t k) {
   const uint32_t f = call_flag(k);
   const GiveUp g = GiveUp::of(cm);
   for (int s = int(threadIdx.x & 31); s < cm.nranks; s += 32) {
@@ -92,6 +89,41 @@ __device__ __forceinline__ void call_check(const DevComm& cm, uint64_t sig, uint
     }
     if (ok && theirs != sig) g.record_mismatch(s, theirs, sig);
   }
+}
+
+// Latency kernels (plan, one-shot, two-shot, LL collectives), whose blocks
+// depend on every peer anyway: the last warp of block 0 checks, in two
+// calls. call_begin, by every thread of every block before the kernel's
+// first barrier: posts the call's lines (the next launch is stream-ordered
+// after this one, so it reads the moved count). Returns the call's number,
+// for call_check.
+__device__ __forceinline__ uint64_t call_begin(const DevComm& cm, uint64_t sig) {
+  if (sig == 0 || !call_checker()) return 0;
+  return post_call(cm, sig);
+}
+
+// By every thread of every block, after the kernel's first barrier and
+// before its work: the checker waits for the peers' lines and compares.
+__device__ __forceinline__ void call_check(const DevComm& cm, uint64_t sig, uint64_t k) {
+  if (sig == 0 || !call_checker()) return;
+  compare_call(cm, sig, k);
+}
+
+// Bandwidth kernels (ring and chains, direct), where a rank's data path
+// depends on a few peers only (a chain's root on nobody): one block of its
+// own, the grid's first (dispatched first, so a started kernel's lines go
+// out at once), runs the check and nothing else, so no data waits for the
+// peers' start; the kernel ends once the check is done. A mismatch that
+// stalls the data blocks is recorded here, and they stop on it. The host
+// counts this block in the grid's residency budget. True in the check
+// block's threads, which must return; *first_data is the grid's first
+// data block.
+__device__ __forceinline__ bool call_check_block(const DevComm& cm, uint64_t sig,
+                                                 int* first_data) {
+  *first_data = sig != 0 ? 1 : 0;
+  if (sig == 0 || blockIdx.x != 0) return false;
+  if (threadIdx.x < 32) compare_call(cm, sig, post_call(cm, sig));
+  return true;
 }
 
 }  // namespace dev

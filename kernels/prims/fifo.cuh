@@ -14,6 +14,7 @@
 
 #include "kernels/device_plan.h"
 #include "kernels/prims/ll.cuh"
+#include "kernels/prims/p2p_size.cuh"
 #include "kernels/prims/wait.cuh"
 
 namespace mycoll {
@@ -119,7 +120,15 @@ __device__ __forceinline__ bool batch_begin(const Chan& c, FifoShared& sh, uint6
       ns = want_s < cap ? want_s : cap;
       nr = want_r < cap ? want_r : cap;
       if (ns > 0) {
-        const uint64_t room = c.ns - (sh.sent - ll::ld_vol(c.send_tail));
+        const uint64_t tail = ll::ld_vol(c.send_tail);
+        if (poisoned(tail)) {  // next found a point-to-point size mismatch
+          GiveUp::of(*c.cm).record(mycollInvalidUsage, c.next, kDevSendSizeMismatch, 0,
+                                   tail & ~kCreditPoison);
+          sh.stop = 1;
+          ns = nr = 0;
+          break;
+        }
+        const uint64_t room = c.ns - (sh.sent - tail);
         if (room < ns) ns = room;
       }
       if (nr > 0) {

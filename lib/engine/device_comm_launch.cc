@@ -5,6 +5,7 @@
 
 #include "engine/device_comm_impl.h"
 
+#include <algorithm>
 #include <string>
 #include <thread>
 
@@ -30,6 +31,9 @@ mycollResult_t DeviceCommImpl::poll_error(std::string* reason) {
       *reason = header_mismatch_message(
           gpu_call_header(theirs), gpu_call_header(mine), peer,
           "rank " + std::to_string(c_.rank) + ": GPU collective (counts compared modulo 2^32)");
+    } else if (kind == kDevRecvSizeMismatch || kind == kDevSendSizeMismatch) {
+      *reason = p2p_size_mismatch_message(c_.rank, peer, kind == kDevSendSizeMismatch, e.mine,
+                                          e.theirs);
     } else {
       const char* what = kind == kDevSend ? "sending to" : "receiving from";
       *reason = std::string(code == mycollTimeout ? "GPU kernel timed out (MYCOLL_TIMEOUT) "
@@ -145,11 +149,12 @@ DevCall DeviceCommImpl::dev_call(const Task& t) const {
 }
 
 // Channels per peer of the direct kernel (0: its grid cannot be resident;
-// the plan kernel serves then).
+// the plan kernel serves then). The grid's residency budget counts the copy
+// blocks and the call check's block (kernels/prims/call_check.cuh).
 int DeviceCommImpl::direct_channels(const Task& t) const {
   return direct_kernel_channels(uint64_t(t.count) * dtype_size(t.dtype), c_.cfg.gpu_channel_bytes,
-                                geom_.max_channels, c_.nranks, block_budget_, kDirectCopyBlocks,
-                                gpu_share_ > 1 ? 0 : kDirectSpareSms);
+                                geom_.max_channels, c_.nranks, block_budget_,
+                                kDirectCopyBlocks + 1, gpu_share_ > 1 ? 0 : kDirectSpareSms);
 }
 
 // The direct kernel: n - 1 streams (peers) at most on direct_channels
@@ -186,8 +191,12 @@ void DeviceCommImpl::launch(const Task& t, cudaStream_t s) {
   const uint64_t block = uint64_t(t.count) * dtype_size(t.dtype);
   switch (k.kernel) {
     case DevKernel::Ring: {
+      // The grid is the channels plus the call check's block: where ranks
+      // share a GPU, at most the block budget together (alike on every rank).
+      const int most = gpu_share_ > 1 ? std::max(1, std::min(geom_.max_channels, block_budget_ - 1))
+                                      : geom_.max_channels;
       const int nch = device_channels(coll_whole_count(t.coll, block, c_.nranks),
-                                      c_.cfg.gpu_channel_bytes, geom_.max_channels);
+                                      c_.cfg.gpu_channel_bytes, most);
       cuda_check(launch_ring(t.coll, t.input, t.output, block, t.dtype, t.op, t.root, d_comm_,
                              c_.nranks, nch, sig, s),
                  "ring kernel launch");
@@ -218,7 +227,7 @@ void DeviceCommImpl::launch(const Task& t, cudaStream_t s) {
       P2pLlCommon c = p2p_common_;
       c.nkeys = int32_t(e.batch.keys.size());
       cuda_check(launch_p2p_ll(c, e.batch.keys.data(), e.batch.ptr.data(), e.batch.bytes.data(),
-                               int(e.batch.ptr.size()), e.batch.threads, s),
+                               e.batch.msg.data(), int(e.batch.ptr.size()), e.batch.threads, s),
                  "LL point-to-point kernel launch");
       return;
     }
@@ -237,6 +246,7 @@ void DeviceCommImpl::launch(const Task& t, cudaStream_t s) {
   a.comm = d_comm_;
   a.sig = sig;
   a.nranks = c_.nranks;
+  a.p2p = t.coll == Coll::SendRecv;
   cuda_check(launch_plan(a, coll_reduces(t.coll), t.dtype, t.op, p.nch, s), "plan kernel launch");
 }
 

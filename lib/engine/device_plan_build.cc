@@ -146,6 +146,9 @@ DevicePlan build_device_p2p(const Plan& p2p, size_t channel_bytes, int max_chann
           d.dst_buf = 3;
           d.dst_off = op.dst.offset + lo;
         }
+        // The size check (p2p_msg_bytes): the offset a transfer leaves unused.
+        if (op.kind == OpKind::Send) d.dst_off = bytes;
+        if (op.kind == OpKind::Recv) d.src_off = bytes;
         p.ops.push_back(d);
       }
       if (p.ops.size() - first > static_cast<size_t>(max_step_ops))
@@ -171,6 +174,7 @@ bool build_p2p_ll(const Plan& p2p, const P2pLlContext& cx, P2pLlBatch* out) {
     int key;
     uint64_t ptr;
     uint32_t bytes;
+    uint32_t msg;  // the whole message (the size check)
   };
   std::vector<Piece> slices;
   std::vector<P2pLlKey> keys;
@@ -185,6 +189,7 @@ bool build_p2p_ll(const Plan& p2p, const P2pLlContext& cx, P2pLlBatch* out) {
       const bool send = op.kind == OpKind::Send;
       const Slice& msg = send ? op.src : op.dst;
       const size_t bytes = msg.count;
+      if (bytes > UINT32_MAX) return false;  // the size check's 32-bit field
       const int nch = device_channels(bytes, cx.channel_bytes, cx.max_channels);
       for (int ch = 0; ch < nch; ++ch) {
         const auto [lo, hi] = p2p_slice(bytes, nch, ch);
@@ -206,7 +211,7 @@ bool build_p2p_ll(const Plan& p2p, const P2pLlContext& cx, P2pLlBatch* out) {
         }
         if (int(slices.size()) >= cx.max_slices || nkey[k] >= 255) return false;
         ++nkey[k];
-        slices.push_back(Piece{k, uint64_t(msg.offset + lo), uint32_t(hi - lo)});
+        slices.push_back(Piece{k, uint64_t(msg.offset + lo), uint32_t(hi - lo), uint32_t(bytes)});
         max_lines = std::max<uint64_t>(max_lines, (hi - lo + 7) / 8);
       }
     }
@@ -214,6 +219,7 @@ bool build_p2p_ll(const Plan& p2p, const P2pLlContext& cx, P2pLlBatch* out) {
   out->keys.assign(keys.begin(), keys.end());
   out->ptr.assign(slices.size(), 0);
   out->bytes.assign(slices.size(), 0);
+  out->msg.assign(slices.size(), 0);
   uint32_t next = 0;
   for (size_t k = 0; k < keys.size(); ++k) {
     P2pLlKey& key = out->keys[k];
@@ -223,10 +229,12 @@ bool build_p2p_ll(const Plan& p2p, const P2pLlContext& cx, P2pLlBatch* out) {
       key.ring = cx.remote[peer] + g.ll_off(cx.rank, ch);
       key.credit = cx.local + g.ll_tail_off(peer, ch);
       key.count = reinterpret_cast<uint64_t*>(state) + 2;
+      key.sizes = cx.remote[peer] + g.ll_size_off(cx.rank, ch);
     } else {
       key.ring = cx.local + g.ll_off(peer, ch);
       key.credit = cx.remote[peer] + g.ll_tail_off(cx.rank, ch);
       key.count = reinterpret_cast<uint64_t*>(state) + 3;
+      key.sizes = cx.local + g.ll_size_off(peer, ch);
     }
     key.first = uint16_t(next);
     key.n = 0;
@@ -237,6 +245,7 @@ bool build_p2p_ll(const Plan& p2p, const P2pLlContext& cx, P2pLlBatch* out) {
     const size_t i = size_t(key.first) + key.n++;
     out->ptr[i] = s.ptr;
     out->bytes[i] = s.bytes;
+    out->msg[i] = s.msg;
   }
   // Enough threads for every line of the largest slice in one round of the
   // kernel's loop (kP2pLlUnroll lines in flight per thread), whole warps.

@@ -95,6 +95,7 @@ struct P2pLlBatch {
   std::vector<P2pLlKey> keys;
   std::vector<uint64_t> ptr;    // slice: source (send) or destination (recv) address
   std::vector<uint32_t> bytes;  // slice: bytes (1 .. ll_max)
+  std::vector<uint32_t> msg;    // slice: its whole message's bytes (the receivers' size check)
   int threads = 32;             // threads per block: a multiple of 32, 32 .. kP2pLlMaxThreads
 };
 

@@ -77,6 +77,20 @@ std::string header_mismatch_message(const MsgHeader& h, const MsgHeader& e, int 
   return where + ": mismatch with " + from + ", which sent " + diff + hint;
 }
 
+std::string p2p_size_mismatch_message(int rank, int peer, bool send, uint64_t mine,
+                                      uint64_t theirs) {
+  const std::string me = "rank " + std::to_string(rank), them = "rank " + std::to_string(peer);
+  const char* hint = ": sends and receives between this pair do not match";
+  if (!send)
+    return me + ": GPU receive from " + them + ": mismatch with " + them +
+           ", which sent message bytes " + std::to_string(theirs) +
+           " (this rank: " + std::to_string(mine) + ")" + hint;
+  return me + ": GPU " +
+         (mine ? "send of " + std::to_string(mine) + " bytes to " : "kernel sending to ") + them +
+         ": mismatch with " + them + ", whose receive of message bytes " + std::to_string(theirs) +
+         " did not match a send from this rank (this one or an earlier one)" + hint;
+}
+
 // The signature keeps 4 bits of collective and of datatype.
 static_assert(kNumColls <= 16 && mycollNumTypes <= 16, "gpu_call_sig packs them in 4 bits");
 

@@ -80,6 +80,14 @@ inline bool header_matches(const MsgHeader& got, const MsgHeader& want) {
 std::string header_mismatch_message(const MsgHeader& got, const MsgHeader& want, int peer,
                                     const std::string& where);
 
+// The message of a GPU point-to-point size mismatch
+// (kernels/prims/p2p_size.cuh): this rank's receive from `peer` found the
+// sender's message bytes `theirs` against its own `mine`, or (send) this
+// rank's send of `mine` bytes (0: seen by a collective kernel) learned that
+// the peer's receive of `theirs` bytes did not match.
+std::string p2p_size_mismatch_message(int rank, int peer, bool send, uint64_t mine,
+                                      uint64_t theirs);
+
 // The GPU path's header: what the collective kernels compare with every
 // peer's before they count a call done (kernels/prims/call_check.cuh), the
 // fields of a collective's MsgHeader that every rank's call shares, packed

@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -1003,6 +1004,132 @@ TEST(GpuCallCheckOff, EveryElementMatchesReference) {
   SKIP_WITHOUT_GPU();
   EXPECT_EQ(on_gpus(3, {{"MYCOLL_GPU_CALL_CHECK", "0"}}, call_check_off_body), "");
 }
+
+// A GPU send and its receive of different sizes are an error, never a
+// silently wrong buffer (kernels/prims/p2p_size.cuh). First a matching
+// round (rank 0 sends P2P_FIRST floats to every other rank, each checks
+// every element: no false alarm), then rank 0 sends P2P_SEND floats to rank
+// 1, which receives P2P_RECV (P2P_PRE: a matching message of that many
+// floats goes first in the same group). Rank 1 must report InvalidUsage
+// naming rank 0 and both sizes long before MYCOLL_TIMEOUT; rank 0's kernel
+// must end, with success (its data fit) or InvalidUsage naming rank 1;
+// ranks 2.. are not in the pair and wait.
+int p2p_size_body(mycollComm_t comm, const MemOps&) {
+  int rank = -1, n = 0;
+  mycollCommUserRank(comm, &rank);
+  mycollCommCount(comm, &n);
+  auto env = [](const char* v) { return size_t(std::strtoull(std::getenv(v), nullptr, 10)); };
+  const size_t first = env("P2P_FIRST"), send = env("P2P_SEND"), recv = env("P2P_RECV"),
+               pre = env("P2P_PRE");
+  const size_t most = std::max({first, send, recv}) + pre;
+  cudaStream_t s = rank_stream();
+  auto st = reinterpret_cast<mycollStream_t>(s);
+  float* buf = nullptr;
+  cudaMalloc(&buf, most * sizeof(float));
+  std::vector<float> h(most);
+  for (size_t i = 0; i < most; ++i) h[i] = float(i % 4093) * 0.5f + float(rank);
+  cudaMemcpy(buf, h.data(), most * sizeof(float), cudaMemcpyHostToDevice);
+  if (rank == 0) {
+    mycollGroupStart();
+    for (int r = 1; r < n; ++r) mycollSend(buf, first, mycollFloat32, r, comm, st);
+    check(mycollGroupEnd() == mycollSuccess, "matching sends enqueued");
+  } else {
+    check(mycollRecv(buf, first, mycollFloat32, 0, comm, st) == mycollSuccess,
+          "matching receive enqueued");
+  }
+  check(cudaStreamSynchronize(s) == cudaSuccess, "matching round ran");
+  mycollResult_t async = mycollSuccess;
+  mycollCommGetAsyncError(comm, &async);
+  check(async == mycollSuccess, std::string("matching round raised no error, got ") +
+                                    mycollGetErrorString(async) + ": " + mycollGetLastError(comm));
+  if (rank != 0) {
+    std::vector<float> got(first);
+    cudaMemcpy(got.data(), buf, first * sizeof(float), cudaMemcpyDeviceToHost);
+    size_t bad = 0;
+    for (size_t i = 0; i < first; ++i) bad += got[i] != float(i % 4093) * 0.5f;
+    check(bad == 0, std::to_string(bad) + " wrong elements in the matching round");
+  }
+  if (rank >= 2) {  // not in the pair: stay until the pair is done
+    std::this_thread::sleep_for(std::chrono::seconds(8));
+    std::fflush(nullptr);
+    _exit(failures() ? 1 : 0);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  mycollGroupStart();
+  if (rank == 0) {
+    if (pre) mycollSend(buf, pre, mycollFloat32, 1, comm, st);
+    mycollSend(buf + pre, send, mycollFloat32, 1, comm, st);
+  } else {
+    if (pre) mycollRecv(buf, pre, mycollFloat32, 0, comm, st);
+    mycollRecv(buf + pre, recv, mycollFloat32, 0, comm, st);
+  }
+  check(mycollGroupEnd() == mycollSuccess, "mismatched pair enqueued");
+  double dt = 0;
+  const std::string sizes = "message bytes " + std::to_string((rank == 0 ? recv : send) * 4);
+  if (rank == 1) {
+    async = wait_async_error(comm, t0, std::chrono::milliseconds(5), &dt);
+    check(async == mycollInvalidUsage,
+          std::string("receiver reports InvalidUsage, got ") + mycollGetErrorString(async));
+    check(dt < 15, "mismatch reported after " + std::to_string(dt) + " s");
+    check(cudaStreamSynchronize(s) == cudaSuccess, "receiver's kernel ended");
+  } else {
+    check(cudaStreamSynchronize(s) == cudaSuccess, "sender's kernel ended");
+    dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    check(dt < 15, "sender's kernel ended after " + std::to_string(dt) + " s");
+    mycollCommGetAsyncError(comm, &async);
+    check(async == mycollSuccess || async == mycollInvalidUsage,
+          std::string("sender: success or InvalidUsage, got ") + mycollGetErrorString(async));
+  }
+  if (async != mycollSuccess) {
+    const std::string why = mycollGetLastError(comm);
+    const std::string peer = rank == 0 ? "mismatch with rank 1," : "mismatch with rank 0,";
+    check(why.find(peer) != std::string::npos && why.find(sizes) != std::string::npos,
+          "reason '" + why + "' names the peer and its " + sizes);
+  }
+  std::fflush(nullptr);
+  _exit(failures() ? 1 : 0);
+}
+
+struct P2pSizeCase {
+  const char* name;
+  size_t send, recv, pre;
+};
+
+// LL sizes (one ll slice: MYCOLL_GPU_LL_BYTES 16 KiB; the LL kernel) and
+// bandwidth sizes (the plan kernel's FIFOs), each side longer, and a
+// mismatch behind a matching message of the same pair in one group (LL
+// behind LL: the LL kernel; LL behind a bandwidth message: the plan
+// kernel's ll pass).
+const P2pSizeCase kP2pSizeCases[] = {
+    {"LlSendLonger", 2003, 1001, 0},
+    {"LlRecvLonger", 1001, 2003, 0},
+    {"FifoSendLonger", (size_t(1) << 20) + 12345, size_t(1) << 20, 0},
+    {"FifoRecvLonger", size_t(1) << 20, (size_t(1) << 20) + 12345, 0},
+    {"LlAfterMatching", 777, 999, 1001},
+    // A bandwidth message first puts the group on the plan kernel: its ll pass.
+    {"PlanLlAfterFifo", 999, 777, size_t(1) << 20},
+};
+
+class GpuP2pSizeMismatch : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(GpuP2pSizeMismatch, ReceiverReportsItNamingBothSizes) {
+  SKIP_WITHOUT_GPU();
+  const P2pSizeCase& c = kP2pSizeCases[std::get<1>(GetParam())];
+  std::map<std::string, std::string> env = {{"P2P_FIRST", "3001"},
+                                            {"P2P_SEND", std::to_string(c.send)},
+                                            {"P2P_RECV", std::to_string(c.recv)},
+                                            {"P2P_PRE", std::to_string(c.pre)}};
+  EXPECT_EQ(on_gpus(std::get<0>(GetParam()), env, p2p_size_body), "") << c.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpu, GpuP2pSizeMismatch,
+                         ::testing::Combine(::testing::Values(2, 3),
+                                            ::testing::Range(0, int(sizeof(kP2pSizeCases) /
+                                                                    sizeof(kP2pSizeCases[0])))),
+                         [](const ::testing::TestParamInfo<std::tuple<int, int>>& i) {
+                           return std::string(kP2pSizeCases[std::get<1>(i.param)].name) + "_" +
+                                  std::to_string(std::get<0>(i.param)) + "ranks";
+                         });
 
 INSTANTIATE_TEST_SUITE_P(Gpu, GpuMismatch,
                          ::testing::Combine(::testing::Values(2, 3),

@@ -1,7 +1,8 @@
 // FifoGeom (kernels/device_plan.h): the regions of a GPU inbox do not
 // overlap; the one-shot region, the shared epoch control line, the
 // two-shot region and the LL-collective region sit after the FIFOs, sized by
-// os_bytes, ts_bytes and lc_bytes (none when 0), then the call-check lines.
+// os_bytes, ts_bytes and lc_bytes (none when 0), then the call-check lines
+// and the point-to-point size lines.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -166,10 +167,10 @@ TEST(FifoGeom, NoOneShotRegionWhenOff) {
   EXPECT_LT(g.call_base(), g.state_base() + g.pairs() * 32 + 256);
 }
 
-// The call check's lines (kernels/prims/call_check.cuh) come last, after
-// every other region whatever is enabled: two 16-byte lines per sender,
-// then this rank's 128-byte control line, the end of the inbox.
-TEST(FifoGeom, CallLinesAreLastAndDoNotOverlap) {
+// The call check's lines (kernels/prims/call_check.cuh) come after every
+// other region but the size lines, whatever is enabled: two 16-byte lines
+// per sender, then this rank's 128-byte control line.
+TEST(FifoGeom, CallLinesFollowEveryRegionAndDoNotOverlap) {
   for (int n : {1, 2, 3, 8, 72})
     for (int32_t os : {0, 1001})
       for (int32_t ts : {0, 4 << 20})
@@ -191,10 +192,35 @@ TEST(FifoGeom, CallLinesAreLastAndDoNotOverlap) {
           std::sort(r.begin(), r.end());
           EXPECT_EQ(r.front().first, g.call_base());
           for (size_t i = 1; i < r.size(); ++i) EXPECT_LE(r[i - 1].second, r[i].first);
-          EXPECT_EQ(r.back().second, g.total_bytes());
-          EXPECT_EQ(g.call_region_bytes(), g.total_bytes() - g.call_base());
+          EXPECT_EQ(r.back().second, g.call_base() + g.call_region_bytes());
           EXPECT_LE(g.call_region_bytes(), uint64_t(n) * 32 + 128 + 127);
         }
+}
+
+// The point-to-point size lines (kernels/prims/p2p_size.cuh) end the inbox:
+// for every (sender, channel) one 16-byte line per data-ring slot, then one
+// per ll-ring slot, none shared, 256-byte aligned after the call region.
+TEST(FifoGeom, SizeLinesAreLastOneLinePerSlot) {
+  for (int n : {1, 2, 3, 8})
+    for (int32_t lc : {0, 1001}) {
+      FifoGeom g = geom(n, 1001, 4 << 20);
+      g.lc_bytes = lc;
+      const uint64_t call_end = g.call_base() + g.call_region_bytes();
+      EXPECT_GE(g.size_base(), call_end);
+      EXPECT_LT(g.size_base(), call_end + 256);
+      EXPECT_EQ(g.size_base() % 256, 0u);
+      std::vector<std::pair<uint64_t, uint64_t>> r;
+      for (int s = 0; s < n; ++s)
+        for (int c = 0; c < g.max_channels; ++c) {
+          r.push_back({g.size_off(s, c), g.size_off(s, c) + uint64_t(g.nslots) * 16});
+          r.push_back({g.ll_size_off(s, c), g.ll_size_off(s, c) + uint64_t(g.ll_slots) * 16});
+        }
+      std::sort(r.begin(), r.end());
+      EXPECT_EQ(r.front().first, g.size_base());
+      for (size_t i = 1; i < r.size(); ++i) EXPECT_EQ(r[i - 1].second, r[i].first);
+      EXPECT_EQ(r.back().second, g.total_bytes());
+      EXPECT_EQ(g.size_region_bytes(), g.total_bytes() - g.size_base());
+    }
 }
 
 }  // namespace

@@ -20,8 +20,9 @@ using namespace mycoll;
 
 namespace {
 
-// (peer, channel, kind) -> [(address, bytes)] in order.
-using Streams = std::map<std::tuple<int, int, int>, std::vector<std::pair<uint64_t, uint64_t>>>;
+// (peer, channel, kind) -> [(address, bytes, whole message bytes)] in order.
+using Streams =
+    std::map<std::tuple<int, int, int>, std::vector<std::tuple<uint64_t, uint64_t, uint64_t>>>;
 
 FifoGeom test_geom(int nranks, int max_channels) {
   FifoGeom g{};
@@ -58,7 +59,7 @@ Streams plan_streams(const DevicePlan& p) {
       const DevOp& op = p.ops[i];
       if (op.kind != kDevSend && op.kind != kDevRecv) continue;
       s[{op.peer, c, op.kind}].push_back(
-          {op.kind == kDevSend ? op.src_off : op.dst_off, op.bytes});
+          {op.kind == kDevSend ? op.src_off : op.dst_off, op.bytes, p2p_msg_bytes(op)});
     }
   return s;
 }
@@ -84,9 +85,11 @@ Streams batch_streams(const P2pLlBatch& b, const P2pLlContext& cx, std::string* 
                                             : cx.remote[k.peer] + g.ll_tail_off(cx.rank, ch);
     const uint64_t* count = reinterpret_cast<const uint64_t*>(cx.local + g.state_off(k.peer, ch)) +
                             (k.kind == kDevSend ? 2 : 3);
-    if (credit != k.credit || count != k.count) {
+    const char* sizes = k.kind == kDevSend ? cx.remote[k.peer] + g.ll_size_off(cx.rank, ch)
+                                           : cx.local + g.ll_size_off(k.peer, ch);
+    if (credit != k.credit || count != k.count || sizes != k.sizes) {
       *err = "key of peer " + std::to_string(k.peer) + " channel " + std::to_string(ch) +
-             ": credit or counter pointer differs from the plan kernel's";
+             ": credit, counter or size-line pointer differs from the plan kernel's";
       return s;
     }
     if (k.first != next) {
@@ -99,9 +102,10 @@ Streams batch_streams(const P2pLlBatch& b, const P2pLlContext& cx, std::string* 
       *err = "two keys for one (peer, channel, direction)";
       return s;
     }
-    for (int i = k.first; i < k.first + k.n; ++i) v.push_back({b.ptr[i], b.bytes[i]});
+    for (int i = k.first; i < k.first + k.n; ++i) v.push_back({b.ptr[i], b.bytes[i], b.msg[i]});
   }
-  if (next != b.ptr.size() || b.ptr.size() != b.bytes.size()) *err = "slices left over";
+  if (next != b.ptr.size() || b.ptr.size() != b.bytes.size() || b.ptr.size() != b.msg.size())
+    *err = "slices left over";
   return s;
 }
 
@@ -172,7 +176,7 @@ TEST(P2pLlBatch, SlicesMatchThePlanKernelBatch) {
         Streams want = plan_streams(build_device_p2p(plan, cb, maxch));
         bool fits = !want.empty();
         for (const auto& [key, v] : want)
-          for (const auto& sl : v) fits &= sl.second <= 65536;
+          for (const auto& sl : v) fits &= std::get<1>(sl) <= 65536;
         ASSERT_EQ(ok, fits) << "channel_bytes " << cb << " max_channels " << maxch << " case " << i;
         if (!ok) continue;
         ++served;
@@ -272,6 +276,8 @@ TEST(P2pLlBatch, KeyOrderAndThreads) {
   EXPECT_EQ(out.ptr[out.keys[0].first], 0x100u);
   EXPECT_EQ(out.ptr[out.keys[0].first + 1], 0x400u);
   EXPECT_EQ(out.bytes[out.keys[0].first + 1], 2000u);
+  EXPECT_EQ(out.msg[out.keys[0].first], 5u);  // every slice carries its whole message's size
+  EXPECT_EQ(out.msg[out.keys[0].first + 1], 2000u);
   EXPECT_EQ(out.keys[1].peer, 1);
   EXPECT_EQ(out.keys[1].kind, kDevRecv);
   EXPECT_EQ(out.keys[2].peer, 1);
@@ -281,6 +287,10 @@ TEST(P2pLlBatch, KeyOrderAndThreads) {
   EXPECT_EQ(out.threads, 256);  // one channel, 2048 lines
   ASSERT_TRUE(build_p2p_ll(one_step({send_op(1, 0x100, 2049 * 8)}), cx, &out));
   EXPECT_EQ(out.threads, 160);  // two channels, 8192 + 8200 bytes: 1025 lines -> 129 threads
+  ASSERT_EQ(out.msg.size(), 2u);
+  EXPECT_EQ(out.bytes[0] + out.bytes[1], 2049u * 8);
+  EXPECT_EQ(out.msg[0], 2049u * 8);  // both slices: the whole message
+  EXPECT_EQ(out.msg[1], 2049u * 8);
 }
 
 }  // namespace
