@@ -246,8 +246,7 @@ cudaError_t launch_p2p_ll(const P2pLlCommon& c, const P2pLlKey* keys, const uint
       threads < 32 || threads > kP2pLlMaxThreads || threads % 32 != 0)
     return cudaErrorInvalidValue;
   if (c.nkeys <= kSmallKeys && nslices <= kSmallSlices)
-    return launch_k<kSmallKeys, kSmallSlices>(c, keys, ptr, bytes, msg, nslices, threads,
-                                              stream);
+    return launch_k<kSmallKeys, kSmallSlices>(c, keys, ptr, bytes, msg, nslices, threads, stream);
   return launch_k<kP2pLlMaxKeys, kP2pLlMaxSlices>(c, keys, ptr, bytes, msg, nslices, threads,
                                                   stream);
 }

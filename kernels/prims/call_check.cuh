@@ -118,8 +118,7 @@ __device__ __forceinline__ void call_check(const DevComm& cm, uint64_t sig, uint
 // counts this block in the grid's residency budget. True in the check
 // block's threads, which must return; *first_data is the grid's first
 // data block.
-__device__ __forceinline__ bool call_check_block(const DevComm& cm, uint64_t sig,
-                                                 int* first_data) {
+__device__ __forceinline__ bool call_check_block(const DevComm& cm, uint64_t sig, int* first_data) {
   *first_data = sig != 0 ? 1 : 0;
   if (sig == 0 || blockIdx.x != 0) return false;
   if (threadIdx.x < 32) compare_call(cm, sig, post_call(cm, sig));

@@ -36,8 +36,7 @@ constexpr uint64_t kCreditPoison = uint64_t(1) << 63;
 
 // The size line of the slice starting at slot sequence q of a ring of
 // `slots` slots; `lines` = the size lines beside that ring.
-__device__ __forceinline__ void post_size(char* lines, uint64_t slots, uint64_t q,
-                                          uint64_t bytes) {
+__device__ __forceinline__ void post_size(char* lines, uint64_t slots, uint64_t q, uint64_t bytes) {
   ll::store_line(lines + (q % slots) * 16, bytes, uint32_t(q + 1));
 }
 __device__ __forceinline__ bool peek_size(const char* lines, uint64_t slots, uint64_t q,
@@ -46,9 +45,7 @@ __device__ __forceinline__ bool peek_size(const char* lines, uint64_t slots, uin
 }
 
 // A credit (tail) value the receiver poisoned: it found a size mismatch.
-__device__ __forceinline__ bool poisoned(uint64_t credit) {
-  return (credit & kCreditPoison) != 0;
-}
+__device__ __forceinline__ bool poisoned(uint64_t credit) { return (credit & kCreditPoison) != 0; }
 // By the receiver that found the mismatch: its bytes, for the sender's
 // message.
 __device__ __forceinline__ void poison(char* credit, uint64_t mine) {

@@ -32,8 +32,8 @@ mycollResult_t DeviceCommImpl::poll_error(std::string* reason) {
           gpu_call_header(theirs), gpu_call_header(mine), peer,
           "rank " + std::to_string(c_.rank) + ": GPU collective (counts compared modulo 2^32)");
     } else if (kind == kDevRecvSizeMismatch || kind == kDevSendSizeMismatch) {
-      *reason = p2p_size_mismatch_message(c_.rank, peer, kind == kDevSendSizeMismatch, e.mine,
-                                          e.theirs);
+      *reason =
+          p2p_size_mismatch_message(c_.rank, peer, kind == kDevSendSizeMismatch, e.mine, e.theirs);
     } else {
       const char* what = kind == kDevSend ? "sending to" : "receiving from";
       *reason = std::string(code == mycollTimeout ? "GPU kernel timed out (MYCOLL_TIMEOUT) "
@@ -153,8 +153,8 @@ DevCall DeviceCommImpl::dev_call(const Task& t) const {
 // blocks and the call check's block (kernels/prims/call_check.cuh).
 int DeviceCommImpl::direct_channels(const Task& t) const {
   return direct_kernel_channels(uint64_t(t.count) * dtype_size(t.dtype), c_.cfg.gpu_channel_bytes,
-                                geom_.max_channels, c_.nranks, block_budget_,
-                                kDirectCopyBlocks + 1, gpu_share_ > 1 ? 0 : kDirectSpareSms);
+                                geom_.max_channels, c_.nranks, block_budget_, kDirectCopyBlocks + 1,
+                                gpu_share_ > 1 ? 0 : kDirectSpareSms);
 }
 
 // The direct kernel: n - 1 streams (peers) at most on direct_channels

@@ -73,7 +73,8 @@ int direct_kernel_channels(size_t block_bytes, size_t channel_bytes, int max_cha
 // 256 KiB or more: at most 16 per channel (4 with two ranks, where there is
 // nothing to pipeline through).
 size_t device_pipeline_chunk(size_t count, size_t es, size_t align, int nranks) {
-  size_t nchunks = std::min<size_t>(nranks <= 2 ? 4 : 16, std::max<size_t>(1, count * es / (256 * 1024)));
+  size_t nchunks =
+      std::min<size_t>(nranks <= 2 ? 4 : 16, std::max<size_t>(1, count * es / (256 * 1024)));
   size_t chunk = (count + nchunks - 1) / nchunks;
   return std::max<size_t>(align, (chunk + align - 1) / align * align);
 }
@@ -129,8 +130,8 @@ DevicePlan build_device_p2p(const Plan& p2p, size_t channel_bytes, int max_chann
       size_t first = p.ops.size();
       for (const Op& op : st.ops) {
         const size_t bytes = message_bytes(op);
-        int mine = op.kind == OpKind::Copy ? p.nch
-                                           : device_channels(bytes, channel_bytes, max_channels);
+        int mine =
+            op.kind == OpKind::Copy ? p.nch : device_channels(bytes, channel_bytes, max_channels);
         if (ch >= mine) continue;
         const auto [lo, hi] = p2p_slice(bytes, mine, ch);
         if (hi == lo) continue;
@@ -168,8 +169,8 @@ bool build_p2p_ll(const Plan& p2p, const P2pLlContext& cx, P2pLlBatch* out) {
   const uint64_t ll_data = g.ll_slot_bytes / 2;  // data bytes per ll slot
   // The kernel takes a slice whole (like the plan kernel's ll pass): it must
   // fit the ring, and its byte count its 32-bit field.
-  const uint64_t most = std::min<uint64_t>({cx.ll_max, uint64_t(g.ll_slots) * ll_data,
-                                            uint64_t(UINT32_MAX)});
+  const uint64_t most =
+      std::min<uint64_t>({cx.ll_max, uint64_t(g.ll_slots) * ll_data, uint64_t(UINT32_MAX)});
   struct Piece {
     int key;
     uint64_t ptr;
@@ -250,8 +251,8 @@ bool build_p2p_ll(const Plan& p2p, const P2pLlContext& cx, P2pLlBatch* out) {
   // Enough threads for every line of the largest slice in one round of the
   // kernel's loop (kP2pLlUnroll lines in flight per thread), whole warps.
   const uint64_t want = (max_lines + kP2pLlUnroll - 1) / kP2pLlUnroll;
-  out->threads = int(std::min<uint64_t>(kP2pLlMaxThreads,
-                                        std::max<uint64_t>(32, (want + 31) / 32 * 32)));
+  out->threads =
+      int(std::min<uint64_t>(kP2pLlMaxThreads, std::max<uint64_t>(32, (want + 31) / 32 * 32)));
   return true;
 }
 

@@ -79,13 +79,13 @@ ByteRange p2p_slice(size_t bytes, int nch, int ch);
 struct P2pLlContext {
   FifoGeom geom{};
   int rank = 0;
-  char* local = nullptr;            // my inbox
-  std::vector<char*> remote;        // remote[r]: rank r's inbox mapped here
-  std::vector<bool> ll;             // peer r's ll ring may be used (cuda_ipc)
-  uint64_t ll_max = 0;              // DevComm::ll_max_bytes
-  size_t channel_bytes = 1;         // MYCOLL_GPU_CHANNEL_BYTES
-  int max_channels = 1;             // channels a message may be split over
-  int max_keys = kP2pLlMaxKeys;     // the kernel's capacity
+  char* local = nullptr;         // my inbox
+  std::vector<char*> remote;     // remote[r]: rank r's inbox mapped here
+  std::vector<bool> ll;          // peer r's ll ring may be used (cuda_ipc)
+  uint64_t ll_max = 0;           // DevComm::ll_max_bytes
+  size_t channel_bytes = 1;      // MYCOLL_GPU_CHANNEL_BYTES
+  int max_channels = 1;          // channels a message may be split over
+  int max_keys = kP2pLlMaxKeys;  // the kernel's capacity
   int max_slices = kP2pLlMaxSlices;
 };
 

@@ -150,8 +150,9 @@ TEST(P2pLlBatch, SlicesMatchThePlanKernelBatch) {
   for (size_t cb : {size_t(1), size_t(100), size_t(8192)})
     for (int maxch : {1, 3, 8, 32}) {
       const int n = 4, rank = 1;
-      std::vector<size_t> sizes = {0, 1, 7, 15, 16, 17, 1001, 8191, 8192, 8193, 16383, 16384,
-                                   16385, 3 * 8192 - 1, 3 * 8192 + 5, 65536 + 3, 262144, 300001};
+      std::vector<size_t> sizes = {
+          0,    1,     7,     15,    16,           17,           1001,      8191,   8192,
+          8193, 16383, 16384, 16385, 3 * 8192 - 1, 3 * 8192 + 5, 65536 + 3, 262144, 300001};
       if (cb < 64) sizes = {0, 1, 7, 15, 16, 17, 31, 33, 63, 100, 1001};
       for (size_t i = 0; i < sizes.size(); ++i) {
         // Several messages per peer and direction (ordering) and peers in mixed order.
@@ -183,7 +184,8 @@ TEST(P2pLlBatch, SlicesMatchThePlanKernelBatch) {
         std::string err;
         Streams got = batch_streams(b, cx, &err);
         ASSERT_EQ(err, "");
-        ASSERT_EQ(got, want) << "channel_bytes " << cb << " max_channels " << maxch << " case " << i;
+        ASSERT_EQ(got, want) << "channel_bytes " << cb << " max_channels " << maxch << " case "
+                             << i;
         ASSERT_GE(b.threads, 32);
         ASSERT_LE(b.threads, kP2pLlMaxThreads);
         ASSERT_EQ(b.threads % 32, 0);
@@ -204,7 +206,8 @@ TEST(P2pLlBatch, LlLimitBoundary) {
       auto largest_slice = [&](size_t bytes) {
         const int nch = device_channels(bytes, cb, maxch);
         size_t m = 0;
-        for (int c = 0; c < nch; ++c) m = std::max(m, p2p_slice(bytes, nch, c).hi - p2p_slice(bytes, nch, c).lo);
+        for (int c = 0; c < nch; ++c)
+          m = std::max(m, p2p_slice(bytes, nch, c).hi - p2p_slice(bytes, nch, c).lo);
         return m;
       };
       size_t best = size_t(ll_max) * size_t(maxch) + 64;
@@ -215,8 +218,8 @@ TEST(P2pLlBatch, LlLimitBoundary) {
       EXPECT_TRUE(build_p2p_ll(one_step({recv_op(1, 0x100, best)}), cx, &out)) << best;
       ASSERT_GT(largest_slice(best + 1), ll_max);
       EXPECT_FALSE(build_p2p_ll(one_step({send_op(1, 0x100, best + 1)}), cx, &out)) << best + 1;
-      EXPECT_FALSE(build_p2p_ll(one_step({send_op(1, 0x100, 8), recv_op(1, 0x200, best + 1)}), cx,
-                                &out));
+      EXPECT_FALSE(
+          build_p2p_ll(one_step({send_op(1, 0x100, 8), recv_op(1, 0x200, best + 1)}), cx, &out));
     }
   // The ring holds ll_slots * ll_slot_bytes / 2 = 64 KiB: a larger limit is cut there.
   P2pLlContext cx = test_context(2, 0, 1, 1 << 30, 1 << 20);
@@ -266,8 +269,8 @@ TEST(P2pLlBatch, RefusesWhatItCannotServe) {
 TEST(P2pLlBatch, KeyOrderAndThreads) {
   P2pLlContext cx = test_context(3, 0, 32, 8192, 16384);
   P2pLlBatch out;
-  ASSERT_TRUE(build_p2p_ll(one_step({send_op(2, 0x100, 5), recv_op(1, 0x200, 9), send_op(1, 0x300, 1),
-                                     send_op(2, 0x400, 2000)}),
+  ASSERT_TRUE(build_p2p_ll(one_step({send_op(2, 0x100, 5), recv_op(1, 0x200, 9),
+                                     send_op(1, 0x300, 1), send_op(2, 0x400, 2000)}),
                            cx, &out));
   ASSERT_EQ(out.keys.size(), 3u);
   EXPECT_EQ(out.keys[0].peer, 2);

@@ -554,8 +554,7 @@ TEST(GpuP2pSize, MismatchMessageNamesPeerAndBothSizes) {
   EXPECT_EQ(r.rfind("rank 1: GPU receive from rank 0: mismatch with rank 0,", 0), 0u) << r;
   EXPECT_NE(r.find("message bytes 8000 (this rank: 4000)"), std::string::npos) << r;
   const std::string s = p2p_size_mismatch_message(0, 1, true, 8000, 4000);
-  EXPECT_EQ(s.rfind("rank 0: GPU send of 8000 bytes to rank 1: mismatch with rank 1,", 0), 0u)
-      << s;
+  EXPECT_EQ(s.rfind("rank 0: GPU send of 8000 bytes to rank 1: mismatch with rank 1,", 0), 0u) << s;
   EXPECT_NE(s.find("receive of message bytes 4000"), std::string::npos) << s;
   const std::string k = p2p_size_mismatch_message(2, 3, true, 0, 12);
   EXPECT_EQ(k.rfind("rank 2: GPU kernel sending to rank 3: mismatch with rank 3,", 0), 0u) << k;
