@@ -1122,22 +1122,24 @@ TEST_P(GpuP2pSizeMismatch, ReceiverReportsItNamingBothSizes) {
   EXPECT_EQ(on_gpus(std::get<0>(GetParam()), env, p2p_size_body), "") << c.name;
 }
 
-INSTANTIATE_TEST_SUITE_P(Gpu, GpuP2pSizeMismatch,
-                         ::testing::Combine(::testing::Values(2, 3),
-                                            ::testing::Range(0, int(sizeof(kP2pSizeCases) /
-                                                                    sizeof(kP2pSizeCases[0])))),
-                         [](const ::testing::TestParamInfo<std::tuple<int, int>>& i) {
-                           return std::string(kP2pSizeCases[std::get<1>(i.param)].name) + "_" +
-                                  std::to_string(std::get<0>(i.param)) + "ranks";
-                         });
+// A table of mismatch cases run at 2 and 3 ranks: parameters (ranks, case
+// index), each test named <case>_<n>ranks.
+template <typename Case, size_t N>
+auto at_two_and_three_ranks(const Case (&)[N]) {
+  return ::testing::Combine(::testing::Values(2, 3), ::testing::Range(0, int(N)));
+}
+template <typename Case, size_t N>
+auto ranked_case_name(const Case (&cases)[N]) {
+  return [&cases](const ::testing::TestParamInfo<std::tuple<int, int>>& i) {
+    return std::string(cases[std::get<1>(i.param)].name) + "_" +
+           std::to_string(std::get<0>(i.param)) + "ranks";
+  };
+}
 
-INSTANTIATE_TEST_SUITE_P(Gpu, GpuMismatch,
-                         ::testing::Combine(::testing::Values(2, 3),
-                                            ::testing::Range(0, int(sizeof(kMismatchCases) /
-                                                                    sizeof(kMismatchCases[0])))),
-                         [](const ::testing::TestParamInfo<std::tuple<int, int>>& i) {
-                           return std::string(kMismatchCases[std::get<1>(i.param)].name) + "_" +
-                                  std::to_string(std::get<0>(i.param)) + "ranks";
-                         });
+INSTANTIATE_TEST_SUITE_P(Gpu, GpuP2pSizeMismatch, at_two_and_three_ranks(kP2pSizeCases),
+                         ranked_case_name(kP2pSizeCases));
+
+INSTANTIATE_TEST_SUITE_P(Gpu, GpuMismatch, at_two_and_three_ranks(kMismatchCases),
+                         ranked_case_name(kMismatchCases));
 
 }  // namespace
