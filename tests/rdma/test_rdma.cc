@@ -5,7 +5,9 @@
 // of scripts/softroce/softroce.sh, see the rdma_softroce ctest): every
 // collective x algorithm over MYCOLL_TRANSPORT=ib with 2 and 3 ranks, every
 // element checked; a SIGKILLed peer and a QP forced into error end in errors
-// within MYCOLL_TIMEOUT; the registration cache. Without a device those skip.
+// within MYCOLL_TIMEOUT; the registration cache; the rank-death matrix's ib
+// cells (tests/common/death_matrix.h: every fault x collective, and a rank
+// missing at init). Without a device those skip.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -17,11 +19,12 @@
 #include <tuple>
 #include <vector>
 
-#include "common/coll_check.h"
-#include "common/failure_check.h"
-#include "common/multiproc.h"
 #include "comm/comm.h"
 #include "comm/registry.h"
+#include "common/coll_check.h"
+#include "common/death_matrix.h"
+#include "common/failure_check.h"
+#include "common/multiproc.h"
 #include "transports/ibverbs/ib_device.h"
 #include "transports/ibverbs/ib_transport.h"
 #include "transports/transport.h"
@@ -107,8 +110,8 @@ TEST(RdmaAvailability, NetIbWithoutDeviceIsInvalidUsageAtInit) {
       const char* msg = mycollGetLastError(nullptr);
       check(r == mycollInvalidUsage,
             std::string(var) + "=ib: expected mycollInvalidUsage, got " + mycollGetErrorString(r));
-      check(contains(msg, (std::string(var) + "=ib").c_str()), std::string("message names ") +
-                                                                    var + ": " + (msg ? msg : ""));
+      check(contains(msg, (std::string(var) + "=ib").c_str()),
+            std::string("message names ") + var + ": " + (msg ? msg : ""));
       check(comm == nullptr, "no communicator");
       return 0;
     });
@@ -153,9 +156,11 @@ TEST_P(RdmaCollectives, EveryElementMatchesReference) {
     const CollKind kinds[] = {CollKind::AllReduce, CollKind::Broadcast,     CollKind::Reduce,
                               CollKind::AllGather, CollKind::ReduceScatter, CollKind::AllToAll,
                               CollKind::Scatter,   CollKind::Gather,        CollKind::SendRecvRing};
-    if (!check(mycoll::registry_peek(comm)->conns[(rank + 1) % n] &&
-                   mycoll::registry_peek(comm)->conns[(rank + 1) % n]->describe().rfind("ib ", 0) == 0,
-               "peer connection is ib: " + mycoll::registry_peek(comm)->conns[(rank + 1) % n]->describe()))
+    if (!check(
+            mycoll::registry_peek(comm)->conns[(rank + 1) % n] &&
+                mycoll::registry_peek(comm)->conns[(rank + 1) % n]->describe().rfind("ib ", 0) == 0,
+            "peer connection is ib: " +
+                mycoll::registry_peek(comm)->conns[(rank + 1) % n]->describe()))
       return 1;
     MemOps mem = host_mem();
     int seed = 0;
@@ -173,8 +178,13 @@ TEST_P(RdmaCollectives, EveryElementMatchesReference) {
                             {mycollFloat32, mycollSum, 100003, false}};
       for (const Case& k : cases) {
         if (kind == CollKind::SendRecvRing && k.in_place) continue;
-        CheckCase c{kind, k.t, kind_reduces(kind) ? k.op : mycollSum, k.count,
-                    kind_rooted(kind) ? n - 1 : 0, k.in_place, ++seed % 17};
+        CheckCase c{kind,
+                    k.t,
+                    kind_reduces(kind) ? k.op : mycollSum,
+                    k.count,
+                    kind_rooted(kind) ? n - 1 : 0,
+                    k.in_place,
+                    ++seed % 17};
         std::string err;
         if (!check(run_and_check(comm, c, mem, &err), err)) return 1;
       }
@@ -196,7 +206,8 @@ TEST(RdmaLarge, AllReduceManyRingWraps) {
   REQUIRE_RDMA();
   LaunchOptions opt;
   opt.nranks = 2;
-  opt.env = {{"MYCOLL_TRANSPORT", "ib"}, {"MYCOLL_TIMEOUT", "60"}, {"MYCOLL_IB_BUFFER_BYTES", "32K"}};
+  opt.env = {
+      {"MYCOLL_TRANSPORT", "ib"}, {"MYCOLL_TIMEOUT", "60"}, {"MYCOLL_IB_BUFFER_BYTES", "32K"}};
   opt.timeout_s = 300;
   auto res = run_ranks(opt, [](mycollComm_t comm, int rank, int n, const mycollUniqueId&) {
     const size_t count = (1 << 20) + 3;
@@ -209,8 +220,8 @@ TEST(RdmaLarge, AllReduceManyRingWraps) {
         return 1;
       for (size_t i = 0; i < count; ++i) {
         int32_t want = static_cast<int32_t>(n * (i * 7) + n * (n - 1) / 2);
-        if (!check(b[i] == want, "element " + std::to_string(i) + ": got " +
-                                     std::to_string(b[i]) + " want " + std::to_string(want)))
+        if (!check(b[i] == want, "element " + std::to_string(i) + ": got " + std::to_string(b[i]) +
+                                     " want " + std::to_string(want)))
           return 1;
       }
     }
@@ -237,10 +248,13 @@ TEST(RdmaFailures, QpForcedIntoErrorIsAnError) {
   opt.timeout_s = 120;
   auto res = run_ranks(opt, [&](mycollComm_t comm, int rank, int, const mycollUniqueId&) {
     std::vector<float> a(50000, 2.0f), b(50000);
-    check(mycollAllReduce(a.data(), b.data(), a.size(), mycollFloat32, mycollSum, comm,
-                          nullptr) == mycollSuccess && b[49999] == 4.0f,
+    check(mycollAllReduce(a.data(), b.data(), a.size(), mycollFloat32, mycollSum, comm, nullptr) ==
+                  mycollSuccess &&
+              b[49999] == 4.0f,
           "allreduce before the fault");
-    if (rank == 1) check(mycoll::ib_force_qp_error(mycoll::registry_peek(comm)->conns[0].get()), "forced the QP to ERR");
+    if (rank == 1)
+      check(mycoll::ib_force_qp_error(mycoll::registry_peek(comm)->conns[0].get()),
+            "forced the QP to ERR");
     auto t0 = Clock::now();
     mycollResult_t r =
         mycollAllReduce(a.data(), b.data(), a.size(), mycollFloat32, mycollSum, comm, nullptr);
@@ -255,6 +269,33 @@ TEST(RdmaFailures, QpForcedIntoErrorIsAnError) {
     return 0;
   });
   EXPECT_EQ(describe_failures(res), "");
+}
+
+// The death matrix over ib: the host transports' cells (no hang, the code,
+// the dead rank named by every survivor, abort from a second thread within
+// 5 s), with a longer MYCOLL_TIMEOUT for the emulated VM.
+constexpr double kIbDeathTimeout = 8;
+
+class RdmaDeathMatrix : public ::testing::TestWithParam<death::Cell> {};
+
+TEST_P(RdmaDeathMatrix, SurvivorsGetErrorsNamingTheDeadRank) {
+  REQUIRE_RDMA();
+  death::run_loop_cell(GetParam(), kIbDeathTimeout);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Ib, RdmaDeathMatrix,
+    ::testing::Combine(::testing::Values(death::Fault::Kill, death::Fault::Stop,
+                                         death::Fault::Exit0, death::Fault::Exit1,
+                                         death::Fault::Abort),
+                       ::testing::Values("ib"),
+                       ::testing::Values(death::Op::AllReduce, death::Op::Broadcast,
+                                         death::Op::AllToAll, death::Op::SendRecv)),
+    death::cell_name);
+
+TEST(RdmaDeathAtInit, MissingRankIsNamed) {
+  REQUIRE_RDMA();
+  death::run_init_cell("ib", kIbDeathTimeout);
 }
 
 TEST(RdmaRegCache, ReusesCoveringRegistrationsAndInvalidates) {
