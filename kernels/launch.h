@@ -15,7 +15,8 @@
 
 namespace mycoll {
 
-// Launches the plan kernel: one block per channel. reduce=false runs the
+// Launches the plan kernel: one block per channel, plus the call check's
+// block when a.sig != 0 (kernels/prims/call_check.cuh). reduce=false runs the
 // byte-moving instantiation (no RecvReduce/ScaleAvg ops allowed).
 cudaError_t launch_plan(const KernelArgs& a, bool reduce, mycollDataType_t t, mycollRedOp_t op,
                         int nchannels, cudaStream_t stream);

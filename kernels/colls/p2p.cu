@@ -103,9 +103,7 @@ __device__ void send_key(const P2pLlParams<K, S>& p, const P2pLlKey& key, volati
           dev::Waiter w(0);
           while (base + need - tail > slots && !quit) {
             tail = ld_vol(key.credit);
-            if (dev::poisoned(tail)) {
-              g.record(mycollInvalidUsage, key.peer, kDevSendSizeMismatch, p.msg[s],
-                       tail & ~dev::kCreditPoison);
+            if (dev::send_refused(g, tail, key.peer, p.msg[s])) {
               *stop = 1;
               quit = true;
             } else if (base + need - tail > slots) {
@@ -171,9 +169,7 @@ __device__ void recv_key(const P2pLlParams<K, S>& p, const P2pLlKey& key, volati
           sized = dev::peek_size(key.sizes, slots, base, &theirs);
           if (!sized) quit = dev::tick_or_stop(w, g, stop, key.peer, kDevRecv);
         }
-        if (sized && theirs != p.msg[s]) {
-          g.record(mycollInvalidUsage, key.peer, kDevRecvSizeMismatch, p.msg[s], theirs);
-          dev::poison(key.credit, p.msg[s]);
+        if (sized && dev::size_differs(g, key.peer, p.msg[s], theirs, key.credit)) {
           *stop = 1;
           quit = true;
         }

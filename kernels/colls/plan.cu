@@ -124,13 +124,16 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
   constexpr int NT = kThreads / 2;
   const int group = threadIdx.x / NT;  // 0: sends, 1: receives
   const int tid = threadIdx.x % NT;
-  const int ch = blockIdx.x;
   const DevComm& cm = *a.comm;
+  // The call check runs in a block of its own (the grid's first), so no
+  // channel waits for the peers' start.
+  int b0 = 0;
+  if (call_check_block(cm, a.sig, &b0)) return;
+  const int ch = int(blockIdx.x) - b0;
   const FifoGeom g = cm.geom;
   const uint64_t LSB = g.ll_slot_bytes, LD = g.ll_slot_bytes / 2;  // ll data bytes per slot
   const uint64_t LPS = LD / 8;                                     // ll lines per slot
   const uint64_t ll_max = cm.ll_max_bytes;
-  const uint64_t call = call_begin(cm, a.sig);
   if (threadIdx.x == 0) sh.stop = 0;
 #ifdef MYCOLL_KERNEL_TRACE
   if (tid == 0) sh.tn[group] = 0;
@@ -145,7 +148,6 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
     const uint32_t avail = end - s0 < uint32_t(kMaxStepOps) ? end - s0 : uint32_t(kMaxStepOps);
     for (uint32_t k = threadIdx.x; k < avail; k += kThreads) sh.ops[k] = a.ops[s0 + k];
     __syncthreads();
-    if (s0 == a.chan_ops[ch]) call_check(cm, a.sig, call);  // after the first barrier
     // Every thread finds the step's end itself (no shared count written by
     // one thread and read by the others: racecheck reported that pair).
     uint32_t last = 0;
@@ -235,9 +237,7 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
                 base = st[2];
                 const uint64_t tail = ld_vol(cm.local + g.ll_tail_off(op.peer, ch));
                 ok = !poisoned(tail) && base + need - tail <= uint64_t(g.ll_slots);
-                if (poisoned(tail)) {
-                  GiveUp::of(cm).record(mycollInvalidUsage, op.peer, kDevSendSizeMismatch,
-                                        a.p2p ? p2p_msg_bytes(op) : 0, tail & ~kCreditPoison);
+                if (send_refused(GiveUp::of(cm), tail, op.peer, a.p2p ? p2p_msg_bytes(op) : 0)) {
                   sh.stop = 1;
                 } else if (ok && a.p2p) {
                   post_size(cm.remote[op.peer] + g.ll_size_off(cm.rank, ch), g.ll_slots, base,
@@ -253,10 +253,9 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
                 // Point-to-point: and once the sender's size line is there.
                 if (ok && a.p2p)
                   ok = peek_size(cm.local + g.ll_size_off(op.peer, ch), g.ll_slots, base, &v);
-                if (ok && a.p2p && v != p2p_msg_bytes(op)) {
-                  GiveUp::of(cm).record(mycollInvalidUsage, op.peer, kDevRecvSizeMismatch,
-                                        p2p_msg_bytes(op), v);
-                  poison(cm.remote[op.peer] + g.ll_tail_off(cm.rank, ch), p2p_msg_bytes(op));
+                if (ok && a.p2p &&
+                    size_differs(GiveUp::of(cm), op.peer, p2p_msg_bytes(op), v,
+                                 cm.remote[op.peer] + g.ll_tail_off(cm.rank, ch))) {
                   sh.stop = 1;
                   ok = false;
                 }
@@ -397,9 +396,7 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
             uint64_t sent = st[0];
             uint64_t tail = ld_vol(P.send_tail + cflag);
             n = NS - (sent - tail);
-            if (poisoned(tail)) {
-              GiveUp::of(cm).record(mycollInvalidUsage, op.peer, kDevSendSizeMismatch,
-                                    a.p2p ? p2p_msg_bytes(op) : 0, tail & ~kCreditPoison);
+            if (send_refused(GiveUp::of(cm), tail, op.peer, a.p2p ? p2p_msg_bytes(op) : 0)) {
               sh.stop = 1;
               n = 0;
             } else if (n > 0 && sized) {
@@ -414,10 +411,8 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
             if (n > 0 && sized) {
               if (!peek_size(cm.local + g.size_off(op.peer, ch), NS, recvd, &theirs)) {
                 n = 0;  // not yet: the next pass
-              } else if (theirs != p2p_msg_bytes(op)) {
-                GiveUp::of(cm).record(mycollInvalidUsage, op.peer, kDevRecvSizeMismatch,
-                                      p2p_msg_bytes(op), theirs);
-                poison(P.recv_tail + cflag, p2p_msg_bytes(op));
+              } else if (size_differs(GiveUp::of(cm), op.peer, p2p_msg_bytes(op), theirs,
+                                      P.recv_tail + cflag)) {
                 sh.stop = 1;
                 n = 0;
               }
@@ -507,7 +502,6 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
     KTRACE('E');
     if (__syncthreads_or(sh.stop)) return;
   }
-  if (a.chan_ops[ch] == end) call_check(cm, a.sig, call);  // a channel without ops
 #ifdef MYCOLL_KERNEL_TRACE
   KTRACE('X');
   __syncthreads();
@@ -529,8 +523,9 @@ MYCOLL_DEFINE_LAUNCH(LaunchCopy, KernelArgs, kThreads, plan_kernel<T, OP, false>
 cudaError_t launch_plan(const KernelArgs& a, bool reduce, mycollDataType_t t, mycollRedOp_t op,
                         int nchannels, cudaStream_t stream) {
   using namespace dev;
-  if (!reduce) return LaunchCopy<uint8_t, mycollSum>::run(a, nchannels, stream);
-  return dispatch_dtype_op<LaunchReduce>(t, op, a, nchannels, stream);
+  const int grid = nchannels + (a.sig != 0 ? 1 : 0);  // + the call check's block
+  if (!reduce) return LaunchCopy<uint8_t, mycollSum>::run(a, grid, stream);
+  return dispatch_dtype_op<LaunchReduce>(t, op, a, grid, stream);
 }
 
 cudaError_t preload_plan_kernels() {

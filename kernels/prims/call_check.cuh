@@ -20,10 +20,12 @@
 // Where the checker runs: in latency kernels the last warp of block 0
 // (call_begin before the first barrier, call_check right after it: its
 // wait delays only its own share of the work, by the peers' start skew,
-// and for a small message the last warp has no share); in bandwidth kernels
-// a block of its own (call_check_block), so the data path never waits for
-// the peers' start (on one shared H100 the in-block check cost a chain
-// broadcast 13-20 us per call: docs/performance.md, "Session 12").
+// and for a small message the last warp has no share); in the bandwidth
+// kernels and the plan kernel a block of its own (call_check_block), so the
+// data path never waits for the peers' start (on one shared H100 the
+// in-block check cost a chain broadcast 13-20 us per call, the plan kernel's
+// 512 KiB broadcast 10.7 us: docs/performance.md, "Session 12", "Session
+// 13").
 //
 // Two parities suffice: a rank starts call k + 2 only after its call k + 1
 // ended, which needs every peer's line of k + 1, written at the start of
@@ -91,7 +93,7 @@ __device__ __forceinline__ void compare_call(const DevComm& cm, uint64_t sig, ui
   }
 }
 
-// Latency kernels (plan, one-shot, two-shot, LL collectives), whose blocks
+// Latency kernels (one-shot, two-shot, LL collectives), whose blocks
 // depend on every peer anyway: the last warp of block 0 checks, in two
 // calls. call_begin, by every thread of every block before the kernel's
 // first barrier: posts the call's lines (the next launch is stream-ordered
@@ -109,8 +111,9 @@ __device__ __forceinline__ void call_check(const DevComm& cm, uint64_t sig, uint
   compare_call(cm, sig, k);
 }
 
-// Bandwidth kernels (ring and chains, direct), where a rank's data path
-// depends on a few peers only (a chain's root on nobody): one block of its
+// Bandwidth kernels (ring and chains, direct) and the plan kernel, where a
+// rank's data path depends on a few peers only (a chain's root on nobody,
+// a plan's step on its step's peers): one block of its
 // own, the grid's first (dispatched first, so a started kernel's lines go
 // out at once), runs the check and nothing else, so no data waits for the
 // peers' start; the kernel ends once the check is done. A mismatch that

@@ -121,9 +121,7 @@ __device__ __forceinline__ bool batch_begin(const Chan& c, FifoShared& sh, uint6
       nr = want_r < cap ? want_r : cap;
       if (ns > 0) {
         const uint64_t tail = ll::ld_vol(c.send_tail);
-        if (poisoned(tail)) {  // next found a point-to-point size mismatch
-          GiveUp::of(*c.cm).record(mycollInvalidUsage, c.next, kDevSendSizeMismatch, 0,
-                                   tail & ~kCreditPoison);
+        if (send_refused(GiveUp::of(*c.cm), tail, c.next, 0)) {  // a p2p size mismatch at next
           sh.stop = 1;
           ns = nr = 0;
           break;

@@ -28,6 +28,7 @@
 
 #include "kernels/device_plan.h"
 #include "kernels/prims/ll.cuh"
+#include "kernels/prims/wait.cuh"
 
 namespace mycoll {
 namespace dev {
@@ -50,6 +51,29 @@ __device__ __forceinline__ bool poisoned(uint64_t credit) { return (credit & kCr
 // message.
 __device__ __forceinline__ void poison(char* credit, uint64_t mine) {
   ll::st_vol(credit, kCreditPoison | (mine & ~kCreditPoison));
+}
+
+// The sender's look at the credit it waits on: true when the receiver
+// `peer` poisoned it, recorded as kDevSendSizeMismatch with this rank's
+// message bytes `mine` (0 where the sender is not point-to-point: a ring
+// the receiver shares with its sends) and the receiver's.
+__device__ __forceinline__ bool send_refused(const GiveUp& g, uint64_t credit, int peer,
+                                             uint64_t mine) {
+  if (!poisoned(credit)) return false;
+  g.record(mycollInvalidUsage, peer, kDevSendSizeMismatch, mine, credit & ~kCreditPoison);
+  return true;
+}
+
+// The receiver's comparison of the sender's size line with its own
+// message's bytes: on a difference, records kDevRecvSizeMismatch naming
+// the sender `peer` and poisons the credit this rank returns to it; true
+// then (the receive must not take a byte).
+__device__ __forceinline__ bool size_differs(const GiveUp& g, int peer, uint64_t mine,
+                                             uint64_t theirs, char* credit) {
+  if (theirs == mine) return false;
+  g.record(mycollInvalidUsage, peer, kDevRecvSizeMismatch, mine, theirs);
+  poison(credit, mine);
+  return true;
 }
 
 }  // namespace dev
