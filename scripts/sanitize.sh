@@ -2,11 +2,12 @@
 # The sanitizer stage of CI (scripts/test.sh runs it after the main suite;
 # docs/reliability.md says what it covers and what it costs). Host only
 # (no CUDA), clang, each build in its own directory:
-#   asan  ASan + UBSan (every UBSan error fatal): the unit and e2e labels,
-#         and the wire fuzz target (tests/fuzz) for FUZZ_SECONDS (default 60)
-#         from its committed corpus
-#   tsan  TSan: the unit and e2e labels (TSAN_FILTER=REGEX, as ctest -R, narrows it for a
-#         quick local run)
+#   asan  ASan + UBSan (every UBSan error fatal): the unit, e2e and e2e_netns
+#         labels (e2e_netns: ranks on several "hosts" in network namespaces,
+#         over sockets and UCX), and the wire fuzz target (tests/fuzz) for
+#         FUZZ_SECONDS (default 60) from its committed corpus
+#   tsan  TSan: the unit, e2e and e2e_netns labels (TSAN_FILTER=REGEX, as
+#         ctest -R, narrows it for a quick local run)
 # STAGES="asan tsan" picks stages; BUILD_PREFIX (default build-) names the
 # directories (build-asan, build-tsan); JOBS, TEST_JOBS as in test.sh.
 # Any sanitizer report fails the stage, also one from a forked rank whose
@@ -80,18 +81,19 @@ for stage in ${STAGES:-asan tsan}; do
     asan)
       stage_build "$dir" -DMYCOLL_SANITIZE=address,undefined -DMYCOLL_FUZZ=ON \
         -DMYCOLL_FUZZ_SECONDS="${FUZZ_SECONDS:-60}"
-      ninja -C "$dir" -j "$jobs" mycoll_unit_tests mycoll_e2e_tests mycoll_fuzz_wire mycoll_nccl \
-        nccl_api_test
+      ninja -C "$dir" -j "$jobs" mycoll_unit_tests mycoll_e2e_tests mycoll_netns_tests \
+        mycoll_fuzz_wire mycoll_nccl nccl_api_test
       t1=$(date +%s)
       export_sanitizer_env "$(pwd)/$dir/sanitizer-logs"
-      stage_test "$dir" -L '^(unit|e2e|fuzz)$' -E "$NOT_HERE" || rc=1
+      stage_test "$dir" -L '^(unit|e2e|e2e_netns|fuzz)$' -E "$NOT_HERE" || rc=1
       ;;
     tsan)
       stage_build "$dir" -DMYCOLL_SANITIZE=thread
-      ninja -C "$dir" -j "$jobs" mycoll_unit_tests mycoll_e2e_tests mycoll_nccl nccl_api_test
+      ninja -C "$dir" -j "$jobs" mycoll_unit_tests mycoll_e2e_tests mycoll_netns_tests mycoll_nccl \
+        nccl_api_test
       t1=$(date +%s)
       export_sanitizer_env "$(pwd)/$dir/sanitizer-logs"
-      stage_test "$dir" -L '^(unit|e2e)$' -E "$NOT_HERE" ${TSAN_FILTER:+-R "$TSAN_FILTER"} || rc=1
+      stage_test "$dir" -L '^(unit|e2e|e2e_netns)$' -E "$NOT_HERE" ${TSAN_FILTER:+-R "$TSAN_FILTER"} || rc=1
       ;;
     *)
       echo "sanitize.sh: unknown stage '$stage' (asan, tsan)" >&2
