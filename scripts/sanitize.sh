@@ -5,7 +5,8 @@
 #   asan  ASan + UBSan (every UBSan error fatal): the unit, e2e and e2e_netns
 #         labels (e2e_netns: ranks on several "hosts" in network namespaces,
 #         over sockets and UCX), and the wire fuzz target (tests/fuzz) for
-#         FUZZ_SECONDS (default 60) from its committed corpus
+#         FUZZ_SECONDS (default 60) from its committed corpus; then the verbs
+#         suite (tests/rdma) inside the Soft-RoCE VM (NO_SOFTROCE=1 skips it)
 #   tsan  TSan: the unit, e2e and e2e_netns labels (TSAN_FILTER=REGEX, as
 #         ctest -R, narrows it for a quick local run)
 # STAGES="asan tsan" picks stages; BUILD_PREFIX (default build-) names the
@@ -70,6 +71,34 @@ export_sanitizer_env() {  # logs dir
   export TSAN_OPTIONS="halt_on_error=0:second_deadlock_stack=1:die_after_fork=0:log_path=$log"
 }
 
+# The verbs suite (tests/rdma) under ASan + UBSan inside the Soft-RoCE VM
+# (scripts/softroce/softroce.sh, the rdma_softroce test's VM): the guest
+# sees the host's / read-only and its own /tmp, so the binary and the
+# report directory live in the VM's work directory, which it shares
+# read-write. Fails on a failed test, a VM that gives no result, or any
+# report.
+asan_rdma() {  # build dir
+  local dir=$1 work=/var/tmp/mycoll-softroce
+  local logs=$work/asan-logs-$$ bin=$work/bin/mycoll_rdma_tests_asan rc=0
+  rm -rf "$logs"
+  mkdir -p "$logs" "$work/bin" && cp -f "$dir/tests/mycoll_rdma_tests" "$bin" || return 1
+  SOFTROCE_TIMEOUT=${SOFTROCE_TIMEOUT:-1200} scripts/softroce/softroce.sh -w "$work" -- /bin/bash -c \
+    "export ASAN_OPTIONS='halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=1:log_path=$logs/report' \
+            UBSAN_OPTIONS='halt_on_error=1:print_stacktrace=1:log_path=$logs/report'; exec $bin --gtest_brief=1" ||
+    rc=$?
+  [ $rc -eq 0 ] || echo "sanitize.sh: the verbs suite under ASan in the Soft-RoCE VM failed (exit $rc)" >&2
+  if compgen -G "$logs/*" >/dev/null; then
+    echo "sanitize.sh: sanitizer reports from the verbs suite in the Soft-RoCE VM:" >&2
+    for f in "$logs"/*; do
+      echo "==== $f" >&2
+      head -c 20000 "$f" >&2
+    done
+    rc=1
+  fi
+  rm -rf "$logs" "$bin"
+  return $rc
+}
+
 prefix=${BUILD_PREFIX:-build-}
 jobs=${JOBS:-$(nproc)}
 rc=0
@@ -82,10 +111,11 @@ for stage in ${STAGES:-asan tsan}; do
       stage_build "$dir" -DMYCOLL_SANITIZE=address,undefined -DMYCOLL_FUZZ=ON \
         -DMYCOLL_FUZZ_SECONDS="${FUZZ_SECONDS:-60}"
       ninja -C "$dir" -j "$jobs" mycoll_unit_tests mycoll_e2e_tests mycoll_netns_tests \
-        mycoll_fuzz_wire mycoll_nccl nccl_api_test
+        mycoll_rdma_tests mycoll_fuzz_wire mycoll_nccl nccl_api_test
       t1=$(date +%s)
       export_sanitizer_env "$(pwd)/$dir/sanitizer-logs"
       stage_test "$dir" -L '^(unit|e2e|e2e_netns|fuzz)$' -E "$NOT_HERE" || rc=1
+      [ -n "${NO_SOFTROCE:-}" ] || asan_rdma "$dir" || rc=1
       ;;
     tsan)
       stage_build "$dir" -DMYCOLL_SANITIZE=thread
