@@ -36,6 +36,17 @@ stage_build() {  # dir, cmake args...
   sed -n 's/^-- mycoll summary: build /  /p' "$log"
 }
 
+# Prints every report in a log directory; false when there was one.
+no_reports() {  # logs dir, what ran
+  compgen -G "$1/*" >/dev/null || return 0
+  echo "sanitize.sh: sanitizer reports from $2 (the process id ends each file name):" >&2
+  for f in "$1"/*; do
+    echo "==== $f" >&2
+    head -c 20000 "$f" >&2
+  done
+  return 1
+}
+
 # Runs ctest in dir with args; fails on a failed test or on any report in
 # the sanitizer logs.
 stage_test() {  # dir, ctest args...
@@ -47,14 +58,7 @@ stage_test() {  # dir, ctest args...
   local rc=0
   (cd "$dir" && ctest --output-on-failure --timeout 900 \
       -j "${TEST_JOBS:-2}" "$@") || rc=$?
-  if compgen -G "$logs/*" >/dev/null; then
-    echo "sanitize.sh: sanitizer reports in $dir (the process id ends each file name):" >&2
-    for f in "$logs"/*; do
-      echo "==== $f" >&2
-      head -c 20000 "$f" >&2
-    done
-    rc=1
-  fi
+  no_reports "$logs" "$dir" || rc=1
   return $rc
 }
 
@@ -87,14 +91,7 @@ asan_rdma() {  # build dir
             UBSAN_OPTIONS='halt_on_error=1:print_stacktrace=1:log_path=$logs/report'; exec $bin --gtest_brief=1" ||
     rc=$?
   [ $rc -eq 0 ] || echo "sanitize.sh: the verbs suite under ASan in the Soft-RoCE VM failed (exit $rc)" >&2
-  if compgen -G "$logs/*" >/dev/null; then
-    echo "sanitize.sh: sanitizer reports from the verbs suite in the Soft-RoCE VM:" >&2
-    for f in "$logs"/*; do
-      echo "==== $f" >&2
-      head -c 20000 "$f" >&2
-    done
-    rc=1
-  fi
+  no_reports "$logs" "the verbs suite in the Soft-RoCE VM" || rc=1
   rm -rf "$logs" "$bin"
   return $rc
 }
