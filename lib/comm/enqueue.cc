@@ -50,6 +50,12 @@ namespace {
 
 thread_local GroupState g_group;
 
+// The calling thread's group state. Not inlined on purpose: GCC re-derives
+// a thread_local's address wherever it is used (a __tls_get_addr call each
+// time, seven per mycollGroupEnd before this) instead of keeping it, so
+// every function takes it once from here and passes it on.
+[[gnu::noinline]] GroupState& this_thread_group() { return g_group; }
+
 std::string rank_str(int r) { return std::to_string(r); }
 
 bool needs_send(const mycollComm* c, const Call& call) {
@@ -89,10 +95,10 @@ bool in_place(const mycollComm* c, const Call& call) {
 
 }  // namespace
 
-int group_depth() { return g_group.depth; }
+int group_depth() { return this_thread_group().depth; }
 
 GroupState* open_group() {
-  GroupState& g = g_group;
+  GroupState& g = this_thread_group();
   return g.depth > 0 ? &g : nullptr;
 }
 
@@ -110,7 +116,7 @@ void group_hold(GroupState* g, CommPin pin) {
 }
 
 void group_drop(mycollComm_t h) {
-  GroupState& g = g_group;
+  GroupState& g = this_thread_group();
   if (g.holds(h)) g.held.release();
 }
 
@@ -143,10 +149,14 @@ void validate_call(mycollComm* comm, const Call& call, const char* fn) {
       return fmt::format("{}: peer {} is out of range [0, {})", fn, call.peer, comm->nranks);
     });
   const size_t es = dtype_size(call.dtype);
-  size_t blocks = is_blocked(call.coll) ? static_cast<size_t>(comm->nranks) : 1;
-  check_arg(call.count <= SIZE_MAX / es / blocks,
+  const size_t blocks = is_blocked(call.coll) ? static_cast<size_t>(comm->nranks) : 1;
+  // Multiplications, not divisions: this runs on every call, and two 64-bit
+  // divisions cost more cycles than the rest of the small-message path's
+  // argument checks together.
+  size_t whole = 0;  // bytes of the whole message
+  check_arg(!__builtin_mul_overflow(call.count, es * blocks, &whole),
             [&] { return fmt::format("{}: count {} overflows the byte size", fn, call.count); });
-  check_arg(call.count <= (size_t(1) << 56) / es / blocks, [&] {
+  check_arg(whole <= (size_t(1) << 56), [&] {
     return fmt::format("{}: count {} is larger than any buffer can be", fn, call.count);
   });
   if (call.count == 0) return;
@@ -442,14 +452,15 @@ static bool try_fast_p2p(mycollComm* c, size_t n, GetCall&& call_at) {
     bytes += m.bytes;
     msgs.push_back(m);
   }
-  if (!fast_p2p_eligible(c, msgs.data(), msgs.size())) return false;
+  const bool repeat = fast_p2p_repeat(c, msgs.data(), msgs.size());
+  if (!repeat && !fast_p2p_eligible(c, msgs.data(), msgs.size())) return false;
   // Streams as the general path: the first call's (every call of a batch
   // names the same one or none on host communicators).
   if (mycollStream_t s = call_at(0).stream) stream_synchronize(s);
   if (log_enabled(LogLevel::Info, Subsys::Coll))
     log_info(Subsys::Coll, "op {} p2p batch of {} call(s), {} bytes", c->op_seq, n, bytes);
   ++c->op_seq;
-  run_fast_p2p(c, msgs.data(), msgs.size());
+  run_fast_p2p(c, msgs.data(), msgs.size(), repeat);
   return true;
 }
 
@@ -490,14 +501,14 @@ static bool try_fast_p2p_group(GroupState& g) {
   return true;
 }
 
-void group_start() { ++g_group.depth; }
+void group_start() { ++this_thread_group().depth; }
 
 // Pins every communicator of the group exclusively (one destroyed, aborted
 // or busy in another thread fails the whole group before anything moves),
 // runs the calls, and on failure records the reason on every communicator
 // of the group (mycollGetLastError(comm) then holds it).
 void group_end() {
-  GroupState& g = g_group;
+  GroupState& g = this_thread_group();
   if (g.depth == 0)
     throw_error(mycollInvalidUsage, "mycollGroupEnd without a matching mycollGroupStart");
   if (--g.depth > 0) return;

@@ -5,9 +5,9 @@
 #include <cstring>
 #include <string>
 
-#include "comm/comm.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "comm/comm.h"
 #include "engine/host_engine.h"
 #include "engine/reduce.h"
 #include "transports/transport.h"
@@ -160,8 +160,8 @@ class FastRun {
         const FastPlan::Xfer& x = p_.xfers[i];
         w += std::string(w.empty() ? "while " : ", ") +
              (x.kind == OpKind::Send ? "sending to" : "receiving from") + " rank " +
-             std::to_string(x.peer) + " (" + x.conn->describe() + ", 0/" +
-             std::to_string(x.bytes) + " bytes)";
+             std::to_string(x.peer) + " (" + x.conn->describe() + ", 0/" + std::to_string(x.bytes) +
+             " bytes)";
       }
       throw_error(mycollTimeout, where() + ": no progress for " +
                                      std::to_string(static_cast<int>(idle)) +
@@ -254,8 +254,8 @@ std::shared_ptr<const FastPlan> compile_fast(mycollComm* comm, const Plan& plan,
         // reduction dst.count.
         const size_t n = op.kind == OpKind::Copy ? op.src.count : op.dst.count;
         if (n == 0) continue;
-        fp->locals.push_back({op.kind, op.dst.buf, op.src.buf, op.dst.offset * es,
-                              op.src.offset * es, n * es});
+        fp->locals.push_back(
+            {op.kind, op.dst.buf, op.src.buf, op.dst.offset * es, op.src.offset * es, n * es});
         continue;
       }
       if (op.peer < 0 || op.peer >= comm->nranks || op.peer == comm->rank) return nullptr;
@@ -285,8 +285,7 @@ std::shared_ptr<const FastPlan> compile_fast(mycollComm* comm, const Plan& plan,
     // trip later (all-to-all's pairwise steps become one). Messages with one
     // peer still match in plan order (prev), so each rank may fuse or not on
     // its own.
-    bool fuse = !fp->steps.empty() && st.local_begin == st.local_end &&
-                st.xfer_end > st.xfer_begin;
+    bool fuse = !fp->steps.empty() && st.local_begin == st.local_end && st.xfer_end > st.xfer_begin;
     if (fuse) {
       const FastPlan::Step& prev = fp->steps.back();
       fuse = prev.xfer_end > prev.xfer_begin && st.xfer_end - prev.xfer_begin <= kMaxStepXfers;
@@ -322,6 +321,30 @@ void run_fast(mycollComm* comm, const FastPlan& plan, const FastCall& call) {
 
 namespace mycoll {
 
+namespace {
+
+// Whether the batch's non-empty messages, in order, are the transfers of p
+// (the last batch run here): same peers, directions and sizes. Such a batch
+// was eligible and reuses p; only addresses and message numbers change.
+bool same_batch(const FastPlan& p, const P2pMsg* msgs, size_t n) {
+  size_t j = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const P2pMsg& m = msgs[i];
+    if (m.bytes == 0) continue;
+    if (j == p.xfers.size()) return false;
+    const FastPlan::Xfer& x = p.xfers[j++];
+    if (x.peer != m.peer || x.bytes != m.bytes || (x.kind == OpKind::Send) != m.is_send)
+      return false;
+  }
+  return j > 0 && j == p.xfers.size();
+}
+
+}  // namespace
+
+bool fast_p2p_repeat(mycollComm* comm, const P2pMsg* msgs, size_t n) {
+  return same_batch(host_p2p_plan(comm), msgs, n);
+}
+
 bool fast_p2p_eligible(mycollComm* comm, const P2pMsg* msgs, size_t n) {
   if (n > kMaxStepXfers) return false;
   for (size_t i = 0; i < n; ++i) {
@@ -334,40 +357,52 @@ bool fast_p2p_eligible(mycollComm* comm, const P2pMsg* msgs, size_t n) {
   return true;
 }
 
-void run_fast_p2p(mycollComm* comm, const P2pMsg* msgs, size_t n) {
+void run_fast_p2p(mycollComm* comm, const P2pMsg* msgs, size_t n, bool repeat) {
   // One step of transfers addressed absolutely (as the general loop's p2p
   // task: dtype uint8, null bases, offsets = addresses). Kept with the
-  // communicator, so a warm batch allocates nothing.
+  // communicator, so a warm batch allocates nothing, and a batch like the
+  // last one (training repeats its batches) only renews addresses and
+  // message numbers.
   FastPlan& p = host_p2p_plan(comm);
-  p.coll = Coll::SendRecv;
-  p.algo = Algo::Direct;
-  p.dtype = mycollUint8;
-  p.es = 1;
-  p.count = 0;
-  p.root = -1;
-  p.scratch_bytes = 0;
-  p.result = Slice{Buf::Output, 0, 0};
-  p.steps.clear();
-  p.locals.clear();
-  p.xfers.clear();
-  for (size_t i = 0; i < n; ++i) {
-    const P2pMsg& m = msgs[i];
-    if (m.bytes == 0) continue;
-    FastPlan::Xfer x{};
-    x.kind = m.is_send ? OpKind::Send : OpKind::Recv;
-    x.peer = m.peer;
-    x.conn = comm->conns[m.peer].get();
-    x.buf = m.is_send ? Buf::Input : Buf::Output;
-    x.off = reinterpret_cast<uintptr_t>(m.buf);
-    x.bytes = m.bytes;
-    auto& counter = m.is_send ? comm->p2p_sent : comm->p2p_recvd;
-    x.seq = counter[m.peer]++;
-    p.count += m.bytes;
-    p.xfers.push_back(x);
+  if (repeat) {
+    size_t j = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const P2pMsg& m = msgs[i];
+      if (m.bytes == 0) continue;
+      FastPlan::Xfer& x = p.xfers[j++];
+      x.off = reinterpret_cast<uintptr_t>(m.buf);
+      x.seq = (m.is_send ? comm->p2p_sent : comm->p2p_recvd)[m.peer]++;
+    }
+  } else {
+    p.coll = Coll::SendRecv;
+    p.algo = Algo::Direct;
+    p.dtype = mycollUint8;
+    p.es = 1;
+    p.count = 0;
+    p.root = -1;
+    p.scratch_bytes = 0;
+    p.result = Slice{Buf::Output, 0, 0};
+    p.steps.clear();
+    p.locals.clear();
+    p.xfers.clear();
+    for (size_t i = 0; i < n; ++i) {
+      const P2pMsg& m = msgs[i];
+      if (m.bytes == 0) continue;
+      FastPlan::Xfer x{};
+      x.kind = m.is_send ? OpKind::Send : OpKind::Recv;
+      x.peer = m.peer;
+      x.conn = comm->conns[m.peer].get();
+      x.buf = m.is_send ? Buf::Input : Buf::Output;
+      x.off = reinterpret_cast<uintptr_t>(m.buf);
+      x.bytes = m.bytes;
+      x.seq = (m.is_send ? comm->p2p_sent : comm->p2p_recvd)[m.peer]++;
+      p.count += m.bytes;
+      p.xfers.push_back(x);
+    }
+    if (p.xfers.empty()) return;
+    link_pairs(p.xfers.data(), p.xfers.size());
+    p.steps.push_back({0, 0, 0, static_cast<uint32_t>(p.xfers.size())});
   }
-  if (p.xfers.empty()) return;
-  link_pairs(p.xfers.data(), p.xfers.size());
-  p.steps.push_back({0, 0, 0, static_cast<uint32_t>(p.xfers.size())});
   p.crowded = host_is_crowded(comm);
   FastCall call;  // null bases
   call.op = mycollSum;

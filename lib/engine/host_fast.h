@@ -35,13 +35,13 @@ struct FastPlan {
     OpKind kind;
     int peer;
     Connection* conn;
-    Buf buf;                  // Send: the source; Recv/RecvReduce: the destination
-    Buf local_buf;            // RecvReduce: the local operand
-    size_t off, local_off;    // bytes (point-to-point: addresses, bases null)
+    Buf buf;                // Send: the source; Recv/RecvReduce: the destination
+    Buf local_buf;          // RecvReduce: the local operand
+    size_t off, local_off;  // bytes (point-to-point: addresses, bases null)
     size_t bytes;
-    int32_t prev;             // an earlier transfer of the step in the same direction with
-                              // the same peer (messages of a pair match in order), or -1
-    uint64_t seq;             // point-to-point: the message's number on the pair
+    int32_t prev;  // an earlier transfer of the step in the same direction with
+                   // the same peer (messages of a pair match in order), or -1
+    uint64_t seq;  // point-to-point: the message's number on the pair
   };
   struct Step {
     uint32_t local_begin, local_end, xfer_begin, xfer_end;
@@ -90,9 +90,15 @@ struct P2pMsg {
 // Whether the batch can run on the small-message path: every non-empty
 // message fits a record of its peer's connection, none is with this rank.
 bool fast_p2p_eligible(mycollComm* comm, const P2pMsg* msgs, size_t n);
+// Whether the batch repeats the last one run here (the same peers,
+// directions and sizes of its non-empty messages, in order; training
+// repeats its batches): eligible then, and its plan is reused.
+bool fast_p2p_repeat(mycollComm* comm, const P2pMsg* msgs, size_t n);
 // Runs the batch (all messages in flight at once, as the general loop's
 // one-step p2p task; the same headers and message numbers). Requires
-// fast_p2p_eligible. On a failure marks comm broken and throws (host_fail).
-void run_fast_p2p(mycollComm* comm, const P2pMsg* msgs, size_t n);
+// fast_p2p_eligible or, with repeat, fast_p2p_repeat (then only addresses
+// and message numbers are renewed). On a failure marks comm broken and
+// throws (host_fail).
+void run_fast_p2p(mycollComm* comm, const P2pMsg* msgs, size_t n, bool repeat);
 
 }  // namespace mycoll

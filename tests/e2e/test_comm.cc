@@ -26,7 +26,8 @@ TEST(Comm, VersionAndErrorStrings) {
   mycollUniqueId bad;
   std::memset(&bad, 0x11, sizeof(bad));
   EXPECT_EQ(mycollCommInitRank(&c, 2, bad, 0), mycollInvalidArgument);
-  EXPECT_NE(std::strstr(mycollGetLastError(nullptr), "unique id"), nullptr) << mycollGetLastError(nullptr);
+  EXPECT_NE(std::strstr(mycollGetLastError(nullptr), "unique id"), nullptr)
+      << mycollGetLastError(nullptr);
   EXPECT_EQ(mycollCommDestroy(nullptr), mycollSuccess);
 }
 
@@ -117,10 +118,13 @@ TEST(Comm, GroupedSendRecvAllPairsRandomOrder) {
   for (const char* transport : {"shm", "socket"}) {
     LaunchOptions opt;
     opt.nranks = 5;
-    opt.env = {{"MYCOLL_TRANSPORT", transport}, {"MYCOLL_TIMEOUT", "30"},
+    opt.env = {{"MYCOLL_TRANSPORT", transport},
+               {"MYCOLL_TIMEOUT", "30"},
                {"MYCOLL_SHM_FIFO_BYTES", "16K"}};
     auto res = run_ranks(opt, [](mycollComm_t comm, int rank, int n, const mycollUniqueId&) {
-      auto size_of = [](int from, int to) { return static_cast<size_t>(1000 + 977 * from + 31 * to); };
+      auto size_of = [](int from, int to) {
+        return static_cast<size_t>(1000 + 977 * from + 31 * to);
+      };
       std::vector<std::vector<int64_t>> out(n), in(n);
       struct Item {
         bool send;
@@ -129,7 +133,8 @@ TEST(Comm, GroupedSendRecvAllPairsRandomOrder) {
       std::vector<Item> items;
       for (int p = 0; p < n; ++p) {
         out[p].resize(size_of(rank, p));
-        for (size_t i = 0; i < out[p].size(); ++i) out[p][i] = rank * 1000000 + p * 10000 + static_cast<int64_t>(i);
+        for (size_t i = 0; i < out[p].size(); ++i)
+          out[p][i] = rank * 1000000 + p * 10000 + static_cast<int64_t>(i);
         in[p].assign(size_of(p, rank), -1);
         items.push_back({true, p});
         items.push_back({false, p});
@@ -142,7 +147,8 @@ TEST(Comm, GroupedSendRecvAllPairsRandomOrder) {
         else
           mycollRecv(in[it.peer].data(), in[it.peer].size(), mycollInt64, it.peer, comm, nullptr);
       }
-      if (!check(mycollGroupEnd() == mycollSuccess, std::string("group end: ") + mycollGetLastError(comm)))
+      if (!check(mycollGroupEnd() == mycollSuccess,
+                 std::string("group end: ") + mycollGetLastError(comm)))
         return 1;
       for (int p = 0; p < n; ++p)
         for (size_t i = 0; i < in[p].size(); ++i)
@@ -152,6 +158,61 @@ TEST(Comm, GroupedSendRecvAllPairsRandomOrder) {
       return 0;
     });
     EXPECT_EQ(describe_failures(res), "") << transport;
+  }
+}
+
+// Small grouped send/recv batches whose shapes repeat, change a little or
+// come in another order (the small-message path reuses the last batch's
+// plan only for the same peers, directions and sizes in order, renewing
+// addresses and message numbers): every element of every receive checked,
+// 2 ranks (next = previous) and 3, each batch's buffers at new addresses.
+TEST(Comm, RepeatedSmallBatchesMatchEveryShapeChange) {
+  for (int nranks : {2, 3}) {
+    LaunchOptions opt;
+    opt.nranks = nranks;
+    opt.env = {{"MYCOLL_TRANSPORT", "shm"}, {"MYCOLL_TIMEOUT", "30"}};
+    auto res = run_ranks(opt, [](mycollComm_t comm, int rank, int n, const mycollUniqueId&) {
+      const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+      auto value = [](int from, int iter, size_t i) {
+        return static_cast<int32_t>(from * 1000003 + iter * 1009 + static_cast<int>(i));
+      };
+      // Five buffers per direction, used in turn: addresses change between
+      // batches of one shape.
+      std::vector<std::vector<int32_t>> out(5), in(5);
+      for (int iter = 0; iter < 200; ++iter) {
+        const int shape = iter % 6;
+        // shapes 0, 1: count 5; 2: count 6; 3, 4: receive first; 4 and 5 add
+        // an empty send first; 5: count 1.
+        const size_t count = shape == 2 ? 6 : shape == 5 ? 1 : 5;
+        std::vector<int32_t>& o = out[iter % 5];
+        std::vector<int32_t>& in_buf = in[(iter + 2) % 5];
+        o.assign(count, 0);
+        for (size_t i = 0; i < count; ++i) o[i] = value(rank, iter, i);
+        in_buf.assign(count + 1, -7);  // one element past the message stays untouched
+        mycollGroupStart();
+        if (shape >= 4) mycollSend(o.data(), 0, mycollInt32, next, comm, nullptr);
+        if (shape == 3 || shape == 4) {
+          mycollRecv(in_buf.data(), count, mycollInt32, prev, comm, nullptr);
+          mycollSend(o.data(), count, mycollInt32, next, comm, nullptr);
+        } else {
+          mycollSend(o.data(), count, mycollInt32, next, comm, nullptr);
+          mycollRecv(in_buf.data(), count, mycollInt32, prev, comm, nullptr);
+        }
+        if (!check(mycollGroupEnd() == mycollSuccess,
+                   "iteration " + std::to_string(iter) + ": " + mycollGetLastError(comm)))
+          return 1;
+        for (size_t i = 0; i < count; ++i)
+          if (!check(in_buf[i] == value(prev, iter, i), "iteration " + std::to_string(iter) +
+                                                            " element " + std::to_string(i) +
+                                                            ": got " + std::to_string(in_buf[i])))
+            return 1;
+        if (!check(in_buf[count] == -7,
+                   "iteration " + std::to_string(iter) + ": wrote past the message"))
+          return 1;
+      }
+      return 0;
+    });
+    EXPECT_EQ(describe_failures(res), "") << nranks << " ranks";
   }
 }
 

@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <string>
 
+#include "base/error.h"
 #include "comm/comm.h"
 #include "comm/enqueue.h"
-#include "base/error.h"
 #include "engine/device_engine.h"
 
 using namespace mycoll;
@@ -104,4 +104,37 @@ TEST(ValidateCall, MessagesNameFunctionValueAndRange) {
   comm.magic = 0;
   EXPECT_EQ(msg(&comm, ok, "mycollAllReduce"),
             "mycollAllReduce: comm is not a valid communicator (destroyed?)");
+}
+
+// The count limits at their exact boundaries: the whole message's bytes
+// (count x element size x blocks) must not overflow and must be at most
+// 2^56.
+TEST(ValidateCall, CountLimitsAtTheirBoundaries) {
+  mycollComm comm;
+  comm.nranks = 3;
+  comm.rank = 0;
+  float a[4] = {}, b[12] = {};
+  auto msg = [&](Coll coll, mycollDataType_t t, size_t count) {
+    Call c;
+    c.coll = coll, c.dtype = t, c.send = a, c.recv = b, c.count = count;
+    return message_of([&] { validate_call(&comm, c, "f"); });
+  };
+  auto count_msg = [](size_t count, const char* what) {
+    return "f: count " + std::to_string(count) + " " + what;
+  };
+  const size_t lim = size_t(1) << 56;
+  // all-gather of float32 on 3 ranks: 12 bytes per element of count.
+  EXPECT_EQ(msg(Coll::AllGather, mycollFloat32, SIZE_MAX / 12 + 1),
+            count_msg(SIZE_MAX / 12 + 1, "overflows the byte size"));
+  EXPECT_EQ(msg(Coll::AllGather, mycollFloat32, SIZE_MAX / 12),
+            count_msg(SIZE_MAX / 12, "is larger than any buffer can be"));
+  EXPECT_EQ(msg(Coll::AllGather, mycollFloat32, lim / 12 + 1),
+            count_msg(lim / 12 + 1, "is larger than any buffer can be"));
+  EXPECT_EQ(msg(Coll::AllGather, mycollFloat32, lim / 12).find("count"), std::string::npos);
+  // all-reduce of float64: 8 bytes per element.
+  EXPECT_EQ(msg(Coll::AllReduce, mycollFloat64, lim / 8 + 1),
+            count_msg(lim / 8 + 1, "is larger than any buffer can be"));
+  EXPECT_EQ(msg(Coll::AllReduce, mycollFloat64, lim / 8).find("count"), std::string::npos);
+  EXPECT_EQ(msg(Coll::AllReduce, mycollInt8, SIZE_MAX),
+            count_msg(SIZE_MAX, "is larger than any buffer can be"));
 }
