@@ -452,15 +452,17 @@ static bool try_fast_p2p(mycollComm* c, size_t n, GetCall&& call_at) {
     bytes += m.bytes;
     msgs.push_back(m);
   }
-  const bool repeat = fast_p2p_repeat(c, msgs.data(), msgs.size());
-  if (!repeat && !fast_p2p_eligible(c, msgs.data(), msgs.size())) return false;
   // Streams as the general path: the first call's (every call of a batch
-  // names the same one or none on host communicators).
+  // names the same one or none on host communicators). Before the plan,
+  // which takes the batch's message numbers: nothing may fail between them
+  // and the run.
   if (mycollStream_t s = call_at(0).stream) stream_synchronize(s);
+  const FastPlan* plan = prepare_fast_p2p(c, msgs.data(), msgs.size());
+  if (!plan) return false;
   if (log_enabled(LogLevel::Info, Subsys::Coll))
     log_info(Subsys::Coll, "op {} p2p batch of {} call(s), {} bytes", c->op_seq, n, bytes);
   ++c->op_seq;
-  run_fast_p2p(c, msgs.data(), msgs.size(), repeat);
+  run_fast_p2p(c, *plan);
   return true;
 }
 

@@ -324,8 +324,8 @@ namespace mycoll {
 namespace {
 
 // Whether the batch's non-empty messages, in order, are the transfers of p
-// (the last batch run here): same peers, directions and sizes. Such a batch
-// was eligible and reuses p; only addresses and message numbers change.
+// (the last batch built here): same peers, directions and sizes. Such a
+// batch was eligible and reuses p; only addresses and message numbers change.
 bool same_batch(const FastPlan& p, const P2pMsg* msgs, size_t n) {
   size_t j = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -339,13 +339,9 @@ bool same_batch(const FastPlan& p, const P2pMsg* msgs, size_t n) {
   return j > 0 && j == p.xfers.size();
 }
 
-}  // namespace
-
-bool fast_p2p_repeat(mycollComm* comm, const P2pMsg* msgs, size_t n) {
-  return same_batch(host_p2p_plan(comm), msgs, n);
-}
-
-bool fast_p2p_eligible(mycollComm* comm, const P2pMsg* msgs, size_t n) {
+// Every non-empty message fits a record of its peer's connection, none is
+// with this rank.
+bool eligible(mycollComm* comm, const P2pMsg* msgs, size_t n) {
   if (n > kMaxStepXfers) return false;
   for (size_t i = 0; i < n; ++i) {
     const P2pMsg& m = msgs[i];
@@ -357,14 +353,16 @@ bool fast_p2p_eligible(mycollComm* comm, const P2pMsg* msgs, size_t n) {
   return true;
 }
 
-void run_fast_p2p(mycollComm* comm, const P2pMsg* msgs, size_t n, bool repeat) {
+}  // namespace
+
+const FastPlan* prepare_fast_p2p(mycollComm* comm, const P2pMsg* msgs, size_t n) {
   // One step of transfers addressed absolutely (as the general loop's p2p
   // task: dtype uint8, null bases, offsets = addresses). Kept with the
   // communicator, so a warm batch allocates nothing, and a batch like the
   // last one (training repeats its batches) only renews addresses and
   // message numbers.
   FastPlan& p = host_p2p_plan(comm);
-  if (repeat) {
+  if (same_batch(p, msgs, n)) {
     size_t j = 0;
     for (size_t i = 0; i < n; ++i) {
       const P2pMsg& m = msgs[i];
@@ -373,38 +371,43 @@ void run_fast_p2p(mycollComm* comm, const P2pMsg* msgs, size_t n, bool repeat) {
       x.off = reinterpret_cast<uintptr_t>(m.buf);
       x.seq = (m.is_send ? comm->p2p_sent : comm->p2p_recvd)[m.peer]++;
     }
-  } else {
-    p.coll = Coll::SendRecv;
-    p.algo = Algo::Direct;
-    p.dtype = mycollUint8;
-    p.es = 1;
-    p.count = 0;
-    p.root = -1;
-    p.scratch_bytes = 0;
-    p.result = Slice{Buf::Output, 0, 0};
-    p.steps.clear();
-    p.locals.clear();
-    p.xfers.clear();
-    for (size_t i = 0; i < n; ++i) {
-      const P2pMsg& m = msgs[i];
-      if (m.bytes == 0) continue;
-      FastPlan::Xfer x{};
-      x.kind = m.is_send ? OpKind::Send : OpKind::Recv;
-      x.peer = m.peer;
-      x.conn = comm->conns[m.peer].get();
-      x.buf = m.is_send ? Buf::Input : Buf::Output;
-      x.off = reinterpret_cast<uintptr_t>(m.buf);
-      x.bytes = m.bytes;
-      x.seq = (m.is_send ? comm->p2p_sent : comm->p2p_recvd)[m.peer]++;
-      p.count += m.bytes;
-      p.xfers.push_back(x);
-    }
-    if (p.xfers.empty()) return;
-    link_pairs(p.xfers.data(), p.xfers.size());
-    p.steps.push_back({0, 0, 0, static_cast<uint32_t>(p.xfers.size())});
+    return &p;
   }
-  p.crowded = host_is_crowded(comm);
-  FastCall call;  // null bases
+  if (!eligible(comm, msgs, n)) return nullptr;
+  p.coll = Coll::SendRecv;
+  p.algo = Algo::Direct;
+  p.dtype = mycollUint8;
+  p.es = 1;
+  p.count = 0;
+  p.root = -1;
+  p.scratch_bytes = 0;
+  p.result = Slice{Buf::Output, 0, 0};
+  p.crowded = host_is_crowded(comm);  // fixed per communicator
+  p.steps.clear();
+  p.locals.clear();
+  p.xfers.clear();
+  for (size_t i = 0; i < n; ++i) {
+    const P2pMsg& m = msgs[i];
+    if (m.bytes == 0) continue;
+    FastPlan::Xfer x{};
+    x.kind = m.is_send ? OpKind::Send : OpKind::Recv;
+    x.peer = m.peer;
+    x.conn = comm->conns[m.peer].get();
+    x.buf = m.is_send ? Buf::Input : Buf::Output;
+    x.off = reinterpret_cast<uintptr_t>(m.buf);
+    x.bytes = m.bytes;
+    x.seq = (m.is_send ? comm->p2p_sent : comm->p2p_recvd)[m.peer]++;
+    p.count += m.bytes;
+    p.xfers.push_back(x);
+  }
+  link_pairs(p.xfers.data(), p.xfers.size());
+  if (!p.xfers.empty()) p.steps.push_back({0, 0, 0, static_cast<uint32_t>(p.xfers.size())});
+  return &p;
+}
+
+void run_fast_p2p(mycollComm* comm, const FastPlan& p) {
+  if (p.xfers.empty()) return;  // only empty messages
+  FastCall call;                // null bases
   call.op = mycollSum;
   run_fast(comm, p, call);
 }

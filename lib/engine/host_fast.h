@@ -87,18 +87,17 @@ struct P2pMsg {
   size_t bytes = 0;
 };
 
-// Whether the batch can run on the small-message path: every non-empty
-// message fits a record of its peer's connection, none is with this rank.
-bool fast_p2p_eligible(mycollComm* comm, const P2pMsg* msgs, size_t n);
-// Whether the batch repeats the last one run here (the same peers,
-// directions and sizes of its non-empty messages, in order; training
-// repeats its batches): eligible then, and its plan is reused.
-bool fast_p2p_repeat(mycollComm* comm, const P2pMsg* msgs, size_t n);
-// Runs the batch (all messages in flight at once, as the general loop's
-// one-step p2p task; the same headers and message numbers). Requires
-// fast_p2p_eligible or, with repeat, fast_p2p_repeat (then only addresses
-// and message numbers are renewed). On a failure marks comm broken and
+// The batch's plan on the small-message path (all messages in flight at
+// once, as the general loop's one-step p2p task; the same headers and
+// message numbers), or null when it does not qualify: a message to this
+// rank or larger than its peer's records. The plan is the communicator's
+// own, rebuilt per batch or, when the batch repeats the last one (the same
+// peers, directions and sizes of its non-empty messages, in order, as
+// training's do), renewed in place (addresses, message numbers). Takes the
+// batch's message numbers: run it next.
+const FastPlan* prepare_fast_p2p(mycollComm* comm, const P2pMsg* msgs, size_t n);
+// Runs a plan prepare_fast_p2p gave. On a failure marks comm broken and
 // throws (host_fail).
-void run_fast_p2p(mycollComm* comm, const P2pMsg* msgs, size_t n, bool repeat);
+void run_fast_p2p(mycollComm* comm, const FastPlan& plan);
 
 }  // namespace mycoll
