@@ -22,8 +22,9 @@
 // to be the same stream bytes (the engine re-offers what was not accepted),
 // so slots already posted are not copied twice. Sends use the eager
 // protocol (RNDV_THRESH=inf unless UCX_RNDV_THRESH is set), so completion
-// never waits for the receiver's engine. Receive side: MYCOLL_UCX_WINDOW receives
-// are pre-posted into receive slots, for the next sequence numbers; peek
+// never waits for the receiver's engine, in buffer-copy mode
+// (ZCOPY_THRESH=inf unless UCX_ZCOPY_THRESH is set; see make_worker). Receive side:
+// MYCOLL_UCX_WINDOW receives are pre-posted into receive slots, for the next sequence numbers; peek
 // exposes the oldest completed slot in place, consume reposts it once read.
 //
 // Threading: the worker runs in UCS_THREAD_MODE_SERIALIZED and every call
@@ -614,7 +615,31 @@ std::shared_ptr<Worker> make_worker(int me, size_t npeers) {
   // Eager protocol for every size unless the user chose: a send then
   // completes without the receiver's progress (rendezvous would need the
   // peer's engine to be polling this connection at that moment).
-  if (!std::getenv("UCX_RNDV_THRESH")) ucx().config_modify(config, "RNDV_THRESH", "inf");
+  // And buffer-copy sends for every size unless the user chose: UCX 1.13's
+  // zero-copy active messages over tcp complete a request twice when the
+  // peer's connection fails mid-send (assertion `comp->count > 0` in
+  // ucp_proto_am_zcopy_completion aborts the surviving rank; seen in CI
+  // when a broadcast root's peer exited mid-transfer). Our chunks are
+  // private copies already (send_some). With tcp's default 64 KiB segments
+  // buffer copy cost 30-45 % of all-reduce bandwidth at 64 KiB-1 MiB;
+  // segments of a whole default chunk (256 KiB) bring it level with zero
+  // copy or above, except a 64 KiB broadcast (docs/performance.md, "UCX").
+  // (TX_SEG_SIZE / RX_SEG_SIZE exist only in tcp's configuration.)
+  auto set_default = [&](const char* name, const char* user_env, const char* value) {
+    if (std::getenv(user_env)) return;  // the user's choice
+    const ucs_status_t s = ucx().config_modify(config, name, value);
+    if (s != UCS_OK)
+      log_warn(Subsys::Transport, "ucx: setting {}={} failed: {}", name, value,
+               ucx().status_string(s));
+  };
+  set_default("RNDV_THRESH", "UCX_RNDV_THRESH", "inf");
+  set_default("ZCOPY_THRESH", "UCX_ZCOPY_THRESH", "inf");
+  // Both segment sizes or neither (tcp refuses a send segment larger than
+  // the receive segment).
+  if (!std::getenv("UCX_TCP_TX_SEG_SIZE") && !std::getenv("UCX_TCP_RX_SEG_SIZE")) {
+    set_default("TX_SEG_SIZE", "UCX_TCP_TX_SEG_SIZE", "256k");
+    set_default("RX_SEG_SIZE", "UCX_TCP_RX_SEG_SIZE", "256k");
+  }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
                       UCP_PARAM_FIELD_ESTIMATED_NUM_EPS | UCP_PARAM_FIELD_NAME;
