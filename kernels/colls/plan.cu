@@ -1,9 +1,9 @@
-// The collective kernel: each thread block is one channel and executes that
-// channel's ops step by step. Data moves through per-(peer, channel) FIFOs of
-// slots in the receiver's memory: the sender stores slots over NVLink/PCIe
-// and publishes a head counter; the receiver consumes them (copy or reduce)
-// and publishes a tail counter back. Every wait polls the abort flag and
-// gives up after the communicator's timeout, recording why.
+// The plan kernel: each thread block is one channel and executes that
+// channel's ops step by step. Small messages travel in the LL ring (below),
+// larger ones through the bandwidth FIFOs of kernels/prims/fifo.cuh (slots
+// in the receiver's memory, head and tail counters), polled op by op without
+// waiting on any one. Every wait polls the abort flag and gives up after the
+// communicator's timeout, recording why.
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -12,6 +12,7 @@
 #include "kernels/dispatch.cuh"
 #include "kernels/launch.h"
 #include "kernels/prims/call_check.cuh"
+#include "kernels/prims/fifo.cuh"
 #include "kernels/prims/ll.cuh"
 #include "kernels/prims/p2p_size.cuh"
 #include "kernels/prims/vec.cuh"
@@ -236,12 +237,14 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
               if (is_send) {
                 base = st[2];
                 const uint64_t tail = ld_vol(cm.local + g.ll_tail_off(op.peer, ch));
-                ok = !poisoned(tail) && base + need - tail <= uint64_t(g.ll_slots);
+                ok = false;
                 if (send_refused(GiveUp::of(cm), tail, op.peer, a.p2p ? p2p_msg_bytes(op) : 0)) {
                   sh.stop = 1;
-                } else if (ok && a.p2p) {
-                  post_size(cm.remote[op.peer] + g.ll_size_off(cm.rank, ch), g.ll_slots, base,
-                            p2p_msg_bytes(op));
+                } else if (base + need - tail <= uint64_t(g.ll_slots)) {
+                  ok = true;
+                  if (a.p2p)
+                    post_size(cm.remote[op.peer] + g.ll_size_off(cm.rank, ch), g.ll_slots, base,
+                              p2p_msg_bytes(op));
                 }
               } else {
                 // Taken once the first line carries its flag: the sender then
@@ -382,89 +385,76 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
         all_done = false;
         if (sh.isll[k]) continue;  // moved by the ll pass
         if (earlier_pending(sh, k)) continue;
-        const DevPeer& P = cm.peers[op.peer];
-        const uint64_t SB = P.slot_bytes;
-        const uint64_t NS = uint64_t(P.nslots);
-        const uint64_t cdata = uint64_t(ch) * NS * SB, cflag = uint64_t(ch) * 384;
+        const Chan c = make_chan(cm, is_send ? op.peer : -1, is_send ? -1 : op.peer, ch);
         uint64_t* st = reinterpret_cast<uint64_t*>(cm.local + g.state_off(op.peer, ch));
         if (tid == 0) {
-          uint64_t n;
           // Point-to-point over CUDA IPC: the size check's lines at the
           // message's first slot (proxied peers have no size lines).
           const bool sized = a.p2p && done == 0 && cm.remote[op.peer] != nullptr;
+          const uint64_t mine = a.p2p ? p2p_msg_bytes(op) : 0;
+          const uint64_t base = st[is_send ? 0 : 1];  // slots sent / received so far
+          uint64_t n;
           if (is_send) {
-            uint64_t sent = st[0];
-            uint64_t tail = ld_vol(P.send_tail + cflag);
-            n = NS - (sent - tail);
-            if (send_refused(GiveUp::of(cm), tail, op.peer, a.p2p ? p2p_msg_bytes(op) : 0)) {
+            bool refused;
+            n = fifo_room(c, base, mine, &refused);
+            if (refused)
               sh.stop = 1;
-              n = 0;
-            } else if (n > 0 && sized) {
-              post_size(cm.remote[op.peer] + g.size_off(cm.rank, ch), NS, sent, p2p_msg_bytes(op));
-            }
-            sh.base[group] = sent;
+            else if (n > 0 && sized)
+              post_size(cm.remote[op.peer] + g.size_off(cm.rank, ch), c.ns, base, mine);
           } else {
-            uint64_t recvd = st[1];
-            uint64_t head = ld_vol(P.recv_head + cflag);
-            n = head - recvd;
+            n = fifo_ready(c, base);
             uint64_t theirs;
             if (n > 0 && sized) {
-              if (!peek_size(cm.local + g.size_off(op.peer, ch), NS, recvd, &theirs)) {
+              if (!peek_size(cm.local + g.size_off(op.peer, ch), c.ns, base, &theirs)) {
                 n = 0;  // not yet: the next pass
-              } else if (size_differs(GiveUp::of(cm), op.peer, p2p_msg_bytes(op), theirs,
-                                      P.recv_tail + cflag)) {
+              } else if (size_differs(GiveUp::of(cm), op.peer, mine, theirs, c.recv_tail)) {
                 sh.stop = 1;
                 n = 0;
               }
             }
-            sh.base[group] = recvd;
           }
-          // Hand over at most a quarter of the FIFO per batch so sender and
-          // receiver overlap instead of taking turns on a full FIFO.
-          const uint64_t cap = NS >= 8 ? NS / 4 : 1;
-          if (n > cap) n = cap;
+          if (n > c.batch_cap()) n = c.batch_cap();
+          sh.base[group] = base;
           sh.n[group] = n < total - done ? n : total - done;
         }
         group_bar(group, NT);
         const uint64_t n = sh.n[group], base = sh.base[group];
         if (n > 0) {
-          __threadfence();
-          for (uint64_t j = 0; j < n; ++j) {
-            const uint64_t off = (done + j) * SB;
-            const uint64_t len = op.bytes - off < SB ? op.bytes - off : SB;
-            const uint64_t slot = (base + j) % NS;
+          // Slots back to back in the FIFO move as one span.
+          for (uint64_t j = 0; j < n;) {
+            const uint64_t run = c.span(base + j, n - j);
+            const uint64_t off = (done + j) * c.sb;
+            const uint64_t len = op.bytes - off < run * c.sb ? op.bytes - off : run * c.sb;
             if (is_send) {
               vec_move<uint8_t, mycollSum, kL | kS>(
-                  nullptr, resolve(a, op.src_buf, op.src_off) + off,
-                  P.send_data + cdata + slot * SB, nullptr, len, 0, tid, NT);
-              if (P.send_len && tid == 0) P.send_len[uint64_t(ch) * NS + slot] = uint32_t(len);
+                  nullptr, resolve(a, op.src_buf, op.src_off) + off, c.send_slot(base + j), nullptr,
+                  len, 0, tid, NT);
+              if (c.send_len)
+                for (uint64_t q = tid; q < run; q += NT) {
+                  const uint64_t left = op.bytes - off - q * c.sb;
+                  c.send_len[(base + j + q) % c.ns] = uint32_t(left < c.sb ? left : c.sb);
+                }
             } else {
-              const char* ring = P.recv_data + cdata;
               char* d = resolve(a, op.dst_buf, op.dst_off) + off;
+              bool reduced = false;
               if constexpr (kReduce) {
                 if (op.kind == kDevRecvReduce) {
-                  vec_move<T, OP, kR | kL | kD>(ring + slot * SB,
+                  vec_move<T, OP, kR | kL | kD>(c.recv_slot(base + j),
                                                 resolve(a, op.src_buf, op.src_off) + off, nullptr,
                                                 d, len, 0, tid, NT);
-                  continue;
+                  reduced = true;
                 }
               }
-              vec_move<uint8_t, mycollSum, kR | kD>(ring + slot * SB, nullptr, nullptr, d, len, 0,
-                                                    tid, NT);
+              if (!reduced)
+                vec_move<uint8_t, mycollSum, kR | kD>(c.recv_slot(base + j), nullptr, nullptr, d,
+                                                      len, 0, tid, NT);
             }
+            j += run;
           }
           group_bar(group, NT);
           if (tid == 0) {
-            // The barrier orders the group's data stores before this thread's
-            // system-scope fence, which orders them before the flag store.
-            __threadfence_system();
-            if (is_send) {
-              st[0] = base + n;
-              st_vol(P.send_head + cflag, base + n);
-            } else {
-              st[1] = base + n;
-              st_vol(P.recv_tail + cflag, base + n);
-            }
+            fifo_publish(c, is_send, base + n, !is_send, base + n);
+            st[is_send ? 0 : 1] = base + n;
             sh.done[k] = done + n;
             last_progress = globaltimer();
           }

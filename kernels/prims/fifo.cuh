@@ -6,6 +6,9 @@
 // so the plan kernel and the fused kernels interleave on one communicator.
 // A block moves slots in batches of up to a quarter FIFO: thread 0 waits for
 // data and room, the block moves the batch, thread 0 fences and publishes.
+// The look at room and data (fifo_room, fifo_ready), the batch cap and the
+// publication (fifo_publish) are shared with the plan kernel, whose two
+// warp groups poll several ops' FIFOs without waiting on any one.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -54,11 +57,21 @@ struct Chan {
   uint64_t ns;  // slots per FIFO
   int next, prev;
 
+  uint32_t* send_len;  // host-transport peers: bytes of each slot sent (the proxy reads them)
+
+  // The slot of running sequence number q.
+  __device__ char* send_slot(uint64_t q) const { return send_data + (q % ns) * sb; }
+  __device__ const char* recv_slot(uint64_t q) const { return recv_data + (q % ns) * sb; }
   __device__ const char* in_slot(const FifoShared& sh, uint64_t j) const {
-    return recv_data + ((sh.recvd + j) % ns) * sb;
+    return recv_slot(sh.recvd + j);
   }
   __device__ char* out_slot(const FifoShared& sh, uint64_t j) const {
-    return send_data + ((sh.sent + j) % ns) * sb;
+    return send_slot(sh.sent + j);
+  }
+  // Of `left` slots from sequence number q, how many lie back to back
+  // before the FIFO wraps.
+  __device__ uint64_t span(uint64_t q, uint64_t left) const {
+    return ns - q % ns < left ? ns - q % ns : left;
   }
   // Of a batch's slots j..n-1, how many from j lie back to back in the
   // FIFOs a primitive reads (recv) and writes (send): all of them unless a
@@ -67,10 +80,13 @@ struct Chan {
   __device__ uint64_t back_to_back(const FifoShared& sh, uint64_t j, uint64_t n, bool recv,
                                    bool send) const {
     uint64_t run = n - j;
-    if (recv && ns - (sh.recvd + j) % ns < run) run = ns - (sh.recvd + j) % ns;
-    if (send && ns - (sh.sent + j) % ns < run) run = ns - (sh.sent + j) % ns;
+    if (recv) run = span(sh.recvd + j, run);
+    if (send) run = span(sh.sent + j, run);
     return run;
   }
+  // Most slots one batch hands over: a quarter FIFO, so sender and receiver
+  // overlap instead of taking turns on a full FIFO.
+  __device__ uint64_t batch_cap() const { return ns >= 8 ? ns / 4 : 1; }
 };
 
 __device__ __forceinline__ Chan make_chan(const DevComm& cm, int to, int from, int ch) {
@@ -87,11 +103,13 @@ __device__ __forceinline__ Chan make_chan(const DevComm& cm, int to, int from, i
   c.recv_data = nullptr;
   c.recv_head = nullptr;
   c.recv_tail = nullptr;
+  c.send_len = nullptr;
   if (to >= 0) {
     const DevPeer& p = cm.peers[to];
     c.send_data = p.send_data + uint64_t(ch) * c.ns * c.sb;
     c.send_head = p.send_head + uint64_t(ch) * 384;
     c.send_tail = p.send_tail + uint64_t(ch) * 384;
+    if (p.send_len) c.send_len = p.send_len + uint64_t(ch) * c.ns;
   }
   if (from >= 0) {
     const DevPeer& p = cm.peers[from];
@@ -100,6 +118,32 @@ __device__ __forceinline__ Chan make_chan(const DevComm& cm, int to, int from, i
     c.recv_tail = p.recv_tail + uint64_t(ch) * 384;
   }
   return c;
+}
+
+// One thread: the slots free at `next` for this channel's sends, `sent`
+// slots sent so far; 0 and *refused when the receiver poisoned the credit
+// (a point-to-point size mismatch: recorded with this rank's message bytes
+// `p2p_bytes`, 0 outside point-to-point). The acquire orders the batch's
+// slot stores after the receiver's loads of the slots it handed back.
+__device__ __forceinline__ uint64_t fifo_room(const Chan& c, uint64_t sent, uint64_t p2p_bytes,
+                                              bool* refused) {
+  const uint64_t tail = ld_acquire(c.send_tail);
+  *refused = send_refused(GiveUp::of(*c.cm), tail, c.next, p2p_bytes);
+  return *refused ? 0 : c.ns - (sent - tail);
+}
+// One thread: the slots `prev` published past `recvd` on this channel; the
+// acquire orders the batch's slot loads after them.
+__device__ __forceinline__ uint64_t fifo_ready(const Chan& c, uint64_t recvd) {
+  return ld_acquire(c.recv_head) - recvd;
+}
+// One thread, after the barrier that follows the batch's data moves: the
+// fence orders the block's slot stores (and its loads of the slots
+// consumed) before the new running counts. send / recv: which to publish.
+__device__ __forceinline__ void fifo_publish(const Chan& c, bool send, uint64_t sent, bool recv,
+                                             uint64_t recvd) {
+  fence_release();
+  if (send) ll::st_vol(c.send_head, sent);
+  if (recv) ll::st_vol(c.recv_tail, recvd);
 }
 
 // Every thread of the block: the next batch, at most want_s slots to send
@@ -113,24 +157,24 @@ __device__ __forceinline__ Chan make_chan(const DevComm& cm, int to, int from, i
 __device__ __forceinline__ bool batch_begin(const Chan& c, FifoShared& sh, uint64_t want_s,
                                             uint64_t want_r, bool lockstep) {
   if (threadIdx.x == 0) {
-    const uint64_t cap = c.ns >= 8 ? c.ns / 4 : 1;
+    const uint64_t cap = c.batch_cap();
     Waiter w(globaltimer());
     uint64_t ns = 0, nr = 0;
     for (;;) {
       ns = want_s < cap ? want_s : cap;
       nr = want_r < cap ? want_r : cap;
       if (ns > 0) {
-        const uint64_t tail = ll::ld_vol(c.send_tail);
-        if (send_refused(GiveUp::of(*c.cm), tail, c.next, 0)) {  // a p2p size mismatch at next
+        bool refused;  // a p2p size mismatch at next
+        const uint64_t room = fifo_room(c, sh.sent, 0, &refused);
+        if (refused) {
           sh.stop = 1;
           ns = nr = 0;
           break;
         }
-        const uint64_t room = c.ns - (sh.sent - tail);
         if (room < ns) ns = room;
       }
       if (nr > 0) {
-        const uint64_t ready = ld_acquire(c.recv_head) - sh.recvd;
+        const uint64_t ready = fifo_ready(c, sh.recvd);
         if (ready < nr) nr = ready;
       }
       if (lockstep) {
@@ -162,15 +206,9 @@ __device__ __forceinline__ bool batch_begin(const Chan& c, FifoShared& sh, uint6
 __device__ __forceinline__ void batch_end(const Chan& c, FifoShared& sh, uint64_t ns, uint64_t nr) {
   __syncthreads();
   if (threadIdx.x != 0) return;
-  fence_release();
-  if (ns) {
-    sh.sent += ns;
-    ll::st_vol(c.send_head, sh.sent);
-  }
-  if (nr) {
-    sh.recvd += nr;
-    ll::st_vol(c.recv_tail, sh.recvd);
-  }
+  sh.sent += ns;
+  sh.recvd += nr;
+  fifo_publish(c, ns != 0, sh.sent, nr != 0, sh.recvd);
 }
 
 }  // namespace dev

@@ -14,6 +14,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <string>
@@ -98,6 +99,12 @@ class DeviceCommImpl : public DeviceComm {
   void init_p2p_ll(const DevComm& dc, const std::vector<bool>& ipc);
   // Caches (device_comm_cache.cc).
   int channels_for(size_t bytes) const;
+  // At most `want` channels for a kernel whose grid is its channels plus the
+  // call check's block: where ranks share a GPU, the whole grid within the
+  // block budget (alike on every rank).
+  int channels_beside_check(int want) const {
+    return gpu_share_ > 1 ? std::max(1, std::min(want, block_budget_ - 1)) : want;
+  }
   static void free_plan(DevPlan& p);
   void upload(DevPlan& p, const std::vector<DevOp>& ops, const std::vector<uint32_t>& chan,
               cudaStream_t s);

@@ -191,12 +191,9 @@ void DeviceCommImpl::launch(const Task& t, cudaStream_t s) {
   const uint64_t block = uint64_t(t.count) * dtype_size(t.dtype);
   switch (k.kernel) {
     case DevKernel::Ring: {
-      // The grid is the channels plus the call check's block: where ranks
-      // share a GPU, at most the block budget together (alike on every rank).
-      const int most = gpu_share_ > 1 ? std::max(1, std::min(geom_.max_channels, block_budget_ - 1))
-                                      : geom_.max_channels;
-      const int nch = device_channels(coll_whole_count(t.coll, block, c_.nranks),
-                                      c_.cfg.gpu_channel_bytes, most);
+      const int nch =
+          device_channels(coll_whole_count(t.coll, block, c_.nranks), c_.cfg.gpu_channel_bytes,
+                          channels_beside_check(geom_.max_channels));
       cuda_check(launch_ring(t.coll, t.input, t.output, block, t.dtype, t.op, t.root, d_comm_,
                              c_.nranks, nch, sig, s),
                  "ring kernel launch");

@@ -77,9 +77,7 @@ DeviceCommImpl::DeviceCommImpl(mycollComm& c) : c_(c), dev_(c.cuda_device) {
   share_gpu(c);
   plan_channels_ =
       std::min(geom_.max_channels, any_proxy_ ? kProxyChannels : cfg.gpu_plan_channels);
-  // The plan kernel's grid is its channels plus the call check's block: where
-  // ranks share a GPU, at most the block budget together (alike on every rank).
-  if (gpu_share_ > 1) plan_channels_ = std::max(1, std::min(plan_channels_, block_budget_ - 1));
+  plan_channels_ = channels_beside_check(plan_channels_);
   // Point-to-point batches gain up to all of them (docs/performance.md).
   p2p_channels_ = any_proxy_ ? plan_channels_ : geom_.max_channels;
   const bool kernels_ok = !any_proxy_ && c.nranks >= 2;
