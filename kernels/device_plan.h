@@ -66,28 +66,19 @@ MYCOLL_HD inline uint64_t p2p_msg_bytes(const DevOp& op) {
 //          same for the ll ring)
 //   state: for peer s, channel c: r's own counters: data slots sent to s,
 //          received from s; ll slots sent to s, received from s
-//   os:    one-shot all-reduce (kernels/colls/oneshot.cu), only when
-//          os_bytes > 0: for sender s, parity b in {0, 1}: os_line_bytes()
-//          of LL lines (s's whole input, 8 data bytes per 16-byte line,
-//          written by s)
-//   ctl:   when os_bytes > 0 or ts_bytes > 0: one 128-byte control line of
-//          r's own, shared by the one-shot and two-shot kernels: [0] epoch
-//          (u64, launches of either kernel completed), [8] blocks done (u32,
-//          the launch in flight)
-//   ts:    two-shot all-reduce (kernels/colls/twoshot.cu), only when
-//          ts_bytes > 0, 256-byte aligned: for sender s, parity b: an A
-//          buffer (s's input lines of r's part) then a B buffer (s's reduced
-//          lines of part s), ts_part_bytes() of LL lines each
-//   lc:    LL all-gather / reduce-scatter / broadcast / reduce /
-//          all-to-all (kernels/colls/ll_coll.cu), only when lc_bytes > 0,
-//          256-byte aligned: for sender s, parity b in {0, 1}:
-//          lc_line_bytes() of LL lines (lc_bytes of data: the largest
-//          message, which a broadcast root sends whole and a reduce sender
-//          sends whole to the root; all-gather, reduce-scatter and
-//          all-to-all send lc_bytes / n per receiver; line 0 also carries the
-//          acks of broadcast and reduce), written by s; then one 128-byte
-//          control line of r's own, laid out like ctl but with its own epoch
-//          (LL-collective launches completed)
+//   mb:    the mailbox of the one-shot, two-shot and LL-collective kernels
+//          (kernels/colls/oneshot.cu, twoshot.cu, ll_coll.cu), only when
+//          one of os_bytes, ts_bytes, lc_bytes > 0, 256-byte aligned: for
+//          sender s, parity b in {0, 1}: one slot of mb_slot_bytes() of LL
+//          lines written by s, laid out by whichever of the three kernels
+//          runs that launch (one-shot: s's whole input, 8 data bytes per
+//          16-byte line; two-shot: an A part, s's input lines of r's part,
+//          then a B part, s's reduced lines of part s; LL collectives: the
+//          lines s sends r, line 0 also carrying broadcast's and reduce's
+//          acks); then one 128-byte control line of r's own, the one launch
+//          epoch of the three kernels (kernels/prims/epoch.cuh): [0] epoch
+//          (u64, launches completed), [8] blocks done (u32, the launch in
+//          flight)
 //   call:  the call check's lines (call_base() below)
 //   size:  point-to-point message sizes (kernels/prims/p2p_size.cuh), for
 //          sender s, channel c: nslots LL lines beside s's data ring, then
@@ -123,56 +114,55 @@ struct FifoGeom {
   MYCOLL_HD uint64_t state_off(int peer, int ch) const {
     return state_base() + pair(peer, ch) * 32;
   }
-  MYCOLL_HD uint64_t os_base() const { return (state_base() + pairs() * 32 + 255) / 256 * 256; }
-  // One sender's buffer of one parity: a 16-byte LL line per 8 data bytes.
+  // One-shot: a sender's whole input, a 16-byte LL line per 8 data bytes.
   MYCOLL_HD uint64_t os_line_bytes() const {
     return os_bytes > 0 ? (uint64_t(os_bytes) + 7) / 8 * 16 : 0;
   }
-  MYCOLL_HD uint64_t os_off(int sender, int parity) const {
-    return os_base() + (uint64_t(sender) * 2 + parity) * os_line_bytes();
-  }
-  MYCOLL_HD uint64_t os_region_bytes() const { return uint64_t(nranks) * 2 * os_line_bytes(); }
-  // The epoch control line of the one-shot and two-shot kernels.
-  MYCOLL_HD uint64_t ctl_off() const { return os_base() + os_region_bytes(); }
-  MYCOLL_HD uint64_t ctl_bytes() const { return os_bytes > 0 || ts_bytes > 0 ? 128 : 0; }
   // Two-shot: the largest part of the largest message, in LL lines (a
   // message of L lines is cut into nranks parts of whole lines).
   MYCOLL_HD uint64_t ts_part_lines() const {
     return ts_bytes > 0 ? ((uint64_t(ts_bytes) + 7) / 8 + nranks - 1) / nranks : 0;
   }
   MYCOLL_HD uint64_t ts_part_bytes() const { return ts_part_lines() * 16; }
-  MYCOLL_HD uint64_t ts_base() const { return (ctl_off() + ctl_bytes() + 255) / 256 * 256; }
-  // A: sender's input lines of my part; B: sender's reduced lines of its part.
-  MYCOLL_HD uint64_t ts_a_off(int sender, int parity) const {
-    return ts_base() + (uint64_t(sender) * 2 + parity) * 2 * ts_part_bytes();
-  }
-  MYCOLL_HD uint64_t ts_b_off(int sender, int parity) const {
-    return ts_a_off(sender, parity) + ts_part_bytes();
-  }
-  MYCOLL_HD uint64_t ts_region_bytes() const { return uint64_t(nranks) * 4 * ts_part_bytes(); }
 
   // LL collectives (all-gather, reduce-scatter, broadcast, reduce, all-to-all).
   int32_t lc_bytes;  // largest message of the LL collectives (0 = off)
   int32_t lc_pad;
 
-  MYCOLL_HD uint64_t lc_base() const { return (ts_base() + ts_region_bytes() + 255) / 256 * 256; }
-  MYCOLL_HD uint64_t lc_line_bytes() const { return (uint64_t(lc_bytes) + 7) / 8 * 16; }
-  MYCOLL_HD uint64_t lc_off(int sender, int parity) const {
-    return lc_base() + (uint64_t(sender) * 2 + parity) * lc_line_bytes();
+  MYCOLL_HD uint64_t lc_line_bytes() const {
+    return lc_bytes > 0 ? (uint64_t(lc_bytes) + 7) / 8 * 16 : 0;
   }
-  MYCOLL_HD uint64_t lc_ctl_off() const {
-    return lc_base() + uint64_t(nranks) * 2 * lc_line_bytes();
+
+  // The mailbox: one slot per (sender, parity), as large as the largest of
+  // the three kernels' needs, then the epoch control line.
+  MYCOLL_HD uint64_t mb_slot_bytes() const {
+    uint64_t m = os_line_bytes();
+    if (2 * ts_part_bytes() > m) m = 2 * ts_part_bytes();
+    if (lc_line_bytes() > m) m = lc_line_bytes();
+    return m;
   }
-  MYCOLL_HD uint64_t lc_region_bytes() const {
-    return lc_bytes > 0 ? uint64_t(nranks) * 2 * lc_line_bytes() + 128 : 0;
+  MYCOLL_HD uint64_t mb_base() const { return (state_base() + pairs() * 32 + 255) / 256 * 256; }
+  MYCOLL_HD uint64_t mb_off(int sender, int parity) const {
+    return mb_base() + (uint64_t(sender) * 2 + parity) * mb_slot_bytes();
   }
+  MYCOLL_HD uint64_t ctl_off() const { return mb_base() + uint64_t(nranks) * 2 * mb_slot_bytes(); }
+  MYCOLL_HD uint64_t mb_region_bytes() const {
+    return mb_slot_bytes() > 0 ? uint64_t(nranks) * 2 * mb_slot_bytes() + 128 : 0;
+  }
+  // Each kernel's view of sender s's slot of parity b.
+  MYCOLL_HD uint64_t os_off(int sender, int parity) const { return mb_off(sender, parity); }
+  MYCOLL_HD uint64_t ts_a_off(int sender, int parity) const { return mb_off(sender, parity); }
+  MYCOLL_HD uint64_t ts_b_off(int sender, int parity) const {
+    return mb_off(sender, parity) + ts_part_bytes();
+  }
+  MYCOLL_HD uint64_t lc_off(int sender, int parity) const { return mb_off(sender, parity); }
 
   // Call check (kernels/prims/call_check.cuh), always present, 256-byte
   // aligned after everything above: for sender s, parity b in {0, 1}: one
   // 16-byte LL line, the signature of s's collective call of that parity
   // (written by s); then one 128-byte control line of r's own: [0] the
   // collective launches r started (u64).
-  MYCOLL_HD uint64_t call_base() const { return (lc_base() + lc_region_bytes() + 255) / 256 * 256; }
+  MYCOLL_HD uint64_t call_base() const { return (mb_base() + mb_region_bytes() + 255) / 256 * 256; }
   MYCOLL_HD uint64_t call_hdr_off(int sender, int parity) const {
     return call_base() + (uint64_t(sender) * 2 + parity) * 16;
   }

@@ -2,9 +2,10 @@
 // messages on GPU communicators whose peers are all mapped over CUDA IPC:
 // each collective is one kernel and about one NVLink trip, instead of the
 // plan kernel's FIFO steps. The design is the one-shot all-reduce's
-// (kernels/colls/oneshot.cu): LL lines (kernels/prims/ll.cuh), a flag from a
-// device-side epoch, two buffers (parities) per sender in every inbox, here
-// the "lc" region of FifoGeom.
+// (kernels/colls/oneshot.cu): LL lines (kernels/prims/ll.cuh), a flag from
+// the device-side epoch and two mailbox slots (parities) per sender in every
+// inbox, both shared with the one-shot and two-shot kernels
+// (kernels/prims/epoch.cuh).
 //
 // `bytes` below is one block: all-gather's input (block r of the output),
 // reduce-scatter's output (block j of the input goes to rank j), broadcast's
@@ -13,10 +14,10 @@
 // 8 data bytes; block b of a launch handles one contiguous range of lines of
 // every block.
 //
-// Protocol of launch number e (the epoch in my inbox's lc control line; every
-// rank runs the same sequence of LL-collective launches, whichever of the
-// five each is, so epochs agree): flag = e mod (2^32 - 1) + 1, parity
-// b = e & 1; rank r writes into peer p's inbox at lc(sender r, parity b):
+// Protocol of launch number e (the mailbox kernels' epoch; every rank runs
+// the same sequence of mailbox launches, so epochs agree): flag f(e),
+// parity b = e & 1; rank r writes into peer p's inbox at lc(sender r,
+// parity b), its mailbox slot:
 //   all-gather:     its input, to every peer; it copies its input to output
 //                   block r (unless in place) and takes block s of the output
 //                   from lc(s, b) of its own inbox for every peer s.
@@ -52,29 +53,15 @@
 // So in every launch each rank waits for a line that every other rank wrote
 // in the same launch (data or an ack).
 //
-// Why two buffers (parities) suffice: rank r writes epoch e+2 into p's
-// parity-b buffer only after its epoch-(e+1) kernel finished (stream order);
-// that kernel waited for a line p wrote in its epoch-(e+1) kernel (above:
-// there always is one), which is stream-ordered after p's epoch-e kernel,
-// the reader of the buffer r is about to overwrite. Lines left from epoch e-2
-// carry another flag. It takes a line from EVERY peer: were a rank to wait
-// only for the rank it gets data from (a broadcast non-root only for the
-// root, a reduce non-root for a root ack), r could finish launch e+1 while a
-// third rank p still reads r's epoch-e lines, and r's epoch-(e+2) lines would
-// replace them (p would wait for its flag until MYCOLL_TIMEOUT). An ack need
-// not wait for the data to be consumed: it says its writer's launch e+1 has
-// started, so its launch e, the reader of the other parity, is over.
-//
-// Why the LL collectives may keep an epoch apart from the one-shot
-// all-reduce's (and any other kernel type's): the argument above holds per
-// kernel type X with X's own region and epoch. Rank r writes epoch e+2 of
-// type X into p's type-X buffer only after finishing its type-X epoch e+1,
-// which needed p's type-X epoch-(e+1) lines, written only after p's type-X
-// epoch-e kernel, the reader of that buffer, finished (stream order: every
-// collective of a communicator is ordered on its stream). Launches of other
-// types in between touch neither the region nor the epoch. All ranks make
-// the same sequence of type-X calls because the host decision depends only
-// on values every rank shares (collective, count, dtype, algorithm, n).
+// Why every rank waits for a line from EVERY peer (data or an ack): two
+// parities suffice only then (the argument is kernels/prims/epoch.cuh's,
+// for all three mailbox kernels). Were a rank to wait only for the rank it
+// gets data from (a broadcast non-root only for the root, a reduce non-root
+// for a root ack), r could finish launch e+1 while a third rank p still
+// reads r's epoch-e lines, and r's epoch-(e+2) lines would replace them (p
+// would wait for its flag until MYCOLL_TIMEOUT). An ack need not wait for
+// the data to be consumed: it says its writer's launch e+1 has started, so
+// its launch e, the reader of the other parity, is over.
 //
 // Epoch update and giving up are as in the one-shot kernel: the last block of
 // a launch to finish moves the epoch on; every wait reads the host-mapped
@@ -108,15 +95,15 @@ struct Ctx {
   const DevComm* cm;
   int n, me, parity;
   uint32_t flag;
-  uint64_t base, line_bytes, bytes;
-  uint32_t lbeg, range;  // this block's lines [lbeg, lbeg + range)
+  uint64_t base, slot_bytes, bytes;  // the mailbox (FifoGeom::mb_*), this launch's bytes
+  uint32_t lbeg, range;              // this block's lines [lbeg, lbeg + range)
   char* local;
   volatile int* stop;
   ll::Spin spin;  // waits of this launch (the block's stop flag)
 
   // Sender s's buffer of this launch's parity in the inbox at `inbox`.
   __device__ char* buf(char* inbox, int s) const {
-    return inbox + base + (uint64_t(s) * 2 + parity) * line_bytes;
+    return inbox + base + (uint64_t(s) * 2 + parity) * slot_bytes;
   }
   __device__ int valid(uint64_t l) const { return bytes - l * 8 < 8 ? int(bytes - l * 8) : 8; }
 };
@@ -249,12 +236,12 @@ __global__ void __launch_bounds__(kThreads) ll_coll_kernel(CollKArgs a) {
   x.cm = a.comm;
   x.n = cm.nranks;
   x.me = cm.rank;
-  x.base = cm.geom.lc_base();
-  x.line_bytes = cm.geom.lc_line_bytes();
+  x.base = cm.geom.mb_base();
+  x.slot_bytes = cm.geom.mb_slot_bytes();
   x.local = cm.local;
   x.bytes = a.bytes;
   x.stop = &s_stop;
-  char* const ctl = cm.local + cm.geom.lc_ctl_off();
+  char* const ctl = cm.local + cm.geom.ctl_off();
   x.spin = ll::Spin{dev::GiveUp::of(cm), dev::globaltimer(), &s_stop};
   const uint64_t call = dev::call_begin(cm, a.sig);
   if (threadIdx.x == 0) s_stop = 0;

@@ -2,35 +2,15 @@
 // all mapped over CUDA IPC: the whole collective is one kernel and about one
 // NVLink round trip, instead of the plan kernel's FIFO steps.
 //
-// Protocol of launch number e (the epoch, kept in my inbox's os control line;
-// every rank runs the same sequence of one-shot and two-shot launches, so
-// epochs agree):
-//   flag = e mod (2^32 - 1) + 1 (never 0: the inbox starts zeroed), parity
-//   b = e & 1. Every rank r writes its whole input as LL lines into every
-//   peer p's inbox at os(sender r, parity b), then polls its own inbox's
-//   os(s, b) for every peer s and reduces in rank order 0..n-1 (its own input
-//   at position r), so every rank computes bit-identical results. Output may
-//   alias input: a thread reads its own lines of input before writing them.
-//
-// Why two buffers (parities) suffice: rank r writes epoch e+2 into p's parity
-// b buffer only after its epoch-(e+1) kernel finished (stream order); that
-// kernel needed p's epoch-(e+1) lines, which p writes only in its epoch-(e+1)
-// kernel, stream-ordered after p's epoch-e kernel, the one reading the buffer
-// r is about to overwrite. Lines left in a buffer from epoch e-2 carry
-// another flag, so they are never taken for epoch e's. (Two one-shot
-// all-reduces of one communicator must not run concurrently, e.g. on two
-// streams or in parallel graph branches: like every collective of a
-// communicator they have to be ordered.)
-//
-// Epoch update: each block reads the epoch when it starts; the last block of
-// the launch to finish (a done counter in the control line) resets the
-// counter and increments the epoch. Blocks that have not counted themselves
-// have read the epoch already (fence before the count), and the next launch
-// is stream-ordered after this one, so no block reads a moved epoch. No host
-// state is involved: CUDA graph replays advance the epoch like eager calls.
-// The epoch and control line are shared with the two-shot kernel
-// (kernels/colls/twoshot.cu: why two parities still suffice when both
-// kernels interleave is argued there).
+// Protocol of launch number e (the epoch and mailbox shared with the
+// two-shot and LL-collective kernels, kernels/prims/epoch.cuh: flag
+// f(e), parity b = e & 1): every rank r writes its whole input as LL lines
+// into every peer p's inbox at its mailbox slot (sender r, parity b), then
+// polls its own inbox's slots (s, b) for every peer s and reduces in rank
+// order 0..n-1 (its own input at position r), so every rank computes
+// bit-identical results. Output may alias input: a thread reads its own
+// lines of input before writing them. Why two parities suffice, and how the
+// last block moves the epoch on: epoch.cuh.
 //
 // Every wait gives up like the plan kernel: the host-mapped abort flag (read
 // every 64K spins) and MYCOLL_TIMEOUT, recorded in DevError (kind kDevRecv).
@@ -64,7 +44,7 @@ __global__ void __launch_bounds__(kThreads) oneshot_kernel(CollKArgs a) {
   const DevComm& cm = *a.comm;
   // In registers: the LL asm's memory clobbers would reload them from cm.
   const int n = cm.nranks, me = cm.rank;
-  const uint64_t os_base = cm.geom.os_base(), line_bytes = cm.geom.os_line_bytes();
+  const uint64_t mb_base = cm.geom.mb_base(), slot_bytes = cm.geom.mb_slot_bytes();
   const char* const local = cm.local;
   char* const ctl = cm.local + cm.geom.ctl_off();
   const ll::Spin spin{dev::GiveUp::of(cm), dev::globaltimer(), &s_stop};
@@ -82,7 +62,7 @@ __global__ void __launch_bounds__(kThreads) oneshot_kernel(CollKArgs a) {
   auto valid_of = [&](uint64_t l) { return a.bytes - l * 8 < 8 ? int(a.bytes - l * 8) : 8; };
 
   // 1. My lines of input to every peer (all input loads of a round first).
-  const uint64_t send_off = os_base + (uint64_t(me) * 2 + parity) * line_bytes;
+  const uint64_t send_off = mb_base + (uint64_t(me) * 2 + parity) * slot_bytes;
   for (uint64_t l0 = lbeg + threadIdx.x; l0 < lend; l0 += nt * 4) {
     uint64_t v[4];
 #pragma unroll
@@ -112,7 +92,7 @@ __global__ void __launch_bounds__(kThreads) oneshot_kernel(CollKArgs a) {
       mine[u] = want[u] ? ll::load8(a.in + l * 8, valid_of(l)) : 0;
     }
     auto at = [&](int s, int u) {
-      return local + os_base + (uint64_t(s) * 2 + parity) * line_bytes + (l0 + u * nt) * 16;
+      return local + mb_base + (uint64_t(s) * 2 + parity) * slot_bytes + (l0 + u * nt) * 16;
     };
     if (!ll::fold_lines<T, OP, kU, kSrc>(n, me, want, mine, at, flag, spin, acc)) break;
 #pragma unroll

@@ -1,6 +1,6 @@
 // Two-shot all-reduce for mid-size messages on GPU communicators whose peers
 // are all mapped over CUDA IPC: a reduce-scatter and an all-gather in one
-// kernel, LL lines straight into the peers' inboxes (the ts region,
+// kernel, LL lines straight into the peers' inboxes (the mailbox,
 // kernels/device_plan.h), 2(n-1)/n of the message out per rank instead of
 // one-shot's n-1.
 //
@@ -8,8 +8,9 @@
 // counted, the ones past the message carry zeros and are never stored, so
 // every part has a line) are cut into n contiguous parts of whole lines,
 // sizes differing by at most one; part j belongs to rank j.
-// Protocol of launch number e (the epoch shared with the one-shot kernel:
-// flag = e mod (2^32 - 1) + 1, parity b = e & 1):
+// Protocol of launch number e (the epoch and mailbox shared with the
+// one-shot and LL-collective kernels, kernels/prims/epoch.cuh: flag f(e),
+// parity b = e & 1; A and B are the two halves of a mailbox slot):
 //   A. rank r writes its input lines of part j into rank j's inbox at
 //      A(sender r, b), for every j != r;
 //   B. rank r polls A(s, b) of its inbox for its part from every peer s,
@@ -39,18 +40,9 @@
 // other parts, all read in phase A before the barrier. So no input line is
 // overwritten before it was read.
 //
-// Why two parities still suffice with one-shot and two-shot launches
-// interleaved on one stream: claim (*) when rank r's epoch-k launch (either
-// kernel) has finished, every peer p's epoch-k launch has started. One-shot:
-// r polls lines every peer writes in its epoch-k launch. Two-shot: part r has
-// at least one line, whose A copy every peer writes in its epoch-k launch.
-// Now r writes into p's buffer X (one kernel's A, B or os buffer) of parity
-// b at epoch e only after its epoch-(e-1) launch finished, so by (*) p's
-// epoch-(e-1) launch had started, so p's epoch-(e-2) launch (stream order)
-// had finished. The last earlier reader of X is p's launch of an epoch e' <= e-2
-// with e' = e mod 2: done. Lines left in X from epoch e' carry another flag.
-// (As for every collective, two all-reduces of one communicator must not run
-// concurrently: two streams or parallel graph branches.)
+// Two parities suffice with the three mailbox kernels interleaved
+// (kernels/prims/epoch.cuh): part r has at least one line, whose A copy
+// every peer writes in its launch, so r's launch waits for every peer's.
 //
 // Epoch update and failures as in the one-shot kernel (kernels/prims/):
 // the last block done moves the epoch on; every wait gives up on the abort

@@ -126,13 +126,13 @@ DeviceCommImpl::DeviceCommImpl(mycollComm& c) : c_(c), dev_(c.cuda_device) {
   if (geom_.os_bytes > 0)
     log_info(Subsys::Gpu,
              "rank {} GPU {}: one-shot all-reduce enabled for messages <= {} bytes with the "
-             "direct algorithm (MYCOLL_GPU_ONESHOT_BYTES), {} KiB of inbox",
-             c.rank, dev_, geom_.os_bytes, geom_.os_region_bytes() >> 10);
+             "direct algorithm (MYCOLL_GPU_ONESHOT_BYTES)",
+             c.rank, dev_, geom_.os_bytes);
   if (geom_.ts_bytes > 0)
     log_info(Subsys::Gpu,
              "rank {} GPU {}: two-shot all-reduce enabled for messages <= {} bytes with the "
-             "twoshot algorithm (MYCOLL_GPU_TWOSHOT_BYTES), {} KiB of inbox",
-             c.rank, dev_, geom_.ts_bytes, geom_.ts_region_bytes() >> 10);
+             "twoshot algorithm (MYCOLL_GPU_TWOSHOT_BYTES)",
+             c.rank, dev_, geom_.ts_bytes);
   if (!any_proxy_ && c.nranks >= 2 && cfg.gpu_ring_bytes > 0)
     log_info(Subsys::Gpu,
              "rank {} GPU {}: fused ring kernel for ring all-reduce / all-gather / "
@@ -147,9 +147,13 @@ DeviceCommImpl::DeviceCommImpl(mycollComm& c) : c_(c), dev_(c.cuda_device) {
     log_info(Subsys::Gpu,
              "rank {} GPU {}: LL all-gather / reduce-scatter / all-to-all (direct algorithm) "
              "and broadcast / reduce (automatic algorithm, <= {} / {} bytes) enabled for "
-             "messages <= {} bytes (MYCOLL_GPU_LL_COLL_BYTES), {} KiB of inbox",
-             c.rank, dev_, kLlBroadcastBytes, kLlReduceBytes, geom_.lc_bytes,
-             geom_.lc_region_bytes() >> 10);
+             "messages <= {} bytes (MYCOLL_GPU_LL_COLL_BYTES)",
+             c.rank, dev_, kLlBroadcastBytes, kLlReduceBytes, geom_.lc_bytes);
+  if (geom_.mb_region_bytes() > 0)
+    log_info(Subsys::Gpu,
+             "rank {} GPU {}: mailbox of the one-shot, two-shot and LL kernels: {} KiB of inbox "
+             "({} bytes per sender and parity, one launch epoch)",
+             c.rank, dev_, geom_.mb_region_bytes() >> 10, geom_.mb_slot_bytes());
   limits_.nranks = c.nranks;
   limits_.any_proxy = any_proxy_;
   limits_.ring_bytes = cfg.gpu_ring_bytes;

@@ -1,8 +1,9 @@
 // FifoGeom (kernels/device_plan.h): the regions of a GPU inbox do not
-// overlap; the one-shot region, the shared epoch control line, the
-// two-shot region and the LL-collective region sit after the FIFOs, sized by
-// os_bytes, ts_bytes and lc_bytes (none when 0), then the call-check lines
-// and the point-to-point size lines.
+// overlap; the mailbox of the one-shot, two-shot and LL-collective kernels
+// (one slot per sender and parity, sized by the largest of os_bytes,
+// ts_bytes and lc_bytes; none when all are 0) and its epoch control line sit
+// after the FIFOs, then the call-check lines and the point-to-point size
+// lines.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -43,126 +44,90 @@ std::vector<std::pair<uint64_t, uint64_t>> pair_regions(const FifoGeom& g) {
   return r;
 }
 
-FifoGeom geom_lc(int nranks, int32_t os_bytes, int32_t lc_bytes) {
-  FifoGeom g = geom(nranks, os_bytes);
+FifoGeom geom3(int nranks, int32_t os_bytes, int32_t ts_bytes, int32_t lc_bytes) {
+  FifoGeom g = geom(nranks, os_bytes, ts_bytes);
   g.lc_bytes = lc_bytes;
   return g;
 }
 
-TEST(FifoGeom, RegionsDoNotOverlapAndOneShotTwoShotAreLast) {
+// One mailbox for the one-shot, two-shot and LL-collective kernels: for
+// every (sender, parity) one slot holding whichever kernel's lines is the
+// largest (one-shot: os bytes as 16-byte lines of 8 data bytes; two-shot: an
+// A and a B part of ceil(lines / n) lines each; LL collectives: lc bytes as
+// lines), slots back to back, then the one epoch control line; after the
+// state lines, before the call lines, overlapping nothing. Each kernel's
+// view of a slot (os_off, ts_a_off / ts_b_off, lc_off) lies inside it.
+TEST(FifoGeom, OneMailboxSlotPerSenderAndParityAsLargeAsTheLargestKernel) {
   for (int n : {1, 2, 3, 8})
     for (int32_t os : {0, 8, 1001, 65536})
-      for (int32_t ts : {0, 8, 1001, 4 << 20}) {
-        const FifoGeom g = geom(n, os, ts);
-        std::vector<std::pair<uint64_t, uint64_t>> r = pair_regions(g);  // [begin, end)
-        const uint64_t state_end = g.state_base() + g.pairs() * 32;
-        for (int s = 0; s < n; ++s)
-          for (int b = 0; b < 2; ++b) {
-            if (os > 0) {
-              EXPECT_GE(g.os_off(s, b), state_end);
-              EXPECT_EQ(g.os_off(s, b) % 16, 0u);  // 16-byte LL lines
-              r.push_back({g.os_off(s, b), g.os_off(s, b) + g.os_line_bytes()});
-            }
-            if (ts > 0) {
-              EXPECT_GE(g.ts_a_off(s, b), state_end);
-              EXPECT_EQ(g.ts_a_off(s, b) % 16, 0u);
-              EXPECT_EQ(g.ts_b_off(s, b) % 16, 0u);
-              r.push_back({g.ts_a_off(s, b), g.ts_a_off(s, b) + g.ts_part_bytes()});
-              r.push_back({g.ts_b_off(s, b), g.ts_b_off(s, b) + g.ts_part_bytes()});
-            }
+      for (int32_t ts : {0, 8, 1001, 4 << 20})
+        for (int32_t lc : {0, 8, 1001, 262144}) {
+          const FifoGeom g = geom3(n, os, ts, lc);
+          const uint64_t os_line = os > 0 ? (uint64_t(os) + 7) / 8 * 16 : 0;
+          const uint64_t lines = (uint64_t(ts) + 7) / 8;
+          const uint64_t part = ts > 0 ? (lines + n - 1) / n * 16 : 0;
+          const uint64_t lc_line = lc > 0 ? (uint64_t(lc) + 7) / 8 * 16 : 0;
+          const uint64_t slot = std::max({os_line, 2 * part, lc_line});
+          SCOPED_TRACE(::testing::Message()
+                       << "n " << n << " os " << os << " ts " << ts << " lc " << lc);
+          EXPECT_EQ(g.os_line_bytes(), os_line);
+          EXPECT_EQ(g.ts_part_bytes(), part);
+          EXPECT_EQ(g.lc_line_bytes(), lc_line);
+          EXPECT_EQ(g.mb_slot_bytes(), slot);
+          EXPECT_EQ(g.mb_slot_bytes() % 16, 0u);  // whole 16-byte LL lines
+          const uint64_t state_end = g.state_base() + g.pairs() * 32;
+          EXPECT_GE(g.mb_base(), state_end);
+          EXPECT_LT(g.mb_base(), state_end + 256);
+          EXPECT_EQ(g.mb_base() % 256, 0u);
+          std::vector<std::pair<uint64_t, uint64_t>> r = pair_regions(g);  // [begin, end)
+          if (slot == 0) {
+            EXPECT_EQ(g.mb_region_bytes(), 0u);
+            EXPECT_EQ(g.call_base(), g.mb_base());
+            continue;
           }
-        EXPECT_EQ(g.ctl_bytes(), os > 0 || ts > 0 ? 128u : 0u);
-        if (g.ctl_bytes() > 0) {
-          EXPECT_GE(g.ctl_off(), state_end);
-          EXPECT_EQ(g.ctl_off() % 8, 0u);
-          r.push_back({g.ctl_off(), g.ctl_off() + 128});
-        }
-        std::sort(r.begin(), r.end());
-        for (size_t i = 1; i < r.size(); ++i)
-          EXPECT_LE(r[i - 1].second, r[i].first)
-              << "n " << n << " os " << os << " ts " << ts << " region " << i;
-        EXPECT_LE(r.back().second, g.call_base());
-        EXPECT_LT(g.call_base(), r.back().second + 256);
-        // Two parities of 16-byte lines per sender, each holding os bytes of data.
-        if (os > 0) {
-          EXPECT_GE(g.os_line_bytes() / 16 * 8, uint64_t(os));
-          EXPECT_LT(g.os_line_bytes() / 16 * 8, uint64_t(os) + 8);
-        }
-        EXPECT_EQ(g.os_region_bytes(), uint64_t(n) * 2 * g.os_line_bytes());
-        // Two-shot: n parts of whole lines of a ts-byte message, the largest
-        // ceil(lines / n) lines (at least one line per part).
-        const uint64_t lines = (uint64_t(ts) + 7) / 8;
-        EXPECT_EQ(g.ts_part_lines(), ts > 0 ? (lines + n - 1) / n : 0u);
-        EXPECT_GE(g.ts_part_lines() * n, lines);
-        EXPECT_EQ(g.ts_part_bytes(), g.ts_part_lines() * 16);
-        EXPECT_EQ(g.ts_region_bytes(), uint64_t(n) * 2 * 2 * g.ts_part_bytes());
-        EXPECT_EQ(g.ts_base() % 256, 0u);
-        EXPECT_GE(g.call_base(), geom(n, 0).call_base() + g.os_region_bytes() + g.ctl_bytes() +
-                                     g.ts_region_bytes());
-        EXPECT_LT(g.call_base(), geom(n, 0).call_base() + g.os_region_bytes() + g.ctl_bytes() +
-                                     g.ts_region_bytes() + 512);
-      }
-}
-
-// The default two-shot size at 8 ranks: 4 MiB of data = 512K lines, 64K per
-// part, 1 MiB per A or B buffer, 32 MiB for 8 senders x 2 parities x 2.
-TEST(FifoGeom, TwoShotDefaultAtEightRanks) {
-  const FifoGeom g = geom(8, 65536, 4 << 20);
-  EXPECT_EQ(g.ts_part_lines(), 65536u);
-  EXPECT_EQ(g.ts_part_bytes(), 1u << 20);
-  EXPECT_EQ(g.ts_region_bytes(), 32u << 20);
-}
-
-TEST(FifoGeom, LlCollRegionIsLastAndDoesNotOverlap) {
-  for (int n : {1, 2, 3, 8})
-    for (int32_t os : {0, 1001, 65536})
-      for (int32_t lc : {8, 1001, 262144, 16 << 20}) {
-        const FifoGeom g = geom_lc(n, os, lc);
-        std::vector<std::pair<uint64_t, uint64_t>> r = pair_regions(g);  // [begin, end)
-        if (os > 0) {
           for (int s = 0; s < n; ++s)
-            for (int b = 0; b < 2; ++b)
-              r.push_back({g.os_off(s, b), g.os_off(s, b) + g.os_line_bytes()});
+            for (int b = 0; b < 2; ++b) {
+              const uint64_t o = g.mb_off(s, b);
+              r.push_back({o, o + slot});
+              EXPECT_EQ(o, g.mb_base() + (uint64_t(s) * 2 + b) * slot);
+              EXPECT_EQ(g.os_off(s, b), o);
+              EXPECT_EQ(g.lc_off(s, b), o);
+              EXPECT_EQ(g.ts_a_off(s, b), o);
+              EXPECT_EQ(g.ts_b_off(s, b), o + part);
+              EXPECT_LE(g.ts_b_off(s, b) + part, o + slot);  // B inside the slot
+            }
+          EXPECT_EQ(g.ctl_off() % 16, 0u);
           r.push_back({g.ctl_off(), g.ctl_off() + 128});
+          std::sort(r.begin(), r.end());
+          for (size_t i = 1; i < r.size(); ++i) EXPECT_LE(r[i - 1].second, r[i].first) << i;
+          EXPECT_EQ(g.mb_region_bytes(), uint64_t(n) * 2 * slot + 128);
+          EXPECT_EQ(r.back().second, g.mb_base() + g.mb_region_bytes());
+          EXPECT_EQ(g.call_base(), (g.mb_base() + g.mb_region_bytes() + 255) / 256 * 256);
         }
-        const uint64_t before = r.empty() ? 0 : std::max_element(r.begin(), r.end())->second;
-        // The one-shot region does not move when the LL region is added.
-        EXPECT_EQ(g.os_base(), geom(n, os).os_base());
-        EXPECT_EQ(g.lc_base(), geom(n, os).call_base());
-        for (int s = 0; s < n; ++s)
-          for (int b = 0; b < 2; ++b) {
-            EXPECT_GE(g.lc_off(s, b), g.lc_base());
-            EXPECT_EQ(g.lc_off(s, b) % 16, 0u);  // 16-byte LL lines
-            r.push_back({g.lc_off(s, b), g.lc_off(s, b) + g.lc_line_bytes()});
-          }
-        EXPECT_EQ(g.lc_ctl_off() % 16, 0u);
-        r.push_back({g.lc_ctl_off(), g.lc_ctl_off() + 128});
-        std::sort(r.begin(), r.end());
-        for (size_t i = 1; i < r.size(); ++i)
-          EXPECT_LE(r[i - 1].second, r[i].first)
-              << "n " << n << " os " << os << " lc " << lc << " region " << i;
-        EXPECT_GE(g.lc_base(), before);
-        EXPECT_EQ(g.call_base(), (r.back().second + 255) / 256 * 256);
-        // Per sender and parity: lc bytes of data (a broadcast root's whole
-        // buffer) as 16-byte lines of 8 data bytes.
-        EXPECT_GE(g.lc_line_bytes() / 16 * 8, uint64_t(lc));
-        EXPECT_LT(g.lc_line_bytes() / 16 * 8, uint64_t(lc) + 8);
-        EXPECT_EQ(g.lc_region_bytes(), uint64_t(n) * 2 * g.lc_line_bytes() + 128);
-        EXPECT_EQ(g.call_base(), (geom(n, os).call_base() + g.lc_region_bytes() + 255) / 256 * 256);
-      }
 }
 
-TEST(FifoGeom, NoLlCollRegionWhenOff) {
-  const FifoGeom g = geom_lc(4, 4096, 0);
-  EXPECT_EQ(g.lc_region_bytes(), 0u);
-  EXPECT_EQ(g.call_base(), g.lc_base());
+// The defaults (one-shot 64 KiB, two-shot 4 MiB, LL 2 MiB): the mailbox is
+// the largest kernel's, not the sum. Two-shot: 512K lines, ceil(512K / n)
+// per part, an A and a B part per slot; LL: 2 MiB of data = 4 MiB of lines.
+// 8 ranks: two-shot 2 MiB slots, LL 4 MiB: 64 MiB (the three regions side
+// by side took 98 MiB); 2 ranks: two-shot 8 MiB slots: 32 MiB (was 48.5).
+TEST(FifoGeom, DefaultsTakeTheLargestKernelsSlot) {
+  const FifoGeom g8 = geom3(8, 65536, 4 << 20, 2 << 20);
+  EXPECT_EQ(g8.ts_part_lines(), 65536u);
+  EXPECT_EQ(g8.ts_part_bytes(), 1u << 20);
+  EXPECT_EQ(g8.lc_line_bytes(), 4u << 20);
+  EXPECT_EQ(g8.mb_slot_bytes(), 4u << 20);
+  EXPECT_EQ(g8.mb_region_bytes(), (64u << 20) + 128);
+  const FifoGeom g2 = geom3(2, 65536, 4 << 20, 2 << 20);
+  EXPECT_EQ(g2.ts_part_bytes(), 4u << 20);
+  EXPECT_EQ(g2.mb_slot_bytes(), 8u << 20);
+  EXPECT_EQ(g2.mb_region_bytes(), (32u << 20) + 128);
 }
 
-TEST(FifoGeom, NoOneShotRegionWhenOff) {
-  const FifoGeom g = geom(4, 0);
-  EXPECT_EQ(g.os_region_bytes(), 0u);
-  EXPECT_EQ(g.ts_region_bytes(), 0u);
-  EXPECT_EQ(g.ctl_bytes(), 0u);
+TEST(FifoGeom, NoMailboxWhenEveryMailboxKernelIsOff) {
+  const FifoGeom g = geom3(4, 0, 0, 0);
+  EXPECT_EQ(g.mb_slot_bytes(), 0u);
+  EXPECT_EQ(g.mb_region_bytes(), 0u);
   EXPECT_GE(g.call_base(), g.state_base() + g.pairs() * 32);
   EXPECT_LT(g.call_base(), g.state_base() + g.pairs() * 32 + 256);
 }
@@ -177,7 +142,7 @@ TEST(FifoGeom, CallLinesFollowEveryRegionAndDoNotOverlap) {
         for (int32_t lc : {0, 1001, 262144}) {
           FifoGeom g = geom(n, os, ts);
           g.lc_bytes = lc;
-          const uint64_t end = lc > 0 ? g.lc_base() + g.lc_region_bytes() : g.lc_base();
+          const uint64_t end = g.mb_base() + g.mb_region_bytes();
           EXPECT_GE(g.call_base(), end);
           EXPECT_LT(g.call_base(), end + 256);
           EXPECT_EQ(g.call_base() % 256, 0u);
