@@ -719,6 +719,38 @@ int ll_coll_matrix(mycollComm_t comm, const MemOps& mem) {
   return 0;
 }
 
+// The one mailbox and launch epoch of the one-shot, two-shot and LL
+// kernels (kernels/prims/epoch.cuh): with the automatic rule, a 1 KiB
+// all-reduce runs the one-shot kernel, a 1 MiB one the two-shot kernel, and
+// the five LL collectives up to kLlCollBytes run the LL kernel; 280 calls
+// cycle through all seven so every kernel follows every other on both
+// parities of the shared slots, inputs changing every call (Uint32 sums,
+// Int32 products now and then), so a line left by any kernel two launches
+// back would show in a result.
+int mailbox_mix(mycollComm_t comm, const MemOps& mem) {
+  int n = 0;
+  mycollCommCount(comm, &n);
+  const CollKind cycle[7] = {CollKind::AllReduce, CollKind::AllGather,     CollKind::AllReduce,
+                             CollKind::Broadcast, CollKind::ReduceScatter, CollKind::Reduce,
+                             CollKind::AllToAll};
+  for (int it = 0; it < 280; ++it) {
+    const int k = it % 7;
+    const CollKind kind = cycle[k];
+    const bool prod = kind_reduces(kind) && it % 5 == 2;
+    const mycollDataType_t t = prod ? mycollInt32 : mycollUint32;
+    size_t count;
+    if (kind == CollKind::AllReduce)
+      count = k == 0 ? 1024 / 4 : (size_t(1) << 20) / 4;  // one-shot, two-shot
+    else
+      count = (it / 7) % 2 ? 1001 : ll_coll_most(kind, t, n);
+    CheckCase c{kind, t, prod ? mycollProd : mycollSum, count, it % n, it % 3 == 1, it};
+    std::string err;
+    if (!check(run_and_check(comm, c, mem, &err), "mix " + std::to_string(it) + ": " + err))
+      return 1;
+  }
+  return 0;
+}
+
 class GpuLlColl : public ::testing::TestWithParam<int> {};
 
 TEST_P(GpuLlColl, EveryElementMatchesReference) {
@@ -726,6 +758,15 @@ TEST_P(GpuLlColl, EveryElementMatchesReference) {
   SKIP_WITHOUT_GPU();
   EXPECT_EQ(
       on_gpus(ngpus, {{"MYCOLL_GPU_LL_COLL_BYTES", std::to_string(kLlCollBytes)}}, ll_coll_matrix),
+      "");
+}
+
+TEST_P(GpuLlColl, SharesTheMailboxWithOneShotAndTwoShot) {
+  const int ngpus = GetParam();
+  SKIP_WITHOUT_GPU();
+  EXPECT_EQ(
+      on_gpus(ngpus, {{"MYCOLL_GPU_LL_COLL_BYTES", std::to_string(kLlCollBytes)}}, mailbox_mix,
+              {"MYCOLL_ALGO", "MYCOLL_GPU_ONESHOT_BYTES", "MYCOLL_GPU_TWOSHOT_BYTES"}),
       "");
 }
 
