@@ -13,6 +13,7 @@
 #include <fstream>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/error.h"
@@ -251,9 +252,55 @@ TEST(IbWire, Credits) {
   EXPECT_EQ(ibwire::check_credit(100, 301, 300, 1, &why), mycollRemoteError);
   EXPECT_WHY(why, "rank 1 reports 301 bytes consumed, after 100, of 300 sent");
   EXPECT_WHY(why, "corrupt credit");
-  // Below the last one seen: a read of the word while the adapter wrote it
-  // (seen under Soft-RoCE in CI); the caller keeps the larger credit.
+  // Below the last one seen: not a violation (the caller keeps the larger
+  // credit); torn reads no longer get here, they fail the seal.
   EXPECT_EQ(ibwire::check_credit(100, 99, 300, 1, &why), mycollSuccess);
+}
+
+// Every byte-wise mix of two sealed credits (each of the 16 bytes from the
+// old write or the new one, as a read racing the adapter can see them) that
+// unseals is one of the two credits, never a third count: in particular never
+// one larger than the new credit, which would let the sender overwrite bytes
+// the receiver has not read.
+TEST(IbWire, SealedCreditsRefuseEveryTornMix) {
+  std::vector<std::pair<uint64_t, uint64_t>> pairs = {
+      {0, 1},
+      {0xff, 0x100},
+      {0x6a0000, 0x6a8034},
+      {6946816, 6979764},
+      {0xffff, 0x10000},
+      {(1ull << 32) - 1, 1ull << 32},
+      {0x00ffffffffffffffull, 0x0100000000000000ull}};
+  uint64_t x = 0x1234567;
+  for (int i = 0; i < 40; ++i) {  // credits of a real run: growing by up to a ring
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    const uint64_t old_count = (x >> 20) & ((1ull << 40) - 1);
+    pairs.push_back({old_count, old_count + 1 + (x & 0xfffff)});
+  }
+  size_t accepted_mixes = 0;
+  for (const auto& [old_count, new_count] : pairs) {
+    const ibwire::SealedCredit a = ibwire::seal_credit(old_count);
+    const ibwire::SealedCredit b = ibwire::seal_credit(new_count);
+    ASSERT_TRUE(ibwire::unseal_credit(a.count, a.seal));
+    ASSERT_TRUE(ibwire::unseal_credit(b.count, b.seal));
+    unsigned char ab[2][16];
+    std::memcpy(ab[0], &a.count, 8), std::memcpy(ab[0] + 8, &a.seal, 8);
+    std::memcpy(ab[1], &b.count, 8), std::memcpy(ab[1] + 8, &b.seal, 8);
+    for (uint32_t pick = 0; pick < (1u << 16); ++pick) {
+      unsigned char m[16];
+      for (int j = 0; j < 16; ++j) m[j] = ab[(pick >> j) & 1][j];
+      uint64_t count, seal;
+      std::memcpy(&count, m, 8), std::memcpy(&seal, m + 8, 8);
+      if (!ibwire::unseal_credit(count, seal)) continue;
+      ++accepted_mixes;
+      ASSERT_TRUE(count == old_count || count == new_count)
+          << "mix " << pick << " of credits " << old_count << " and " << new_count
+          << " unsealed as " << count;
+    }
+  }
+  EXPECT_GE(accepted_mixes, 2 * pairs.size());  // at least the two whole credits
+  // A control block nobody wrote yet (zeros) holds no credit.
+  EXPECT_FALSE(ibwire::unseal_credit(0, 0));
 }
 
 // ---- shm

@@ -6,11 +6,13 @@
 // offset in the receiver's ring. Writes on one RC QP land in order, so the
 // receiver learns how many bytes arrived from the immediates it polls and
 // exposes them in place (peek/consume). Consumed bytes go back to the sender
-// as a credit: an 8-byte RDMA WRITE of the receiver's total consumed count
-// into the sender's control block (one in flight at a time, the newest value
-// follows when it completes). The sender never has more than ring-size bytes
-// unconsumed, nor more unconsumed writes than the receiver pre-posted
-// receives, so neither the ring nor the receive queue can overflow.
+// as a credit: a 16-byte RDMA WRITE of the receiver's total consumed count and
+// its seal into the sender's control block (one in flight at a time, the
+// newest value follows when it completes; a read that catches the write
+// halfway fails the seal and is ignored, ib_wire.h). The sender never has
+// more than ring-size bytes unconsumed, nor more unconsumed writes than the
+// receiver pre-posted receives, so neither the ring nor the receive queue
+// can overflow.
 //
 // Liveness: any error completion marks the connection broken (check_alive
 // and send_some then throw RemoteError naming the peer and the
@@ -52,9 +54,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr int kSendDepth = 256;   // send WRs (data writes + control writes)
-constexpr int kRecvDepth = 256;   // pre-posted receives (one per WRITE_WITH_IMM)
-constexpr int kCtrlReserve = 4;   // send WRs kept free for credit/probe/close
+constexpr int kSendDepth = 256;  // send WRs (data writes + control writes)
+constexpr int kRecvDepth = 256;  // pre-posted receives (one per WRITE_WITH_IMM)
+constexpr int kCtrlReserve = 4;  // send WRs kept free for credit/probe/close
 constexpr size_t kMaxWrite = ibwire::kMaxWriteBytes;
 
 enum WrKind : uint64_t { kData = 0, kCredit = 1, kProbe = 2, kClose = 3 };
@@ -62,10 +64,10 @@ uint64_t wr_id(WrKind k, uint64_t bytes = 0) { return bytes << 2 | k; }
 
 // Control block, one page, registered for remote writes by the peer.
 struct Ctrl {
-  volatile uint64_t peer_consumed;  // written by the peer: bytes it consumed
-  volatile uint64_t peer_closed;    // written by the peer's shutdown()
-  uint64_t credit_src;              // source of our credit writes
-  uint64_t closed_src;              // source of our close write (1)
+  volatile uint64_t peer_credit[2];  // written by the peer: bytes it consumed, sealed
+  volatile uint64_t peer_closed;     // written by the peer's shutdown()
+  uint64_t closed_src;               // source of our close write (1)
+  uint64_t credit_src[2];            // source of our credit writes (count, seal)
 };
 
 // What one rank tells another about their connection (allgathered;
@@ -251,25 +253,29 @@ class IbConnection final : public Connection {
     poll_send_cq();
     if (broken_.load()) throw_broken();
     {
-      // Read until two reads agree (the adapter may be writing the word),
-      // then keep the largest credit seen (ib_wire.h, check_credit).
-      uint64_t now = ctrl_ptr_->peer_consumed;
-      for (uint64_t again; (again = ctrl_ptr_->peer_consumed) != now;) now = again;
-      std::string why;
-      if (ibwire::check_credit(credit_seen_, now, sent_, peer_, &why) != mycollSuccess) {
-        mark_broken(why);
-        throw_broken();
+      // The credit's two words as they are now; a mix of two writes fails
+      // the seal and the last credit accepted stands (ib_wire.h).
+      const uint64_t count = ctrl_ptr_->peer_credit[0];
+      const uint64_t seal = ctrl_ptr_->peer_credit[1];
+      if (ibwire::unseal_credit(count, seal)) {
+        std::string why;
+        if (ibwire::check_credit(credit_seen_, count, sent_, peer_, &why) != mycollSuccess) {
+          mark_broken(why);
+          throw_broken();
+        }
+        if (count > credit_seen_) credit_seen_ = count;
       }
-      if (now > credit_seen_) credit_seen_ = now;
     }
     const uint64_t peer_consumed = credit_seen_;
-    while (!unacked_ends_.empty() && unacked_ends_.front() <= peer_consumed) unacked_ends_.pop_front();
+    while (!unacked_ends_.empty() && unacked_ends_.front() <= peer_consumed)
+      unacked_ends_.pop_front();
     if (sq_outstanding_ >= kSendDepth - kCtrlReserve) return 0;
     if (static_cast<int>(unacked_ends_.size()) >= kRecvDepth) return 0;
     const uint64_t R = remote_.ring_bytes, S = stage_.bytes;
     const uint64_t remote_free = R - (sent_ - peer_consumed);
     const uint64_t stage_free = S - (sent_ - completed_);
-    size_t k = std::min<uint64_t>({n, remote_free, stage_free, R - sent_ % R, S - sent_ % S, kMaxWrite});
+    size_t k =
+        std::min<uint64_t>({n, remote_free, stage_free, R - sent_ % R, S - sent_ % S, kMaxWrite});
     if (k == 0) return 0;
     uint8_t* src = static_cast<uint8_t*>(stage_.p) + sent_ % S;
     std::memcpy(src, data, k);
@@ -372,8 +378,7 @@ class IbConnection final : public Connection {
           while (!close_done_ && !broken_.load() && Clock::now() < until) poll_send_cq();
         }
       }
-    } catch (...) {
-    }
+    } catch (...) {}
     to_error();
   }
 
@@ -460,8 +465,9 @@ class IbConnection final : public Connection {
                       ") on " + queue;
     if (std::string(queue) == "send queue") why += std::string(" (") + kinds[wc.wr_id & 3] + ")";
     if (wc.status == IBV_WC_RETRY_EXC_ERR || wc.status == IBV_WC_RNR_RETRY_EXC_ERR)
-      why += ": the peer stopped answering (died, aborted, or the network is down; retries per "
-             "MYCOLL_IB_TIMEOUT/MYCOLL_IB_RETRY_CNT)";
+      why +=
+          ": the peer stopped answering (died, aborted, or the network is down; retries per "
+          "MYCOLL_IB_TIMEOUT/MYCOLL_IB_RETRY_CNT)";
     mark_broken(why);
   }
 
@@ -531,15 +537,18 @@ class IbConnection final : public Connection {
   void flush_credit_locked() {
     if (!credit_due_ || credit_inflight_ || broken_.load() || in_error_) return;
     if (sq_outstanding_ >= kSendDepth) return;
-    ctrl_ptr_->credit_src = consumed_;
-    ibv_sge sge{reinterpret_cast<uintptr_t>(&ctrl_ptr_->credit_src), 8, ctrl_.mr->lkey};
+    const ibwire::SealedCredit c = ibwire::seal_credit(consumed_);
+    ctrl_ptr_->credit_src[0] = c.count;
+    ctrl_ptr_->credit_src[1] = c.seal;
+    ibv_sge sge{reinterpret_cast<uintptr_t>(ctrl_ptr_->credit_src), sizeof ctrl_ptr_->credit_src,
+                ctrl_.mr->lkey};
     ibv_send_wr wr{};
     wr.wr_id = wr_id(kCredit);
     wr.sg_list = &sge;
     wr.num_sge = 1;
     wr.opcode = IBV_WR_RDMA_WRITE;
     wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr.rdma.remote_addr = remote_.ctrl_addr + offsetof(Ctrl, peer_consumed);
+    wr.wr.rdma.remote_addr = remote_.ctrl_addr + offsetof(Ctrl, peer_credit);
     wr.wr.rdma.rkey = remote_.ctrl_rkey;
     if (try_post(&wr)) {
       credit_inflight_ = true;
@@ -555,8 +564,7 @@ class IbConnection final : public Connection {
       why = error_;
     }
     if (shut_.load()) throw_error(mycollRemoteError, who + " shut down (communicator aborted)");
-    if (!why.empty())
-      throw_error(mycollRemoteError, who + ": " + why);
+    if (!why.empty()) throw_error(mycollRemoteError, who + ": " + why);
     if (ctrl_ptr_ && ctrl_ptr_->peer_closed)
       throw_error(mycollRemoteError, who + " closed by peer (it aborted or failed)");
     throw_error(mycollRemoteError, who + " is broken");
@@ -649,7 +657,6 @@ class IbTransport final : public Transport {
     (void)cfg;
     return out;
   }
-
 };
 
 }  // namespace

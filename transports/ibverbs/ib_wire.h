@@ -42,8 +42,9 @@ struct ConnInfo {
 constexpr uint64_t kMaxWriteBytes = 256u << 10;
 constexpr uint64_t kMinRingBytes = 4096;
 constexpr uint64_t kMaxRingBytes = 1ull << 30;
-// Bytes of the control block the peer writes into (two 8-byte words used).
-constexpr uint64_t kCtrlBytes = 32;
+// Bytes of the control block the peer writes into (the sealed credit and
+// the closed flag).
+constexpr uint64_t kCtrlBytes = 64;
 
 // Checks peer `peer`'s entry for rank `me`, whose port is RoCE (local_roce)
 // or InfiniBand. mycollRemoteError when the peer failed its own setup or
@@ -60,12 +61,29 @@ mycollResult_t check_conn_info(const ConnInfo& info, int peer, int me, bool loca
 mycollResult_t check_arrival(uint64_t arrived, uint64_t consumed, uint64_t ring_bytes, uint32_t imm,
                              int peer, std::string* why);
 
-// The peer's credit (bytes it consumed) read as `now`, after `seen` before,
-// with `sent` bytes written to it: beyond `sent` is mycollRemoteError and
-// *why. Below `seen` is allowed: the 8-byte word is written by the adapter
-// while this rank reads it (Soft-RoCE copies it byte by byte, and a read
-// caught halfway saw a smaller value in CI), so the caller keeps the
-// largest credit seen, which only grows on the peer.
+// The credit (bytes the receiver consumed) travels as two 8-byte words, the
+// count and a seal of it, written by one 16-byte RDMA write into the
+// sender's control block. The sender reads the words while the adapter may
+// be writing them, and an adapter may land the bytes in any order and a few
+// at a time (Soft-RoCE copies them with the CPU: a read caught halfway saw a
+// smaller count in CI), so a read can see a mix of the old and the new
+// credit. The seal is a bijective 64-bit mix of the count: a mix of two
+// sealed credits that is neither of them fails unseal_credit (each of the
+// seal's bytes depends on every byte of the count), and the sender then
+// keeps the last credit it accepted. Without it, a mix larger than what the
+// peer consumed would let the sender overwrite unread bytes.
+struct SealedCredit {
+  uint64_t count;
+  uint64_t seal;
+};
+SealedCredit seal_credit(uint64_t count);
+// True when `seal` is the seal of `count` (the two words were read whole).
+bool unseal_credit(uint64_t count, uint64_t seal);
+
+// The peer's credit read as `now` (unsealed), after `seen` before, with
+// `sent` bytes written to it: beyond `sent` is mycollRemoteError and *why.
+// Below `seen` is allowed and ignored (the caller keeps the largest credit
+// seen, which only grows on the peer).
 mycollResult_t check_credit(uint64_t seen, uint64_t now, uint64_t sent, int peer, std::string* why);
 
 }  // namespace ibwire
