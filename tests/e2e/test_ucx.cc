@@ -10,7 +10,9 @@
 #include <sys/mount.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -146,6 +148,51 @@ TEST_F(UcxOneHost, DescribesConnectionsAndMovesLargeMessages) {
       float want = 0;
       for (int r = 0; r < n; ++r) want += static_cast<float>((i * 7 + r) % 1000);
       if (!check(b[i] == want, "element " + std::to_string(i))) return 1;
+    }
+    return 0;
+  });
+  EXPECT_EQ(describe_failures(res), "");
+}
+
+TEST_F(UcxOneHost, SenderStaysWithinAWindowOfASlowReader) {
+  // Credits: rank 0 may run at most MYCOLL_UCX_WINDOW messages ahead of what
+  // rank 1 consumed. Rank 1 starts reading only after 2 s, so rank 0's 64
+  // one-chunk sends (each a separate call that returns once the transport
+  // took its bytes) cannot all finish before then; without credits they
+  // returned at once, UCX queueing the messages unexpected at the reader
+  // (and a broadcast root went on "sending" to a dead leaf). Every element of
+  // every message is checked after the wait.
+  LaunchOptions opt = options(2);
+  opt.env["UCX_TLS"] = "tcp";
+  opt.env["UCX_NET_DEVICES"] = "lo";
+  opt.env["MYCOLL_UCX_CHUNK_BYTES"] = "4K";
+  opt.env["MYCOLL_UCX_WINDOW"] = "4";
+  auto res = run_ranks(opt, [](mycollComm_t comm, int rank, int, const mycollUniqueId&) {
+    constexpr int kMessages = 64;
+    constexpr size_t kCount = 1001;  // 4004 bytes: one chunk each
+    std::vector<int32_t> buf(kCount);
+    if (rank == 0) {
+      auto t0 = Clock::now();
+      for (int m = 0; m < kMessages; ++m) {
+        for (size_t i = 0; i < kCount; ++i) buf[i] = static_cast<int32_t>(m * 100003 + i);
+        if (!check(mycollSend(buf.data(), kCount, mycollInt32, 1, comm, nullptr) == mycollSuccess,
+                   mycollGetLastError(comm)))
+          return 1;
+      }
+      const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+      check(dt > 1.0, "the sends waited for the reader (" + std::to_string(dt) + " s)");
+      return 0;
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    for (int m = 0; m < kMessages; ++m) {
+      std::fill(buf.begin(), buf.end(), -1);
+      if (!check(mycollRecv(buf.data(), kCount, mycollInt32, 0, comm, nullptr) == mycollSuccess,
+                 mycollGetLastError(comm)))
+        return 1;
+      for (size_t i = 0; i < kCount; ++i)
+        if (!check(buf[i] == static_cast<int32_t>(m * 100003 + i),
+                   "message " + std::to_string(m) + " element " + std::to_string(i)))
+          return 1;
     }
     return 0;
   });

@@ -23,9 +23,23 @@
 // so slots already posted are not copied twice. Sends use the eager
 // protocol (RNDV_THRESH=inf unless UCX_RNDV_THRESH is set), so completion
 // never waits for the receiver's engine, in buffer-copy mode
-// (ZCOPY_THRESH=inf unless UCX_ZCOPY_THRESH is set; see make_worker). Receive side:
-// MYCOLL_UCX_WINDOW receives are pre-posted into receive slots, for the next sequence numbers; peek
-// exposes the oldest completed slot in place, consume reposts it once read.
+// (ZCOPY_THRESH=inf unless UCX_ZCOPY_THRESH is set; see make_worker).
+// Receive side: MYCOLL_UCX_WINDOW receives are pre-posted into receive
+// slots, for the next sequence numbers; peek exposes the oldest completed
+// slot in place, consume reposts it once read.
+//
+// Flow control (credits): a sender posts message k only while k < c + window,
+// where c is the number of messages the receiver reported consumed (a control
+// message "credit" carrying its count, sent after every window/2 messages it
+// reposts). So every message lands in a receive the peer already posted:
+// nothing waits in UCX's unexpected queue, a sender never runs more than a
+// window ahead of its reader, and a sender whose reader died stops within a
+// window and waits, where the engine's liveness checks find the dead peer.
+// (A local completion says only that UCX took the bytes: with buffer-copy
+// sends a broadcast root went on "sending" to a dead leaf for 100,000 calls.)
+// Credits are sent without a completion callback (the request is released at
+// once, UCX finishes it) from one word per peer that only grows, so a send
+// UCX copies late carries a newer count, never a wrong one.
 //
 // Threading: the worker runs in UCS_THREAD_MODE_SERIALIZED and every call
 // into UCX holds the communicator's worker mutex, so shutdown() from another
@@ -78,7 +92,7 @@ constexpr int kSrcShift = 40;
 constexpr uint64_t kCtrlBit = 1ull << 39;
 constexpr uint64_t kSeqMask = kCtrlBit - 1;
 constexpr uint64_t kFullMask = ~0ull;
-constexpr uint64_t kHello = 1, kClose = 2;
+constexpr uint64_t kHello = 1, kClose = 2, kCredit = 3;
 using ucxwire::AddrInfo;
 
 uint64_t data_tag(int src, uint64_t seq) {
@@ -215,8 +229,12 @@ struct PeerState {
   // Stream bytes: posted to UCX >= completed by UCX >= reported to the engine.
   uint64_t posted = 0, completed = 0, reported = 0;
   uint64_t recv_seq = 0;  // next to read
-  Slot close_rx, close_tx, hello_rx, hello_tx;
+  // Credits (file comment): messages the peer reported consumed (send side),
+  // and the count this rank last reported (receive side).
+  uint64_t credit = 0, credit_told = 0;
+  Slot close_rx, close_tx, hello_rx, hello_tx, credit_rx;
   uint64_t close_rx_buf = 0, close_tx_buf = 0, hello_rx_buf[2] = {}, hello_tx_buf[2] = {};
+  uint64_t credit_rx_buf = 0, credit_tx_buf = 0;
   bool ep_error = false;
   ucs_status_t ep_status = UCS_OK;
   std::string tls = "?";
@@ -332,6 +350,7 @@ class UcxConnection final : public Connection {
     PeerState& p = *ps_;
     w_->progress();
     reclaim_sends();
+    take_credits();
     if (p.ep_error) throw_broken(ep_reason());
     if (p.close_rx.done && p.close_rx.status == UCS_OK)
       throw_broken("closed by peer (its communicator aborted)");
@@ -343,6 +362,7 @@ class UcxConnection final : public Connection {
     auto* src = static_cast<const uint8_t*>(data);
     for (size_t pos = ahead; pos < n;) {
       if (p.send_seq - p.send_oldest >= static_cast<uint64_t>(p.window)) break;
+      if (p.send_seq - p.credit >= static_cast<uint64_t>(p.window)) break;  // no receive posted
       Slot& s = p.send[p.send_seq % p.window];
       size_t k = std::min(n - pos, p.chunk);
       std::memcpy(s.buf, src + pos, k);
@@ -396,6 +416,8 @@ class UcxConnection final : public Connection {
         throw_broken(std::string("posting a receive failed: ") + ucx().status_string(st));
     }
     ++p.recv_seq;
+    if (!shut_ && p.recv_seq - p.credit_told >= static_cast<uint64_t>(std::max(1, p.window / 2)))
+      send_credit();
   }
 
   bool progress() override {
@@ -409,6 +431,7 @@ class UcxConnection final : public Connection {
     PeerState& p = *ps_;
     if (shut_) throw_broken("shut down (communicator aborted)");
     w_->progress();
+    take_credits();
     if (p.close_rx.done && p.close_rx.status == UCS_OK)
       throw_broken("closed by peer (its communicator aborted)");
     // Bytes already received stay readable after the peer went away.
@@ -443,6 +466,57 @@ class UcxConnection final : public Connection {
   }
   std::string ep_reason() const {
     return std::string(ucx().status_string(ps_->ep_status)) + " (peer died or aborted?)";
+  }
+
+  // Send side: takes the credits that arrived (each carries the peer's
+  // consumed count; the largest stands) and reposts the credit receive.
+  void take_credits() {
+    PeerState& p = *ps_;
+    while (p.credit_rx.done && !shut_) {
+      const ucs_status_t st = p.credit_rx.status;
+      const uint64_t count = p.credit_rx_buf;
+      const size_t len = p.credit_rx.len;
+      p.credit_rx.release();
+      if (st != UCS_OK) {  // the endpoint failed or the receive was cancelled
+        if (st != UCS_ERR_CANCELED && !p.ep_error) {
+          p.ep_error = true;
+          p.ep_status = st;
+        }
+        return;
+      }
+      // A count beyond the messages sent, or a short message, is not a
+      // credit this rank's peer can have sent: a protocol violation.
+      if (len != sizeof(p.credit_rx_buf) || count > p.send_seq)
+        throw_broken("credit of " + std::to_string(count) + " messages consumed, of " +
+                     std::to_string(p.send_seq) + " sent (" + std::to_string(len) +
+                     " bytes; protocol violation)");
+      if (count > p.credit) p.credit = count;
+      p.credit_rx.buf = reinterpret_cast<uint8_t*>(&p.credit_rx_buf);
+      const ucs_status_t rs =
+          post_recv(w_->worker, &p.credit_rx, sizeof(p.credit_rx_buf), ctrl_tag(p.peer, kCredit));
+      if (rs != UCS_OK && rs != UCS_INPROGRESS)
+        throw_broken(std::string("posting a credit receive failed: ") + ucx().status_string(rs));
+      w_->progress();  // the next credit may be waiting already
+    }
+  }
+
+  // Receive side: reports recv_seq (messages consumed, receives reposted)
+  // to the peer. No callback: the request is released at once and UCX
+  // completes it; a late copy of credit_tx_buf reads a newer count.
+  void send_credit() {
+    PeerState& p = *ps_;
+    if (!p.ep || p.ep_error) return;
+    p.credit_tx_buf = p.recv_seq;
+    p.credit_told = p.recv_seq;
+    ucp_request_param_t prm{};
+    ucs_status_ptr_t r = ucx().tag_send_nbx(p.ep, &p.credit_tx_buf, sizeof(p.credit_tx_buf),
+                                            ctrl_tag(p.me, kCredit), &prm);
+    if (UCS_PTR_IS_ERR(r)) {
+      p.ep_error = true;
+      p.ep_status = UCS_PTR_STATUS(r);
+    } else if (r != nullptr) {
+      ucx().request_free(r);
+    }
   }
 
   // Frees completed sends, oldest first (slots are reused in order).
@@ -524,6 +598,7 @@ class UcxConnection final : public Connection {
     for (auto& s : p.recv) rx.push_back(&s);
     rx.push_back(&p.close_rx);
     rx.push_back(&p.hello_rx);
+    rx.push_back(&p.credit_rx);
     for (Slot* s : rx)
       if (s->busy && !s->done && s->req) ucx().request_cancel(w_->worker, s->req);
     wait_locked(
@@ -755,6 +830,8 @@ class UcxTransport final : public Transport {
                                           : ")"));
           for (long long i = 0; i < window; ++i)
             post_recv(w->worker, &raw->recv[i], chunk, data_tag(p, i));
+          raw->credit_rx.buf = reinterpret_cast<uint8_t*>(&raw->credit_rx_buf);
+          post_recv(w->worker, &raw->credit_rx, sizeof(raw->credit_rx_buf), ctrl_tag(p, kCredit));
           raw->close_rx.buf = reinterpret_cast<uint8_t*>(&raw->close_rx_buf);
           post_recv(w->worker, &raw->close_rx, sizeof(raw->close_rx_buf), ctrl_tag(p, kClose));
           raw->hello_rx.buf = reinterpret_cast<uint8_t*>(raw->hello_rx_buf);
