@@ -157,7 +157,8 @@ const std::vector<EnvVar>& env_registry() {
        "larger transfers are split."},
       {"MYCOLL_UCX_WINDOW", "int", "8",
        "UCX transport: messages in flight per peer and direction (send slots and pre-posted "
-       "receives of MYCOLL_UCX_CHUNK_BYTES each)."},
+       "receives of MYCOLL_UCX_CHUNK_BYTES each); a sender runs at most this many messages "
+       "ahead of what its reader consumed (credits)."},
       {"MYCOLL_UCX_ERROR_MODE", "enum", "peer",
        "UCX transport: peer (UCX reports a failed peer; UCX 1.13 then excludes its shared-memory "
        "transports) or none (any UCX transport; a dead peer on another host then shows as "
