@@ -1,5 +1,6 @@
 #include "multiproc.h"
 
+#include <ftw.h>
 #include <sys/stat.h>
 
 #include <signal.h>
@@ -182,6 +183,15 @@ std::string scratch_dir(const std::string& prefix, const char* name) {
   return d;
 }
 
-void remove_dir(const std::string& dir) { (void)std::system(("rm -rf '" + dir + "'").c_str()); }
+// Depth first, links not followed (nftw); what cannot be removed stays.
+void remove_dir(const std::string& dir) {
+  nftw(
+      dir.c_str(),
+      [](const char* path, const struct stat*, int, struct FTW*) {
+        std::remove(path);
+        return 0;
+      },
+      16, FTW_DEPTH | FTW_PHYS);
+}
 
 }  // namespace mycoll_test
