@@ -29,17 +29,19 @@
 // slot in place, consume reposts it once read.
 //
 // Flow control (credits): a sender posts message k only while k < c + window,
-// where c is the number of messages the receiver reported consumed (a control
-// message "credit" carrying its count, sent after every window/2 messages it
-// reposts). So every message lands in a receive the peer already posted:
-// nothing waits in UCX's unexpected queue, a sender never runs more than a
-// window ahead of its reader, and a sender whose reader died stops within a
-// window and waits, where the engine's liveness checks find the dead peer.
-// (A local completion says only that UCX took the bytes: with buffer-copy
-// sends a broadcast root went on "sending" to a dead leaf for 100,000 calls.)
-// Credits are sent without a completion callback (the request is released at
-// once, UCX finishes it) from one word per peer that only grows, so a send
-// UCX copies late carries a newer count, never a wrong one.
+// where c is the number of messages the receiver reported consumed. Every
+// data message starts with an 8-byte word carrying the count its sender has
+// consumed of the other direction (so traffic both ways carries the credits);
+// a reader that has not told its count for three quarters of a window sends
+// it in a control message "credit" instead (the sender keeps a quarter of a
+// window to send while that credit travels). So every message lands in a receive the peer already
+// posted: nothing waits in UCX's unexpected queue, a sender never runs more than a window ahead of
+// its reader, and a sender whose reader died stops within a window and waits, where the engine's
+// liveness checks find the dead peer. (A local completion says only that UCX took the bytes: with
+// buffer-copy sends a broadcast root went on "sending" to a dead leaf for 100,000 calls.) Credits
+// are sent without a completion callback (the request is released at once, UCX finishes it) from
+// one word per peer that only grows, so a send UCX copies late carries a newer count, never a wrong
+// one.
 //
 // Threading: the worker runs in UCS_THREAD_MODE_SERIALIZED and every call
 // into UCX holds the communicator's worker mutex, so shutdown() from another
@@ -93,6 +95,9 @@ constexpr uint64_t kCtrlBit = 1ull << 39;
 constexpr uint64_t kSeqMask = kCtrlBit - 1;
 constexpr uint64_t kFullMask = ~0ull;
 constexpr uint64_t kHello = 1, kClose = 2, kCredit = 3;
+// Every data message: the sender's consumed count of the other direction
+// (a credit), then up to MYCOLL_UCX_CHUNK_BYTES of the byte stream.
+constexpr size_t kPrefix = sizeof(uint64_t);
 using ucxwire::AddrInfo;
 
 uint64_t data_tag(int src, uint64_t seq) {
@@ -223,7 +228,7 @@ struct PeerState {
   ucp_ep_h ep = nullptr;
   size_t chunk = 0;
   int window = 0;
-  std::unique_ptr<uint8_t[]> mem;  // window send slots + window receive slots
+  std::unique_ptr<uint64_t[]> mem;  // window send + window receive slots of kPrefix + chunk
   std::vector<Slot> send, recv;
   uint64_t send_seq = 0, send_oldest = 0;  // next to post, oldest in flight
   // Stream bytes: posted to UCX >= completed by UCX >= reported to the engine.
@@ -365,8 +370,10 @@ class UcxConnection final : public Connection {
       if (p.send_seq - p.credit >= static_cast<uint64_t>(p.window)) break;  // no receive posted
       Slot& s = p.send[p.send_seq % p.window];
       size_t k = std::min(n - pos, p.chunk);
-      std::memcpy(s.buf, src + pos, k);
-      ucs_status_t st = post_send(p.ep, &s, k, data_tag(p.me, p.send_seq));
+      std::memcpy(s.buf, &p.recv_seq, kPrefix);  // the credit it carries
+      p.credit_told = p.recv_seq;
+      std::memcpy(s.buf + kPrefix, src + pos, k);
+      ucs_status_t st = post_send(p.ep, &s, kPrefix + k, data_tag(p.me, p.send_seq));
       ++p.send_seq;
       p.posted += k;
       pos += k;
@@ -396,27 +403,33 @@ class UcxConnection final : public Connection {
                         ? " (peer's MYCOLL_UCX_CHUNK_BYTES is larger than this rank's)"
                         : " (peer died or aborted?)"));
     }
-    *data = s.buf + s.off;
-    return std::min(s.len - s.off, max);
+    if (s.len <= kPrefix)
+      throw_broken("message " + std::to_string(p.recv_seq) + " of " + std::to_string(s.len) +
+                   " bytes: no data after its credit (protocol violation)");
+    *data = s.buf + kPrefix + s.off;
+    return std::min(s.len - kPrefix - s.off, max);
   }
 
   void consume(size_t n) override {
     std::lock_guard<std::mutex> g(w_->mu);
     PeerState& p = *ps_;
     Slot& s = p.recv[p.recv_seq % p.window];
-    if (!s.done || n > s.len - s.off)
+    if (!s.done || s.status != UCS_OK || s.len <= kPrefix || n > s.len - kPrefix - s.off)
       throw_error(mycollInternalError,
                   describe() + ": consume(" + std::to_string(n) + ") beyond the bytes peeked");
     s.off += n;
-    if (s.off < s.len) return;
+    if (s.off < s.len - kPrefix) return;
+    take_credit(s);  // before the slot is reused
     s.release();
     if (!shut_) {
-      ucs_status_t st = post_recv(w_->worker, &s, p.chunk, data_tag(p.peer, p.recv_seq + p.window));
+      ucs_status_t st =
+          post_recv(w_->worker, &s, kPrefix + p.chunk, data_tag(p.peer, p.recv_seq + p.window));
       if (st != UCS_OK && st != UCS_INPROGRESS)
         throw_broken(std::string("posting a receive failed: ") + ucx().status_string(st));
     }
     ++p.recv_seq;
-    if (!shut_ && p.recv_seq - p.credit_told >= static_cast<uint64_t>(std::max(1, p.window / 2)))
+    if (!shut_ &&
+        p.recv_seq - p.credit_told >= static_cast<uint64_t>(std::max(1, p.window - p.window / 4)))
       send_credit();
   }
 
@@ -468,10 +481,17 @@ class UcxConnection final : public Connection {
     return std::string(ucx().status_string(ps_->ep_status)) + " (peer died or aborted?)";
   }
 
-  // Send side: takes the credits that arrived (each carries the peer's
-  // consumed count; the largest stands) and reposts the credit receive.
+  // Send side: takes the credits that arrived, in the data messages
+  // received and not yet read and in credit messages (each carries the
+  // peer's consumed count; the largest stands), and reposts the credit
+  // receive.
   void take_credits() {
     PeerState& p = *ps_;
+    for (uint64_t k = p.recv_seq; k < p.recv_seq + static_cast<uint64_t>(p.window); ++k) {
+      const Slot& s = p.recv[k % p.window];
+      if (!s.done) break;
+      take_credit(s);
+    }
     while (p.credit_rx.done && !shut_) {
       const ucs_status_t st = p.credit_rx.status;
       const uint64_t count = p.credit_rx_buf;
@@ -484,13 +504,9 @@ class UcxConnection final : public Connection {
         }
         return;
       }
-      // A count beyond the messages sent, or a short message, is not a
-      // credit this rank's peer can have sent: a protocol violation.
-      if (len != sizeof(p.credit_rx_buf) || count > p.send_seq)
-        throw_broken("credit of " + std::to_string(count) + " messages consumed, of " +
-                     std::to_string(p.send_seq) + " sent (" + std::to_string(len) +
-                     " bytes; protocol violation)");
-      if (count > p.credit) p.credit = count;
+      if (len != sizeof(p.credit_rx_buf))
+        throw_broken("credit message of " + std::to_string(len) + " bytes (protocol violation)");
+      raise_credit(count);
       p.credit_rx.buf = reinterpret_cast<uint8_t*>(&p.credit_rx_buf);
       const ucs_status_t rs =
           post_recv(w_->worker, &p.credit_rx, sizeof(p.credit_rx_buf), ctrl_tag(p.peer, kCredit));
@@ -498,6 +514,24 @@ class UcxConnection final : public Connection {
         throw_broken(std::string("posting a credit receive failed: ") + ucx().status_string(rs));
       w_->progress();  // the next credit may be waiting already
     }
+  }
+
+  // The credit at the head of a received data message.
+  void take_credit(const Slot& s) {
+    if (s.status != UCS_OK || s.len < kPrefix) return;  // peek reports these
+    uint64_t count;
+    std::memcpy(&count, s.buf, kPrefix);
+    raise_credit(count);
+  }
+
+  // A count beyond the messages sent is not a credit this rank's peer can
+  // have sent: a protocol violation.
+  void raise_credit(uint64_t count) {
+    PeerState& p = *ps_;
+    if (count > p.send_seq)
+      throw_broken("credit of " + std::to_string(count) + " messages consumed, of " +
+                   std::to_string(p.send_seq) + " sent (protocol violation)");
+    if (count > p.credit) p.credit = count;
   }
 
   // Receive side: reports recv_seq (messages consumed, receives reposted)
@@ -526,7 +560,7 @@ class UcxConnection final : public Connection {
       Slot& s = p.send[p.send_oldest % p.window];
       if (!s.done) break;
       ucs_status_t st = s.status;
-      p.completed += s.len;
+      p.completed += s.len - kPrefix;
       s.release();
       ++p.send_oldest;
       if (st != UCS_OK && st != UCS_ERR_CANCELED && !p.ep_error) {
@@ -802,12 +836,14 @@ class UcxTransport final : public Transport {
         ps->window = static_cast<int>(window);
         ps->peer_pid = all[p].pid;
         ps->peer_local = std::strncmp(all[p].host_id, all[me].host_id, sizeof(all[p].host_id)) == 0;
-        ps->mem.reset(new uint8_t[2 * window * chunk]);
+        // Slots 8-byte aligned (the credit word at their head).
+        const size_t slot_words = (kPrefix + chunk + 7) / 8;
+        ps->mem.reset(new uint64_t[2 * window * slot_words]);
         ps->send.resize(window);
         ps->recv.resize(window);
         for (long long i = 0; i < window; ++i) {
-          ps->send[i].buf = ps->mem.get() + i * chunk;
-          ps->recv[i].buf = ps->mem.get() + (window + i) * chunk;
+          ps->send[i].buf = reinterpret_cast<uint8_t*>(ps->mem.get() + i * slot_words);
+          ps->recv[i].buf = reinterpret_cast<uint8_t*>(ps->mem.get() + (window + i) * slot_words);
         }
         PeerState* raw = ps.get();
         {  // (the connection is made outside the worker lock: it registers itself)
@@ -829,7 +865,7 @@ class UcxTransport final : public Transport {
                                             "MYCOLL_UCX_ERROR_MODE=none)"
                                           : ")"));
           for (long long i = 0; i < window; ++i)
-            post_recv(w->worker, &raw->recv[i], chunk, data_tag(p, i));
+            post_recv(w->worker, &raw->recv[i], kPrefix + chunk, data_tag(p, i));
           raw->credit_rx.buf = reinterpret_cast<uint8_t*>(&raw->credit_rx_buf);
           post_recv(w->worker, &raw->credit_rx, sizeof(raw->credit_rx_buf), ctrl_tag(p, kCredit));
           raw->close_rx.buf = reinterpret_cast<uint8_t*>(&raw->close_rx_buf);
