@@ -125,7 +125,7 @@ mycollResult_t with_comm(mycollComm_t h, const char* fn, PinMode mode, F&& f) {
 // the group's next calls on the communicator and its end skip pinning.
 mycollResult_t run_call(mycollComm_t comm, const char* fn, const Call& call) {
   GroupState* g = open_group();
-  if (mycollComm* held = group_pinned(g, comm))
+  if (mycollComm* held = g ? group_pinned(g, comm) : nullptr)
     return guarded_quiet(held, fn, [&] {
       validate_call(held, call, fn);
       group_queue(g, held, call);
@@ -146,7 +146,7 @@ mycollResult_t run_call(mycollComm_t comm, const char* fn, const Call& call) {
     validate_call(c, call, fn);
     group_queue(g, c, call);
   });
-  if (r == mycollSuccess) group_hold(g, std::move(pin));
+  if (r == mycollSuccess) group_hold(g, pin);
   return r;
 }
 

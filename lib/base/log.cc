@@ -35,7 +35,14 @@ constexpr const char* kLevelNames[kNumLogLevels] = {"WARN", "INFO", "TRACE"};
 constexpr uint32_t kAllSubsys = (1u << kNumSubsys) - 1;
 constexpr size_t kMaxPendingLines = 4096;  // %r file not open yet
 
-thread_local const std::string* t_tag = nullptr;
+// The tag LogScope makes current. Initial-exec TLS model: every API call
+// sets and resets it, and the default (global-dynamic) model, which a shared
+// library gets, reaches it through a __tls_get_addr call each time. The
+// model puts the library's thread-local block (a few hundred bytes, strings
+// and pointers) in static TLS; glibc keeps a surplus of it for libraries
+// loaded with dlopen (libmycoll.so, libnccl.so.2 from Python), see
+// docs/performance.md "Session 16".
+thread_local const std::string* t_tag [[gnu::tls_model("initial-exec")]] = nullptr;
 
 std::string upper(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });

@@ -91,8 +91,12 @@ struct mycollComm {
   // blocked and future operation on it give up promptly (kernels, transport
   // connections, bootstrap). Frees nothing; safe while calls are in flight.
   void interrupt();
-  // Throws the sticky error if the communicator is broken or aborted.
-  void check_usable() const;
+  // Throws the sticky error if the communicator is broken or aborted. Every
+  // call checks: two loads inline, the throwing part out of line.
+  void check_usable() const {
+    if (aborted.load() || async_error.load() != mycollSuccess) throw_unusable();
+  }
+  [[noreturn]] void throw_unusable() const;
   ~mycollComm();
 };
 

@@ -61,12 +61,12 @@ void mycollComm::interrupt() {
   if (bootstrap) bootstrap->abort();
 }
 
-void mycollComm::check_usable() const {
+void mycollComm::throw_unusable() const {
   if (aborted.load()) throw_error(mycollInvalidUsage, "communicator was aborted");
+  // check_usable saw one of the two set, and neither is ever cleared.
   int e = async_error.load();
-  if (e != mycollSuccess)
-    throw_error(static_cast<mycollResult_t>(e),
-                "communicator is unusable after an earlier failure: " + async_reason);
+  throw_error(static_cast<mycollResult_t>(e),
+              "communicator is unusable after an earlier failure: " + async_reason);
 }
 
 mycollComm::~mycollComm() {

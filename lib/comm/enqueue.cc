@@ -15,6 +15,18 @@
 
 namespace mycoll {
 
+struct GroupState;
+namespace {
+
+// The calling thread's group state once it started a group, else null. A
+// plain pointer with the initial-exec TLS model (see log.cc's tag), so
+// every API call reads it with one load. (A thread_local with a destructor,
+// as the state itself, is reached through a guard the compiler keeps in the
+// default model: a __tls_get_addr call per access from a shared library.)
+thread_local GroupState* t_group [[gnu::tls_model("initial-exec")]] = nullptr;
+
+}  // namespace
+
 // Queued calls name their communicator by handle, so group end finds out
 // (without touching freed memory) when one was destroyed or aborted since.
 // The exclusive pin on the first communicator a call of the open group
@@ -31,6 +43,7 @@ struct GroupState {
   // A thread that ends with a group open: its calls are dropped (the
   // communicators no longer count them as queued) and the pin goes.
   ~GroupState() {
+    t_group = nullptr;  // thread-exit code that calls the API after this sees no group
     for (auto& [h, call] : calls) {
       (void)call;
       if (holds(h)) {
@@ -48,13 +61,9 @@ struct GroupState {
 };
 namespace {
 
+// Owns the thread's group state (t_group points to it); reached once per
+// thread, at its first mycollGroupStart, which registers its destructor.
 thread_local GroupState g_group;
-
-// The calling thread's group state. Not inlined on purpose: GCC re-derives
-// a thread_local's address wherever it is used (a __tls_get_addr call each
-// time, seven per mycollGroupEnd before this) instead of keeping it, so
-// every function takes it once from here and passes it on.
-[[gnu::noinline]] GroupState& this_thread_group() { return g_group; }
 
 std::string rank_str(int r) { return std::to_string(r); }
 
@@ -95,11 +104,11 @@ bool in_place(const mycollComm* c, const Call& call) {
 
 }  // namespace
 
-int group_depth() { return this_thread_group().depth; }
+int group_depth() { return t_group ? t_group->depth : 0; }
 
 GroupState* open_group() {
-  GroupState& g = this_thread_group();
-  return g.depth > 0 ? &g : nullptr;
+  GroupState* g = t_group;
+  return g && g->depth > 0 ? g : nullptr;
 }
 
 mycollComm* group_pinned(const GroupState* g, mycollComm_t h) {
@@ -111,13 +120,12 @@ void group_queue(GroupState* g, mycollComm* comm, const Call& call) {
   comm->queued.fetch_add(1, std::memory_order_relaxed);
 }
 
-void group_hold(GroupState* g, CommPin pin) {
+void group_hold(GroupState* g, CommPin& pin) {
   if (g && !g->held.get()) g->held = std::move(pin);
 }
 
 void group_drop(mycollComm_t h) {
-  GroupState& g = this_thread_group();
-  if (g.holds(h)) g.held.release();
+  if (GroupState* g = t_group; g && g->holds(h)) g->held.release();
 }
 
 // The group's pin on h, if it holds one (moved out: the caller owns it now).
@@ -135,19 +143,35 @@ void validate_call(mycollComm* comm, const Call& call, const char* fn) {
     return fmt::format("{}: datatype {} is not a mycollDataType_t (0..{})", fn, int(call.dtype),
                        int(mycollNumTypes) - 1);
   });
-  if (call.coll == Coll::AllReduce || call.coll == Coll::Reduce || call.coll == Coll::ReduceScatter)
+  // The arguments only some collectives have: op (reductions), root (rooted
+  // ones; a reduce's op is checked first), peer (point-to-point).
+  auto check_op = [&] {
     check_arg(call.op >= 0 && call.op < mycollNumOps, [&] {
       return fmt::format("{}: op {} is not a mycollRedOp_t (0..4)", fn, int(call.op));
     });
-  if (call.coll == Coll::Broadcast || call.coll == Coll::Reduce || call.coll == Coll::Scatter ||
-      call.coll == Coll::Gather)
+  };
+  auto check_root = [&] {
     check_arg(call.root >= 0 && call.root < comm->nranks, [&] {
       return fmt::format("{}: root {} is out of range [0, {})", fn, call.root, comm->nranks);
     });
-  if (call.coll == Coll::SendRecv)
-    check_arg(call.peer >= 0 && call.peer < comm->nranks, [&] {
-      return fmt::format("{}: peer {} is out of range [0, {})", fn, call.peer, comm->nranks);
-    });
+  };
+  switch (call.coll) {
+    case Coll::AllReduce:
+    case Coll::ReduceScatter: check_op(); break;
+    case Coll::Reduce:
+      check_op();
+      check_root();
+      break;
+    case Coll::Broadcast:
+    case Coll::Scatter:
+    case Coll::Gather: check_root(); break;
+    case Coll::SendRecv:
+      check_arg(call.peer >= 0 && call.peer < comm->nranks, [&] {
+        return fmt::format("{}: peer {} is out of range [0, {})", fn, call.peer, comm->nranks);
+      });
+      break;
+    default: break;
+  }
   const size_t es = dtype_size(call.dtype);
   const size_t blocks = is_blocked(call.coll) ? static_cast<size_t>(comm->nranks) : 1;
   // Multiplications, not divisions: this runs on every call, and two 64-bit
@@ -215,25 +239,30 @@ static size_t message_bytes(const mycollComm* c, const Call& call) {
   return call.count * dtype_size(call.dtype) * (is_blocked(call.coll) ? c->nranks : 1);
 }
 
+// The algorithm, chunk and plan of a host collective call, chosen and built.
+// Out of line: the cache's hit path below stays small.
+[[gnu::noinline]] static CachedPlan build_host_plan(mycollComm* c, const Call& call,
+                                                    bool in_place) {
+  CachedPlan e;
+  e.algo = c->algo.choose(call.coll, c->nranks, message_bytes(c, call));
+  e.chunk = std::max<size_t>(1, c->cfg.chunk_bytes / dtype_size(call.dtype));
+  CollArgs a;
+  a.coll = call.coll;
+  a.nranks = c->nranks;
+  a.rank = c->rank;
+  a.root = call.root;
+  a.count = call.count;
+  a.chunk = e.chunk;
+  a.in_place = in_place;
+  e.plan = std::make_shared<const Plan>(comm_build_plan(*c, e.algo, a));
+  return e;
+}
+
 // The cached algorithm, chunk and plan of a host collective call (chosen
 // and built on the first call with these arguments).
 static CachedPlan& host_plan_entry(mycollComm* c, const Call& call, bool in_place) {
   const PlanKey key{call.coll, call.dtype, in_place, call.root, call.count};
-  return host_plan_cache(c).get(key, [&] {
-    CachedPlan e;
-    e.algo = c->algo.choose(call.coll, c->nranks, message_bytes(c, call));
-    e.chunk = std::max<size_t>(1, c->cfg.chunk_bytes / dtype_size(call.dtype));
-    CollArgs a;
-    a.coll = call.coll;
-    a.nranks = c->nranks;
-    a.rank = c->rank;
-    a.root = call.root;
-    a.count = call.count;
-    a.chunk = e.chunk;
-    a.in_place = in_place;
-    e.plan = std::make_shared<const Plan>(comm_build_plan(*c, e.algo, a));
-    return e;
-  });
+  return host_plan_cache(c).get(key, [&] { return build_host_plan(c, call, in_place); });
 }
 
 static void log_collective(mycollComm* c, const Call& call, bool in_place, Algo algo) {
@@ -387,6 +416,27 @@ struct CallScratch {
 };
 thread_local CallScratch t_scratch;
 
+// A collective outside a group on a GPU communicator.
+[[gnu::noinline]] static void execute_on_device(mycollComm* c, const Call& call) {
+  std::vector<Task>& tasks = t_scratch.tasks;
+  tasks.clear();
+  tasks.push_back(make_collective_task(c, call));
+  c->device->enqueue(tasks, call.stream);
+}
+
+// A host collective outside a group on the general loop.
+[[gnu::noinline]] static void execute_on_host(mycollComm* c, const Call& call) {
+  std::vector<HostWork>& host = t_scratch.host;
+  host.resize(1);
+  host[0].comm = c;
+  host[0].tasks.clear();
+  host[0].tasks.emplace_back();
+  make_collective_task(c, call, &host[0].tasks.back());
+  if (call.stream) stream_synchronize(call.stream);
+  run_host(host);
+  host[0].tasks.clear();  // the plan's memory; the list's capacity stays
+}
+
 // The common case: one collective outside a group (the API entry point set
 // the communicator's log scope). Same order of work as execute() for a
 // single call: task, then stream, then the engine. A host collective whose
@@ -394,13 +444,7 @@ thread_local CallScratch t_scratch;
 // unless the flight recorder or TRACE lines want the general loop's records.
 static void execute_collective(mycollComm* c, const Call& call) {
   if (call.count == 0) return;
-  if (c->device) {
-    std::vector<Task>& tasks = t_scratch.tasks;
-    tasks.clear();
-    tasks.push_back(make_collective_task(c, call));
-    c->device->enqueue(tasks, call.stream);
-    return;
-  }
+  if (c->device) return execute_on_device(c, call);
   const bool ip = in_place(c, call);
   CachedPlan& e = host_plan_entry(c, call, ip);
   if (!c->flight && !log_enabled(LogLevel::Trace, Subsys::Coll)) {
@@ -421,15 +465,7 @@ static void execute_collective(mycollComm* c, const Call& call) {
       return;
     }
   }
-  std::vector<HostWork>& host = t_scratch.host;
-  host.resize(1);
-  host[0].comm = c;
-  host[0].tasks.clear();
-  host[0].tasks.emplace_back();
-  make_collective_task(c, call, &host[0].tasks.back());
-  if (call.stream) stream_synchronize(call.stream);
-  run_host(host);
-  host[0].tasks.clear();  // the plan's memory; the list's capacity stays
+  execute_on_host(c, call);
 }
 
 // A point-to-point batch of one host communicator on the small-message
@@ -440,17 +476,16 @@ template <typename GetCall>
 static bool try_fast_p2p(mycollComm* c, size_t n, GetCall&& call_at) {
   if (c->device || c->flight || log_enabled(LogLevel::Trace, Subsys::Coll)) return false;
   std::vector<P2pMsg>& msgs = host_p2p_msgs(c);
-  msgs.clear();
+  msgs.resize(n);
   size_t bytes = 0;
   for (size_t i = 0; i < n; ++i) {
     const Call& call = call_at(i);
-    P2pMsg m;
+    P2pMsg& m = msgs[i];
     m.is_send = call.is_send;
     m.peer = call.peer;
     m.buf = call.is_send ? const_cast<void*>(call.send) : call.recv;
     m.bytes = call.count * dtype_size(call.dtype);
     bytes += m.bytes;
-    msgs.push_back(m);
   }
   // Streams as the general path: the first call's (every call of a batch
   // names the same one or none on host communicators). Before the plan,
@@ -503,16 +538,19 @@ static bool try_fast_p2p_group(GroupState& g) {
   return true;
 }
 
-void group_start() { ++this_thread_group().depth; }
+void group_start() {
+  if (!t_group) t_group = &g_group;
+  ++t_group->depth;
+}
 
 // Pins every communicator of the group exclusively (one destroyed, aborted
 // or busy in another thread fails the whole group before anything moves),
 // runs the calls, and on failure records the reason on every communicator
 // of the group (mycollGetLastError(comm) then holds it).
 void group_end() {
-  GroupState& g = this_thread_group();
-  if (g.depth == 0)
+  if (!t_group || t_group->depth == 0)
     throw_error(mycollInvalidUsage, "mycollGroupEnd without a matching mycollGroupStart");
+  GroupState& g = *t_group;
   if (--g.depth > 0) return;
   // The group's pin goes when this function returns, whatever happens.
   struct Drop {

@@ -34,8 +34,8 @@ int group_depth();
 // The calling thread's open group holds an exclusive pin on the first
 // communicator one of its calls named, until the group ends: calls on it
 // inside the group run without pinning again. group_pinned: that
-// communicator when h is its handle (else null); group_hold: keeps `pin`
-// for the open group when it holds none yet (else lets it go);
+// communicator when h is its handle (else null); group_hold: takes `pin`
+// over for the open group when it holds none yet (else leaves it);
 // group_drop: lets the group's pin on h go (destroy / abort of h from
 // inside the group; its queued calls then fail at group end as on a
 // destroyed communicator).
@@ -44,7 +44,7 @@ int group_depth();
 struct GroupState;
 GroupState* open_group();
 mycollComm* group_pinned(const GroupState* g, mycollComm_t h);
-void group_hold(GroupState* g, CommPin pin);
+void group_hold(GroupState* g, CommPin& pin);
 void group_drop(mycollComm_t h);
 // Queues the call in the open group g (submit without looking g up again).
 void group_queue(GroupState* g, mycollComm* comm, const Call& call);

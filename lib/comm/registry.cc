@@ -65,17 +65,7 @@ void free_slot(unsigned i) {
 
 }  // namespace
 
-CommPin& CommPin::operator=(CommPin&& o) noexcept {
-  if (this != &o) {
-    release();
-    comm_ = o.comm_, slot_ = o.slot_, mode_ = o.mode_;
-    o.comm_ = nullptr;
-  }
-  return *this;
-}
-
-void CommPin::release() noexcept {
-  if (!comm_) return;
+void CommPin::unpin() noexcept {
   comm_ = nullptr;
   const uint64_t dec = 1 + (mode_ == PinMode::kExclusive ? kBusy : 0);
   uint64_t now = g_slots[slot_].state.fetch_sub(dec, std::memory_order_acq_rel) - dec;
@@ -106,33 +96,44 @@ mycollComm_t registry_add(std::unique_ptr<mycollComm> c) {
   return h;
 }
 
-CommPin pin_comm(mycollComm_t h, PinMode mode, const char* fn) {
+namespace {
+
+// Why h cannot be pinned (v: its slot word as last seen, 0 when h names no
+// slot). The checks in their order: NULL, not a live communicator, busy
+// (exclusive pins only), pin count full.
+[[noreturn]] void throw_pin_error(mycollComm_t h, uint64_t v, PinMode mode, const char* fn) {
   check_arg(h != nullptr, [&] { return std::string(fn) + ": comm is NULL"; });
   unsigned i = 0;
   uint32_t gen = 0;
-  bool known = decode(h, &i, &gen);
-  Slot* s = known ? &g_slots[i] : nullptr;
-  uint64_t v = known ? s->state.load(std::memory_order_acquire) : 0;
-  for (;;) {
-    if (!known || gen_of(v) != gen || !(v & kLive) || (v & kDead))
-      throw_error(mycollInvalidArgument,
-                  std::string(fn) + ": comm is not a valid communicator (destroyed?)");
-    if (mode == PinMode::kExclusive && (v & kBusy))
-      throw_error(mycollInvalidUsage,
-                  std::string(fn) +
-                      ": the communicator is in use by another thread at the same time (a "
-                      "communicator takes one call at a time; use one per thread or serialize)");
-    if ((v & kPinMask) == kPinMask) throw_error(mycollInternalError, "communicator pin overflow");
-    uint64_t nv = (v + 1) | (mode == PinMode::kExclusive ? kBusy : 0);
-    if (s->state.compare_exchange_weak(v, nv, std::memory_order_acq_rel,
-                                       std::memory_order_acquire))
-      break;
-  }
-  CommPin p;
-  p.comm_ = s->comm.load(std::memory_order_acquire);
-  p.slot_ = i;
-  p.mode_ = mode;
-  return p;
+  if (!decode(h, &i, &gen) || gen_of(v) != gen || !(v & kLive) || (v & kDead))
+    throw_error(mycollInvalidArgument,
+                std::string(fn) + ": comm is not a valid communicator (destroyed?)");
+  if (mode == PinMode::kExclusive && (v & kBusy))
+    throw_error(mycollInvalidUsage,
+                std::string(fn) +
+                    ": the communicator is in use by another thread at the same time (a "
+                    "communicator takes one call at a time; use one per thread or serialize)");
+  throw_error(mycollInternalError, "communicator pin overflow");
+}
+
+}  // namespace
+
+CommPin pin_comm(mycollComm_t h, PinMode mode, const char* fn) {
+  unsigned i = 0;
+  uint32_t gen = 0;
+  if (h == nullptr || !decode(h, &i, &gen)) throw_pin_error(h, 0, mode, fn);
+  Slot& s = g_slots[i];
+  // Pinnable: the handle's generation, live, not dead, not busy (exclusive
+  // pins only), pin count not full: one mask and one compare.
+  const uint64_t busy = mode == PinMode::kExclusive ? kBusy : 0;
+  const uint64_t mask = (~uint64_t(0) << 32) | kLive | kDead | busy;
+  const uint64_t want = (uint64_t(gen) << 32) | kLive;
+  uint64_t v = s.state.load(std::memory_order_acquire);
+  do {
+    if ((v & mask) != want || (v & kPinMask) == kPinMask) throw_pin_error(h, v, mode, fn);
+  } while (!s.state.compare_exchange_weak(v, (v + 1) | busy, std::memory_order_acq_rel,
+                                          std::memory_order_acquire));
+  return CommPin(s.comm.load(std::memory_order_acquire), i, mode);
 }
 
 mycollComm* registry_peek(mycollComm_t h) {

@@ -27,25 +27,37 @@ bool registry_retire(CommPin pin, double wait_s);
 enum class PinMode { kShared, kExclusive };
 
 // Owns a pin on a live communicator (move-only). get() is null when the
-// pin failed (see pin_comm).
+// pin failed (see pin_comm). Moves and the release of an empty pin are
+// inline: every API call moves its pin at least once.
 class CommPin {
  public:
   CommPin() = default;
   CommPin(CommPin&& o) noexcept : comm_(o.comm_), slot_(o.slot_), mode_(o.mode_) {
     o.comm_ = nullptr;
   }
-  CommPin& operator=(CommPin&& o) noexcept;
+  CommPin& operator=(CommPin&& o) noexcept {
+    if (this != &o) {
+      release();
+      comm_ = o.comm_, slot_ = o.slot_, mode_ = o.mode_;
+      o.comm_ = nullptr;
+    }
+    return *this;
+  }
   CommPin(const CommPin&) = delete;
   CommPin& operator=(const CommPin&) = delete;
   ~CommPin() { release(); }
 
   mycollComm* get() const { return comm_; }
   mycollComm* operator->() const { return comm_; }
-  void release() noexcept;
+  void release() noexcept {
+    if (comm_) unpin();
+  }
 
  private:
   friend CommPin pin_comm(mycollComm_t h, PinMode mode, const char* fn);
   friend bool registry_retire(CommPin pin, double wait_s);
+  CommPin(mycollComm* comm, unsigned slot, PinMode mode) : comm_(comm), slot_(slot), mode_(mode) {}
+  void unpin() noexcept;  // release() of a held pin
   mycollComm* comm_ = nullptr;
   unsigned slot_ = 0;
   PinMode mode_ = PinMode::kShared;

@@ -71,19 +71,24 @@ void destroy_host_state(HostState* s) { delete s; }
 
 namespace {
 
+// Made at the communicator's first host call; out of line, so that every
+// later host_state() is a load and a test.
+[[gnu::noinline]] HostState& make_host_state(mycollComm* comm) {
+  auto* s = new HostState;
+  comm->host_state.reset(s);
+  const size_t n = static_cast<size_t>(comm->nranks);
+  s->busy_send.assign(n, 0);
+  s->busy_recv.assign(n, 0);
+  s->rec_max.assign(n, 0);
+  for (size_t r = 0; r < n && r < comm->conns.size(); ++r)
+    if (comm->conns[r]) s->rec_max[r] = comm->conns[r]->record_max();
+  s->crowded = host_crowded(comm);
+  return *s;
+}
+
 HostState& host_state(mycollComm* comm) {
-  if (!comm->host_state) {
-    auto* s = new HostState;
-    comm->host_state.reset(s);
-    const size_t n = static_cast<size_t>(comm->nranks);
-    s->busy_send.assign(n, 0);
-    s->busy_recv.assign(n, 0);
-    s->rec_max.assign(n, 0);
-    for (size_t r = 0; r < n && r < comm->conns.size(); ++r)
-      if (comm->conns[r]) s->rec_max[r] = comm->conns[r]->record_max();
-    s->crowded = host_crowded(comm);
-  }
-  return *comm->host_state;
+  if (HostState* s = comm->host_state.get()) return *s;
+  return make_host_state(comm);
 }
 
 class Exec {

@@ -325,16 +325,19 @@ namespace {
 
 // Whether the batch's non-empty messages, in order, are the transfers of p
 // (the last batch built here): same peers, directions and sizes. Such a
-// batch was eligible and reuses p; only addresses and message numbers change.
-bool same_batch(const FastPlan& p, const P2pMsg* msgs, size_t n) {
+// batch was eligible and reuses p; only addresses and message numbers
+// change. The addresses are renewed on the way (one pass): a batch that
+// turns out different rebuilds p or leaves it to the next batch's renewal.
+bool same_batch_renew(FastPlan& p, const P2pMsg* msgs, size_t n) {
   size_t j = 0;
   for (size_t i = 0; i < n; ++i) {
     const P2pMsg& m = msgs[i];
     if (m.bytes == 0) continue;
     if (j == p.xfers.size()) return false;
-    const FastPlan::Xfer& x = p.xfers[j++];
+    FastPlan::Xfer& x = p.xfers[j++];
     if (x.peer != m.peer || x.bytes != m.bytes || (x.kind == OpKind::Send) != m.is_send)
       return false;
+    x.off = reinterpret_cast<uintptr_t>(m.buf);
   }
   return j > 0 && j == p.xfers.size();
 }
@@ -353,26 +356,10 @@ bool eligible(mycollComm* comm, const P2pMsg* msgs, size_t n) {
   return true;
 }
 
-}  // namespace
-
-const FastPlan* prepare_fast_p2p(mycollComm* comm, const P2pMsg* msgs, size_t n) {
-  // One step of transfers addressed absolutely (as the general loop's p2p
-  // task: dtype uint8, null bases, offsets = addresses). Kept with the
-  // communicator, so a warm batch allocates nothing, and a batch like the
-  // last one (training repeats its batches) only renews addresses and
-  // message numbers.
-  FastPlan& p = host_p2p_plan(comm);
-  if (same_batch(p, msgs, n)) {
-    size_t j = 0;
-    for (size_t i = 0; i < n; ++i) {
-      const P2pMsg& m = msgs[i];
-      if (m.bytes == 0) continue;
-      FastPlan::Xfer& x = p.xfers[j++];
-      x.off = reinterpret_cast<uintptr_t>(m.buf);
-      x.seq = (m.is_send ? comm->p2p_sent : comm->p2p_recvd)[m.peer]++;
-    }
-    return &p;
-  }
+// Builds p for a batch unlike the last (see prepare_fast_p2p), or returns
+// null, having changed nothing but p, when it does not qualify.
+[[gnu::noinline]] const FastPlan* rebuild_p2p_plan(mycollComm* comm, FastPlan& p,
+                                                   const P2pMsg* msgs, size_t n) {
   if (!eligible(comm, msgs, n)) return nullptr;
   p.coll = Coll::SendRecv;
   p.algo = Algo::Direct;
@@ -402,6 +389,21 @@ const FastPlan* prepare_fast_p2p(mycollComm* comm, const P2pMsg* msgs, size_t n)
   }
   link_pairs(p.xfers.data(), p.xfers.size());
   if (!p.xfers.empty()) p.steps.push_back({0, 0, 0, static_cast<uint32_t>(p.xfers.size())});
+  return &p;
+}
+
+}  // namespace
+
+const FastPlan* prepare_fast_p2p(mycollComm* comm, const P2pMsg* msgs, size_t n) {
+  // One step of transfers addressed absolutely (as the general loop's p2p
+  // task: dtype uint8, null bases, offsets = addresses). Kept with the
+  // communicator, so a warm batch allocates nothing, and a batch like the
+  // last one (training repeats its batches) only renews addresses and
+  // message numbers.
+  FastPlan& p = host_p2p_plan(comm);
+  if (!same_batch_renew(p, msgs, n)) return rebuild_p2p_plan(comm, p, msgs, n);
+  for (FastPlan::Xfer& x : p.xfers)
+    x.seq = (x.kind == OpKind::Send ? comm->p2p_sent : comm->p2p_recvd)[x.peer]++;
   return &p;
 }
 
