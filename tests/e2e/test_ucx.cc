@@ -89,6 +89,15 @@ class UcxOneHost : public ::testing::Test {
     opt.env = {{"MYCOLL_TRANSPORT", "ucx"}, {"MYCOLL_TIMEOUT", "60"}, {"MYCOLL_CHUNK_BYTES", "8K"}};
     return opt;
   }
+  // UCX over TCP on loopback with small messages and window.
+  static LaunchOptions tcp_options(int nranks, const char* chunk, const char* window) {
+    LaunchOptions opt = options(nranks);
+    opt.env["UCX_TLS"] = "tcp";
+    opt.env["UCX_NET_DEVICES"] = "lo";
+    opt.env["MYCOLL_UCX_CHUNK_BYTES"] = chunk;
+    opt.env["MYCOLL_UCX_WINDOW"] = window;
+    return opt;
+  }
 };
 
 TEST_F(UcxOneHost, TwoRanksUcxChoosesTransports) { run_algos(options(2), "2 ranks"); }
@@ -96,12 +105,7 @@ TEST_F(UcxOneHost, TwoRanksUcxChoosesTransports) { run_algos(options(2), "2 rank
 TEST_F(UcxOneHost, ThreeRanksSmallChunksOverTcp) {
   // Small UCX messages and window: many fragments per collective, full
   // windows, sends that wait for slots; TCP over loopback.
-  LaunchOptions opt = options(3);
-  opt.env["UCX_TLS"] = "tcp";
-  opt.env["UCX_NET_DEVICES"] = "lo";
-  opt.env["MYCOLL_UCX_CHUNK_BYTES"] = "1000";
-  opt.env["MYCOLL_UCX_WINDOW"] = "2";
-  run_algos(opt, "3 ranks, tcp, 1000-byte chunks");
+  run_algos(tcp_options(3, "1000", "2"), "3 ranks, tcp, 1000-byte chunks");
 }
 
 TEST_F(UcxOneHost, FourRanks) { run_algos(options(4), "4 ranks"); }
@@ -162,12 +166,8 @@ TEST_F(UcxOneHost, SenderStaysWithinAWindowOfASlowReader) {
   // returned at once, UCX queueing the messages unexpected at the reader
   // (and a broadcast root went on "sending" to a dead leaf). Every element of
   // every message is checked after the wait.
-  LaunchOptions opt = options(2);
-  opt.env["UCX_TLS"] = "tcp";
-  opt.env["UCX_NET_DEVICES"] = "lo";
-  opt.env["MYCOLL_UCX_CHUNK_BYTES"] = "4K";
-  opt.env["MYCOLL_UCX_WINDOW"] = "4";
-  auto res = run_ranks(opt, [](mycollComm_t comm, int rank, int, const mycollUniqueId&) {
+  auto res = run_ranks(tcp_options(2, "4K", "4"), [](mycollComm_t comm, int rank, int,
+                                                     const mycollUniqueId&) {
     constexpr int kMessages = 64;
     constexpr size_t kCount = 1001;  // 4004 bytes: one chunk each
     std::vector<int32_t> buf(kCount);
