@@ -31,17 +31,19 @@
 // Flow control (credits): a sender posts message k only while k < c + window,
 // where c is the number of messages the receiver reported consumed. Every
 // data message starts with an 8-byte word carrying the count its sender has
-// consumed of the other direction (so traffic both ways carries the credits);
-// a reader that has not told its count for three quarters of a window sends
-// it in a control message "credit" instead (the sender keeps a quarter of a
-// window to send while that credit travels). So every message lands in a receive the peer already
-// posted: nothing waits in UCX's unexpected queue, a sender never runs more than a window ahead of
-// its reader, and a sender whose reader died stops within a window and waits, where the engine's
-// liveness checks find the dead peer. (A local completion says only that UCX took the bytes: with
-// buffer-copy sends a broadcast root went on "sending" to a dead leaf for 100,000 calls.) Credits
-// are sent without a completion callback (the request is released at once, UCX finishes it) from
-// one word per peer that only grows, so a send UCX copies late carries a newer count, never a wrong
-// one.
+// consumed of the other direction (so traffic both ways carries the
+// credits); a reader that has not told its count for three quarters of a
+// window sends it in a control message "credit" instead (the sender keeps a
+// quarter of a window to send while that credit travels). So every message
+// lands in a receive the peer already posted: nothing waits in UCX's
+// unexpected queue, a sender never runs more than a window ahead of its
+// reader, and a sender whose reader died stops within a window and waits,
+// where the engine's liveness checks find the dead peer. (A local completion
+// says only that UCX took the bytes: with buffer-copy sends a broadcast root
+// went on "sending" to a dead leaf for 100,000 calls.) Credit messages go
+// without a completion callback (the request is released at once, UCX
+// finishes it) from one word per peer that only grows, so a send UCX copies
+// late carries a newer count, never a wrong one.
 //
 // Threading: the worker runs in UCS_THREAD_MODE_SERIALIZED and every call
 // into UCX holds the communicator's worker mutex, so shutdown() from another
@@ -243,12 +245,17 @@ struct PeerState {
   bool ep_error = false;
   ucs_status_t ep_status = UCS_OK;
   std::string tls = "?";
+
+  // The endpoint failed with st (the first failure is the one reported).
+  void fail(ucs_status_t st) {
+    if (ep_error) return;
+    ep_error = true;
+    ep_status = st;
+  }
 };
 
 void on_ep_error(void* arg, ucp_ep_h /*ep*/, ucs_status_t status) {
-  auto* ps = static_cast<PeerState*>(arg);
-  ps->ep_error = true;
-  ps->ep_status = status;
+  static_cast<PeerState*>(arg)->fail(status);
 }
 
 // "tcp/eth0,self/memory" from ucp_ep_print_info's lane lines.
@@ -498,10 +505,7 @@ class UcxConnection final : public Connection {
       const size_t len = p.credit_rx.len;
       p.credit_rx.release();
       if (st != UCS_OK) {  // the endpoint failed or the receive was cancelled
-        if (st != UCS_ERR_CANCELED && !p.ep_error) {
-          p.ep_error = true;
-          p.ep_status = st;
-        }
+        if (st != UCS_ERR_CANCELED) p.fail(st);
         return;
       }
       if (len != sizeof(p.credit_rx_buf))
@@ -545,12 +549,10 @@ class UcxConnection final : public Connection {
     ucp_request_param_t prm{};
     ucs_status_ptr_t r = ucx().tag_send_nbx(p.ep, &p.credit_tx_buf, sizeof(p.credit_tx_buf),
                                             ctrl_tag(p.me, kCredit), &prm);
-    if (UCS_PTR_IS_ERR(r)) {
-      p.ep_error = true;
-      p.ep_status = UCS_PTR_STATUS(r);
-    } else if (r != nullptr) {
+    if (UCS_PTR_IS_ERR(r))
+      p.fail(UCS_PTR_STATUS(r));
+    else if (r != nullptr)
       ucx().request_free(r);
-    }
   }
 
   // Frees completed sends, oldest first (slots are reused in order).
@@ -563,10 +565,7 @@ class UcxConnection final : public Connection {
       p.completed += s.len - kPrefix;
       s.release();
       ++p.send_oldest;
-      if (st != UCS_OK && st != UCS_ERR_CANCELED && !p.ep_error) {
-        p.ep_error = true;
-        p.ep_status = st;
-      }
+      if (st != UCS_OK && st != UCS_ERR_CANCELED) p.fail(st);
     }
   }
 
