@@ -29,8 +29,8 @@ std::atomic<uint32_t> g_masks[kNumLogLevels] = {{~0u}, {~0u}, {~0u}};
 
 namespace {
 
-constexpr const char* kSubsysNames[kNumSubsys] = {"INIT", "COLL", "TRANSPORT", "BOOTSTRAP",
-                                                  "TUNING", "NET", "GPU", "ENV", "PROXY"};
+constexpr const char* kSubsysNames[kNumSubsys] = {
+    "INIT", "COLL", "TRANSPORT", "BOOTSTRAP", "TUNING", "NET", "GPU", "ENV", "PROXY"};
 constexpr const char* kLevelNames[kNumLogLevels] = {"WARN", "INFO", "TRACE"};
 constexpr uint32_t kAllSubsys = (1u << kNumSubsys) - 1;
 constexpr size_t kMaxPendingLines = 4096;  // %r file not open yet
@@ -98,10 +98,10 @@ struct State {
   std::atomic<bool> ready{false};
   std::shared_ptr<spdlog::logger> logger;
   std::shared_ptr<FileSink> sink;
-  std::string prefix;          // "host:pid:"
-  uint32_t ts_levels = 1u;     // bit per level: lines with a timestamp
+  std::string prefix;       // "host:pid:"
+  uint32_t ts_levels = 1u;  // bit per level: lines with a timestamp
   std::string ts_format = "[%F %T] ";
-  std::string file_pattern;    // MYCOLL_DEBUG_FILE, while it waits for the rank
+  std::string file_pattern;  // MYCOLL_DEBUG_FILE, while it waits for the rank
   // file_pattern is set: what emit() reads without mu.
   std::atomic<bool> file_waits{false};
   std::deque<std::string> pending;
@@ -119,8 +119,8 @@ std::string format_timestamp_now(const std::string& format);
 // MYCOLL_DEBUG_TIMESTAMP_LEVELS names).
 std::string line_head(const State& s, uint32_t level, const char* subsys) {
   std::string h = ((s.ts_levels >> level) & 1u) ? format_timestamp_now(s.ts_format) : "";
-  return h + s.prefix + std::to_string(gettid()) + " mycoll " + kLevelNames[level] + " [" +
-         subsys + "] ";
+  return h + s.prefix + std::to_string(gettid()) + " mycoll " + kLevelNames[level] + " [" + subsys +
+         "] ";
 }
 
 // A warning of this module's own (settings), formatted like every line.
@@ -147,11 +147,14 @@ uint32_t parse_level_set(const std::string& text, std::string* bad) {
   const std::string t = upper(text);
   while (pos <= t.size()) {
     size_t comma = t.find(',', pos);
-    std::string name = trim(t.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
+    std::string name =
+        trim(t.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
     pos = comma == std::string::npos ? t.size() + 1 : comma + 1;
     if (name.empty()) continue;
-    if (name == "ALL") m = (1u << kNumLogLevels) - 1;
-    else if (name == "NONE") m = 0;
+    if (name == "ALL")
+      m = (1u << kNumLogLevels) - 1;
+    else if (name == "NONE")
+      m = 0;
     else {
       bool found = false;
       for (uint32_t l = 0; l < kNumLogLevels; ++l)
@@ -173,9 +176,12 @@ void setup_locked(State& s) {
   std::vector<std::string> warnings;
   std::string level = upper(trim(env_get("MYCOLL_DEBUG")));
   int lv = 0;  // 0 warn, 1 info, 2 trace, -1 off
-  if (level == "INFO") lv = 1;
-  else if (level == "TRACE") lv = 2;
-  else if (level == "OFF" || level == "NONE") lv = -1;
+  if (level == "INFO")
+    lv = 1;
+  else if (level == "TRACE")
+    lv = 2;
+  else if (level == "OFF" || level == "NONE")
+    lv = -1;
   else if (!level.empty() && level != "WARN" && level != "ERROR" && level != "VERSION")
     warnings.push_back("MYCOLL_DEBUG='" + level + "' is not WARN, INFO, TRACE or NONE; using WARN");
   std::string bad;
@@ -183,7 +189,8 @@ void setup_locked(State& s) {
   uint32_t subsys = parse_subsys_mask(subsys_text, &bad);
   if (trim(subsys_text).empty() && lv == 2) subsys = kAllSubsys;  // TRACE: every step
   if (!bad.empty())
-    warnings.push_back("MYCOLL_DEBUG_SUBSYS: unknown subsystem(s) " + bad + " ignored (known: "
+    warnings.push_back("MYCOLL_DEBUG_SUBSYS: unknown subsystem(s) " + bad +
+                       " ignored (known: "
                        "INIT,COLL,TRANSPORT,BOOTSTRAP,TUNING,NET,GPU,ENV,PROXY,ALL)");
   bad.clear();
   s.ts_levels = parse_level_set(env_get("MYCOLL_DEBUG_TIMESTAMP_LEVELS"), &bad);
@@ -195,8 +202,10 @@ void setup_locked(State& s) {
   s.file_pattern.clear();
   if (!file.empty() && lv >= 0) {
     std::string rank = launcher_rank();
-    if (file.find("%r") != std::string::npos && rank.empty()) s.file_pattern = file;  // log_set_rank
-    else open_file_locked(s, file, rank);
+    if (file.find("%r") != std::string::npos && rank.empty())
+      s.file_pattern = file;  // log_set_rank
+    else
+      open_file_locked(s, file, rank);
   }
   s.file_waits.store(!s.file_pattern.empty(), std::memory_order_release);
   logdetail::g_masks[0].store(lv >= 0 ? kAllSubsys : 0, std::memory_order_relaxed);
@@ -245,7 +254,8 @@ uint32_t parse_subsys_mask(const std::string& text, std::string* bad) {
   size_t pos = 0;
   while (pos <= t.size()) {
     size_t comma = t.find(',', pos);
-    std::string name = trim(t.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
+    std::string name =
+        trim(t.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
     pos = comma == std::string::npos ? t.size() + 1 : comma + 1;
     if (name.empty()) continue;
     if (name == "ALL") {
@@ -269,11 +279,16 @@ std::string expand_log_path(const std::string& pattern, const std::string& host,
       continue;
     }
     char c = pattern[++i];
-    if (c == 'h') out += host;
-    else if (c == 'p') out += std::to_string(pid);
-    else if (c == 'r' && !rank.empty()) out += rank;
-    else if (c == '%') out += '%';
-    else out += std::string("%") + c;
+    if (c == 'h')
+      out += host;
+    else if (c == 'p')
+      out += std::to_string(pid);
+    else if (c == 'r' && !rank.empty())
+      out += rank;
+    else if (c == '%')
+      out += '%';
+    else
+      out += std::string("%") + c;
   }
   return out;
 }
@@ -312,7 +327,8 @@ std::string format_timestamp(const std::string& format, int64_t unix_ns) {
 namespace {
 std::string format_timestamp_now(const std::string& format) {
   auto now = std::chrono::system_clock::now().time_since_epoch();
-  return format_timestamp(format, std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
+  return format_timestamp(format,
+                          std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
 }
 }  // namespace
 
@@ -344,8 +360,10 @@ void emit(LogLevel l, Subsys s, fmt::string_view f, fmt::format_args args) {
   if (st.file_waits.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> g(st.mu);
     if (!st.file_pattern.empty()) {  // %r: the file opens with the first communicator
-      if (st.pending.size() < kMaxPendingLines) st.pending.push_back(std::move(line));
-      else st.pending_dropped = true;
+      if (st.pending.size() < kMaxPendingLines)
+        st.pending.push_back(std::move(line));
+      else
+        st.pending_dropped = true;
       return;
     }
   }
@@ -367,8 +385,9 @@ void log_set_rank(int rank) {
   s.file_waits.store(false, std::memory_order_release);
   for (const auto& line : s.pending) s.logger->log(spdlog::level::info, line);
   if (s.pending_dropped)
-    s.logger->log(spdlog::level::info, own_line(s, "WARN", "earlier lines dropped while the %r "
-                                                           "debug file waited for a rank"));
+    s.logger->log(spdlog::level::info, own_line(s, "WARN",
+                                                "earlier lines dropped while the %r "
+                                                "debug file waited for a rank"));
   s.pending.clear();
   s.pending_dropped = false;
 }
@@ -386,8 +405,10 @@ void warn_unknown_env_once() {
       if (name.compare(0, 12, "MYCOLL_PERF_") == 0 || name == "MYCOLL_LOCAL_RANK") continue;
       if (known.count(name)) continue;
       std::string near = closest_env_name(name);
-      log_warn(Subsys::Env, "{} is not a mycoll variable{}; ignored (docs/environment.md lists "
-               "them all)", name, near.empty() ? "" : " (did you mean " + near + "?)");
+      log_warn(Subsys::Env,
+               "{} is not a mycoll variable{}; ignored (docs/environment.md lists "
+               "them all)",
+               name, near.empty() ? "" : " (did you mean " + near + "?)");
     }
   });
 }

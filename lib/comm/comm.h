@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "algorithms/plan.h"
-#include "bootstrap/bootstrap.h"
 #include "base/config.h"
+#include "bootstrap/bootstrap.h"
 #include "comm/flight_recorder.h"
 #include "mycoll.h"
 #include "transports/transport.h"
@@ -20,7 +20,7 @@ namespace mycoll {
 class DeviceComm;  // lib/engine/device_engine.h (GPU communicators only)
 struct HostState;  // lib/engine/host_engine.h (host communicators only)
 void destroy_host_state(HostState* s);
-}
+}  // namespace mycoll
 
 // The opaque handle of the C API.
 struct mycollComm {

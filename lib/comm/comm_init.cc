@@ -4,14 +4,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <map>
 #include <iterator>
+#include <map>
 #include <thread>
 
-#include "comm/comm.h"
 #include "base/error.h"
-#include "comm/flight_recorder.h"
 #include "base/log.h"
+#include "comm/comm.h"
+#include "comm/flight_recorder.h"
 #include "engine/device_engine.h"
 #include "topo/topo.h"
 #include "topo/topo_dump.h"
@@ -91,8 +91,8 @@ static void check_consistent_config(mycollComm& c) {
     if (std::memcmp(&all[r], &mine, sizeof(mine)) != 0)
       throw_error(mycollInvalidUsage,
                   std::string("MYCOLL_TRANSPORT/MYCOLL_NET differ between ranks: this rank has '") +
-                      mine.transport + "'/'" + mine.net + "', rank " + std::to_string(r) + " has '" +
-                      all[r].transport + "'/'" + all[r].net + "'");
+                      mine.transport + "'/'" + mine.net + "', rank " + std::to_string(r) +
+                      " has '" + all[r].transport + "'/'" + all[r].net + "'");
   }
 }
 
@@ -150,9 +150,10 @@ static std::string algo_summary(const mycollComm& c) {
   std::string s = c.cfg.algo.empty() ? "auto" : c.cfg.algo;
   s += " (all_reduce";
   for (size_t bytes : {size_t(8), size_t(64) << 10, size_t(16) << 20})
-    s += fmt::format(" {}:{}", bytes >= (1u << 20) ? std::to_string(bytes >> 20) + "M"
-                              : bytes >= 1024   ? std::to_string(bytes >> 10) + "K"
-                                                : std::to_string(bytes) + "B",
+    s += fmt::format(" {}:{}",
+                     bytes >= (1u << 20) ? std::to_string(bytes >> 20) + "M"
+                     : bytes >= 1024     ? std::to_string(bytes >> 10) + "K"
+                                         : std::to_string(bytes) + "B",
                      algo_name(c.device ? c.device->choose_algo(c.algo, Coll::AllReduce, bytes)
                                         : c.algo.choose(Coll::AllReduce, c.nranks, bytes)));
   return s + ")";
@@ -177,8 +178,8 @@ std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int 
   c->parent_id = parent ? parent->id : 0;
   c->log_tag = fmt::format("rank {}/{}", rank, nranks);  // the id comes with the rendezvous
   LogScope scope(&c->log_tag);
-  log_set_rank(rank);        // MYCOLL_DEBUG_FILE with %r
-  warn_unknown_env_once();   // MYCOLL_* typos
+  log_set_rank(rank);       // MYCOLL_DEBUG_FILE with %r
+  warn_unknown_env_once();  // MYCOLL_* typos
   c->cfg = Config::from_env();
   c->algo = AlgoPolicy::parse(c->cfg.algo);
   c->p2p_sent.assign(nranks, 0);
@@ -216,8 +217,10 @@ std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int 
     over[rank] = cores > 0 && local > cores && cuda_device < 0;
     c->bootstrap->allgather(over.data(), 1);
     if (over[rank])
-      log_info(Subsys::Tuning, "rank {}: {} ranks on this host share {} cores: automatic "
-               "all-reduce prefers fewer steps", rank, local, cores);
+      log_info(Subsys::Tuning,
+               "rank {}: {} ranks on this host share {} cores: automatic "
+               "all-reduce prefers fewer steps",
+               rank, local, cores);
     if (std::find(over.begin(), over.end(), 1) != over.end()) c->algo.set_oversubscribed(true);
   }
   std::vector<int> order = host_major_order(c->peers);
@@ -241,8 +244,10 @@ std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int 
     for (int v = 0; v < nranks; ++v) c->vrank_of[order[v]] = v;
     std::string s;
     for (int r : order) s += (s.empty() ? "" : " ") + std::to_string(r);
-    log_info(Subsys::Init, "rank {}: ranks interleave hosts; rings/chains/trees of allreduce, "
-             "broadcast and reduce follow host-major order: {}", rank, s);
+    log_info(Subsys::Init,
+             "rank {}: ranks interleave hosts; rings/chains/trees of allreduce, "
+             "broadcast and reduce follow host-major order: {}",
+             rank, s);
   }
   connect_host_transports(*c);
   if (cuda_device >= 0) {
@@ -260,10 +265,11 @@ std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int 
     c->flight = std::make_unique<FlightRecorder>(c->cfg.flight_ops);
     flight_register(c.get());
   }
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  const std::string dev =
-      cuda_device < 0 ? std::string("none")
-                      : fmt::format("cuda:{} bus {}", cuda_device, bus_id_text(c->peers[rank].gpu_bus_id));
+  double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const std::string dev = cuda_device < 0 ? std::string("none")
+                                          : fmt::format("cuda:{} bus {}", cuda_device,
+                                                        bus_id_text(c->peers[rank].gpu_bus_id));
   log_info(Subsys::Init,
            "Init COMPLETE comm {} rank {} nranks {}{} device {} host {} pid {} hosts {} "
            "mycoll {}.{}.{} transports {} algorithms {} in {:.1f} ms",

@@ -17,8 +17,8 @@ struct Call {
   size_t count = 0;
   mycollDataType_t dtype = mycollFloat32;
   mycollRedOp_t op = mycollSum;
-  int root = 0;        // rooted collectives
-  int peer = -1;       // Send/Recv
+  int root = 0;          // rooted collectives
+  int peer = -1;         // Send/Recv
   bool is_send = false;  // SendRecv: send (true) or recv (false)
   mycollStream_t stream = nullptr;
 };

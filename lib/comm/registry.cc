@@ -6,8 +6,8 @@
 #include <thread>
 #include <vector>
 
-#include "comm/comm.h"
 #include "base/error.h"
+#include "comm/comm.h"
 
 namespace mycoll {
 namespace {
