@@ -246,7 +246,6 @@ __global__ void __launch_bounds__(kThreads) ll_coll_kernel(CollKArgs a) {
   const uint64_t call = dev::call_begin(cm, a.sig);
   if (threadIdx.x == 0) s_stop = 0;
   const dev::Epoch ep = dev::epoch_begin(ctl, &s_epoch);
-  dev::call_check(cm, a.sig, call);
   x.flag = ep.flag;
   x.parity = ep.parity;
   const uint32_t lines = uint32_t((a.bytes + 7) / 8);
@@ -256,24 +255,30 @@ __global__ void __launch_bounds__(kThreads) ll_coll_kernel(CollKArgs a) {
   const int n = x.n, me = x.me;
   const int next = me + 1 < n ? me + 1 : 0;
 
+  // Every case runs the call check (kernels/prims/call_check.cuh) after its
+  // sends and acks, before it reads a peer's line.
   switch (a.kind) {
     case Coll::AllGather:
       send_lines(x, a.in, 0, next, n - 1);
+      dev::call_check(cm, a.sig, call);
       if (a.in != a.out + uint64_t(me) * a.bytes)
         copy_lines(x, a.in, a.out + uint64_t(me) * a.bytes);
       recv_lines(x, next, n - 1, a.out, a.bytes);
       break;
     case Coll::ReduceScatter:
       send_lines(x, a.in, a.bytes, next, n - 1);
+      dev::call_check(cm, a.sig, call);
       reduce_lines<T, OP>(x, a.in + uint64_t(me) * a.bytes, a.out, a.avg_n);
       break;
     case Coll::Broadcast:
       if (me == a.root) {
         send_lines(x, a.in, 0, next, n - 1);
+        dev::call_check(cm, a.sig, call);
         if (a.in != a.out) copy_lines(x, a.in, a.out);
         wait_acks(x, -1);
       } else {
         send_acks(x, -1);
+        dev::call_check(cm, a.sig, call);
         recv_lines(x, a.root, 1, a.out, 0);  // stride 0: the root's lines land at out
         wait_acks(x, a.root);
       }
@@ -281,15 +286,18 @@ __global__ void __launch_bounds__(kThreads) ll_coll_kernel(CollKArgs a) {
     case Coll::Reduce:
       if (me == a.root) {
         send_acks(x, -1);
+        dev::call_check(cm, a.sig, call);
         reduce_lines<T, OP>(x, a.in, a.out, a.avg_n);
       } else {
         send_lines(x, a.in, 0, a.root, 1);
         send_acks(x, a.root);
+        dev::call_check(cm, a.sig, call);
         wait_acks(x, -1);
       }
       break;
     case Coll::AllToAll:
       send_lines(x, a.in, a.bytes, next, n - 1);
+      dev::call_check(cm, a.sig, call);
       // In place: this block's reads of its input lines before its writes.
       if (a.in == a.out)
         __syncthreads();

@@ -51,7 +51,6 @@ __global__ void __launch_bounds__(kThreads) oneshot_kernel(CollKArgs a) {
   const uint64_t call = dev::call_begin(cm, a.sig);
   if (threadIdx.x == 0) s_stop = 0;
   const dev::Epoch ep = dev::epoch_begin(ctl, &s_epoch);
-  dev::call_check(cm, a.sig, call);
   const uint32_t flag = ep.flag;
   const int parity = ep.parity;
   const uint64_t lines = (a.bytes + 7) / 8;
@@ -80,6 +79,9 @@ __global__ void __launch_bounds__(kThreads) oneshot_kernel(CollKArgs a) {
       }
     }
   }
+
+  // The call check (kernels/prims/call_check.cuh) after this warp's sends.
+  dev::call_check(cm, a.sig, call);
 
   // 2. Everyone's lines, reduced in rank order, into my output.
   for (uint64_t l0 = lbeg + threadIdx.x; l0 < lend && !s_stop; l0 += nt * kU) {

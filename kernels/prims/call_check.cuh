@@ -18,9 +18,12 @@
 //   (other counts, roots, another kernel) is reported within milliseconds,
 //   not as a timeout.
 // Where the checker runs: in latency kernels the last warp of block 0
-// (call_begin before the first barrier, call_check right after it: its
-// wait delays only its own share of the work, by the peers' start skew,
-// and for a small message the last warp has no share); in the bandwidth
+// (call_begin before the first barrier; call_check after that warp's share
+// of the sends and before its receives in the one-shot and LL kernels, so
+// its wait delays no line a peer waits for; right after the first barrier
+// in the two-shot kernel, where that measured faster: on four H200s the
+// check before the sends cost the LL kernels 1-4 us more per call than
+// after them, docs/performance.md "Session 17"); in the bandwidth
 // kernels and the plan kernel a block of its own (call_check_block), so the
 // data path never waits for the peers' start (on one shared H100 the
 // in-block check cost a chain broadcast 13-20 us per call, the plan kernel's
@@ -105,7 +108,8 @@ __device__ __forceinline__ uint64_t call_begin(const DevComm& cm, uint64_t sig) 
 }
 
 // By every thread of every block, after the kernel's first barrier and
-// before its work: the checker waits for the peers' lines and compares.
+// before it reads anything a peer wrote (after its sends in the one-shot
+// and LL kernels): the checker waits for the peers' lines and compares.
 __device__ __forceinline__ void call_check(const DevComm& cm, uint64_t sig, uint64_t k) {
   if (sig == 0 || !call_checker()) return;
   compare_call(cm, sig, k);
