@@ -161,9 +161,76 @@ void ib_run(uint8_t param, const uint8_t* p, size_t n) {
         const mycollResult_t rc = ibwire::check_credit(seen, now, sent, 1, &why);
         if (rc != mycollSuccess) return refused(rc, why);
         if (now > seen) seen = now;  // the connection keeps the largest credit
-        require(sent - seen <= R);  // so R - (sent - seen) never wraps
+        require(sent - seen <= R);   // so R - (sent - seen) never wraps
         break;
       }
+    }
+  }
+}
+
+// Both ends of one UCX direction pair as ucx.cc drives them: the sender
+// posts what the window allows (send_room), credit words arrive at the head
+// of data messages and alone in credit messages (a signed 16-bit step from
+// the last credit, so old, current, future and wild counts all come), and
+// the reader tells its consumed count when credit_due says so. Asserted:
+// the credit only grows and never passes what was sent, the sender stays
+// within a window of it, and the reader never leaves a window untold.
+void ucx_run(uint8_t param, const uint8_t* p, size_t n) {
+  const int window = ucx_window(param);
+  const uint64_t W = static_cast<uint64_t>(window);
+  uint64_t sent = 0, credit = 0;                 // send side
+  uint64_t arrived = 0, consumed = 0, told = 0;  // receive side
+  std::string why;
+  auto credit_word = [&](uint32_t v) {
+    const uint64_t c = credit + static_cast<uint64_t>(static_cast<int16_t>(v & 0xffff));
+    uint8_t w[ucxwire::kCreditBytes];
+    std::memcpy(w, &c, sizeof(w));
+    const uint64_t before = credit;
+    const mycollResult_t rc = ucxwire::take_credit(w, sent, &credit, &why);
+    if (rc != mycollSuccess) {
+      require(credit == before);  // a refused credit changes nothing
+      refused(rc, why);
+      return false;
+    }
+    require(credit >= before && credit <= sent && credit == std::max(before, c));
+    return true;
+  };
+  for (size_t at = 0; at + 5 <= n; at += 5) {
+    const uint32_t v = load<uint32_t>(p + at + 1);
+    switch (static_cast<UcxOp>(p[at] % 4)) {
+      case kUcxSend: {
+        const uint64_t room = ucxwire::send_room(sent, credit, window);
+        require(room <= W && sent - credit + room == W);
+        sent += std::min<uint64_t>(v & 0xff, room);
+        require(sent - credit <= W);
+        break;
+      }
+      case kUcxData: {
+        const uint64_t len = v >> 16;
+        const mycollResult_t rc = ucxwire::check_data_message(arrived, len, &why);
+        if (rc != mycollSuccess) {
+          require(len <= ucxwire::kCreditBytes);
+          return refused(rc, why);
+        }
+        if (!credit_word(v)) return;
+        ++arrived;
+        break;
+      }
+      case kUcxCreditMsg: {
+        const uint64_t len = v >> 24;
+        const mycollResult_t rc = ucxwire::check_credit_message(len, &why);
+        if (rc != mycollSuccess) {
+          require(len != ucxwire::kCreditBytes);
+          return refused(rc, why);
+        }
+        if (!credit_word(v)) return;
+        break;
+      }
+      case kUcxConsume:
+        if (consumed < arrived) ++consumed;
+        if (ucxwire::credit_due(consumed, told, window)) told = consumed;
+        require(consumed - told < static_cast<uint64_t>(std::max(1, window - window / 4)));
+        break;
     }
   }
 }
@@ -346,6 +413,7 @@ void fuzz_transport(Target t, uint8_t param, const uint8_t* p, size_t n) {
     case kShmRun: shm_run(param, p, n); break;
     case kProxyStream: proxy_stream(param, p, n); break;
     case kPeerInfo: peer_info(param, p, n); break;
+    case kUcxRun: ucx_run(param, p, n); break;
     default: break;
   }
 }

@@ -35,6 +35,8 @@ enum Target : uint8_t {
   kShmRun,          // shm: counters and record words read from the mapping (ShmOp records)
   kProxyStream,     // GPU proxy: its frames as a byte stream, proxywire::decode_frame & co
   kPeerInfo,        // the PeerInfo every rank allgathers, check_peer_info
+  kUcxRun,          // ucx: data and credit messages as they arrive (UcxOp records),
+                    // ucxwire::check_data_message & co
   kNumTargets
 };
 
@@ -72,6 +74,12 @@ constexpr uint64_t kUcxTag = 0x0123456789abcdefull;
 // kIbRun: a receive ring of 4 KiB x (1 + param & 15); input records of
 // 5 bytes: an op (IbOp, modulo 3) and a 32-bit little-endian value.
 enum IbOp : uint8_t { kIbArrive, kIbConsume, kIbCredit };
+
+// kUcxRun: a window of 1 + (param & 15) messages; input records of 5
+// bytes: an op (UcxOp, modulo 4) and a 32-bit little-endian value (see
+// ucx_run in fuzz_transport.cc).
+enum UcxOp : uint8_t { kUcxSend, kUcxData, kUcxCreditMsg, kUcxConsume };
+inline int ucx_window(uint8_t param) { return 1 + (param & 15); }
 inline uint64_t ib_ring_bytes(uint8_t param) { return 4096ull * (1 + (param & 15)); }
 
 // kShmFifo: input: a FifoGeometry (magic, capacity, slots, slot bytes,

@@ -167,6 +167,16 @@ void transport_seeds(std::vector<std::pair<std::string, Bytes>>& seeds) {
     for (uint64_t i = 0; i < 10; ++i) put_op(b, kShmRecordWord, shm::record_word(i, 40 + 8 * i));
     seeds.emplace_back("shm-run", input(kShmRun, 0x29, b));
   }
+  {  // ucx at run time, a window of 8: sends, data with credits, a credit message.
+    Bytes b;
+    put_op(b, kUcxSend, uint32_t{8});
+    put_op(b, kUcxData, uint32_t{100u << 16 | 3});     // 100 bytes, credit 0 + 3
+    put_op(b, kUcxSend, uint32_t{8});                  // room for 3
+    put_op(b, kUcxCreditMsg, uint32_t{8u << 24 | 4});  // credit 3 + 4
+    for (int i = 0; i < 7; ++i) put_op(b, kUcxConsume, uint32_t{0});
+    put_op(b, kUcxData, uint32_t{9u << 16 | 0});  // 9 bytes, credit unchanged
+    seeds.emplace_back("ucx-run", input(kUcxRun, 7, b));
+  }
   {  // GPU proxy: 2 channels, 4 slots of 32 bytes (param 0x6d); pieces of 6.
     Bytes b{5};
     put_proxy_frame(b, proxywire::kData, 0, 32, 0xa1);

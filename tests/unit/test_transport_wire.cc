@@ -148,6 +148,64 @@ TEST(UcxWire, Hello) {
   EXPECT_WHY(why, "(bad magic)");
 }
 
+TEST(UcxWire, DataAndCreditMessages) {
+  std::string why;
+  EXPECT_EQ(ucxwire::check_data_message(5, ucxwire::kCreditBytes + 1, &why), mycollSuccess);
+  EXPECT_EQ(ucxwire::check_data_message(7, ucxwire::kCreditBytes, &why), mycollRemoteError);
+  EXPECT_WHY(why, "message 7 of 8 bytes: no data after its credit (protocol violation)");
+  EXPECT_EQ(ucxwire::check_data_message(9, 0, &why), mycollRemoteError);
+  EXPECT_WHY(why, "message 9 of 0 bytes");
+  EXPECT_EQ(ucxwire::check_credit_message(ucxwire::kCreditBytes, &why), mycollSuccess);
+  for (uint64_t len : {0ull, 4ull, 9ull, 16ull}) {
+    EXPECT_EQ(ucxwire::check_credit_message(len, &why), mycollRemoteError) << len;
+    EXPECT_WHY(why, "credit message of " + std::to_string(len) + " bytes (protocol violation)");
+  }
+}
+
+TEST(UcxWire, CreditsOnlyGrowAndNeverPassWhatWasSent) {
+  std::string why;
+  uint64_t credit = 3;
+  auto take = [&](uint64_t count, uint64_t sent) {
+    unsigned char word[ucxwire::kCreditBytes];
+    std::memcpy(word, &count, sizeof(word));
+    return ucxwire::take_credit(word, sent, &credit, &why);
+  };
+  EXPECT_EQ(take(5, 8), mycollSuccess);
+  EXPECT_EQ(credit, 5u);
+  EXPECT_EQ(take(4, 8), mycollSuccess);  // an older count, arriving late: ignored
+  EXPECT_EQ(credit, 5u);
+  EXPECT_EQ(take(8, 8), mycollSuccess);  // everything consumed
+  EXPECT_EQ(credit, 8u);
+  EXPECT_EQ(take(9, 8), mycollRemoteError);
+  EXPECT_WHY(why, "credit of 9 messages consumed, of 8 sent (protocol violation)");
+  EXPECT_EQ(credit, 8u);  // a refused credit changes nothing
+  EXPECT_EQ(take(~0ull, 8), mycollRemoteError);
+  EXPECT_EQ(credit, 8u);
+}
+
+TEST(UcxWire, SendRoomAndCreditDue) {
+  // A window of 8: 8 messages in flight at most.
+  EXPECT_EQ(ucxwire::send_room(0, 0, 8), 8u);
+  EXPECT_EQ(ucxwire::send_room(5, 0, 8), 3u);
+  EXPECT_EQ(ucxwire::send_room(8, 0, 8), 0u);
+  EXPECT_EQ(ucxwire::send_room(12, 5, 8), 1u);
+  EXPECT_EQ(ucxwire::send_room(13, 5, 8), 0u);
+  // Counters past 2^64 wrap like the connection's: the difference counts.
+  EXPECT_EQ(ucxwire::send_room(2, ~0ull - 1, 8), 4u);  // 4 in flight
+  EXPECT_EQ(ucxwire::send_room(3, 3, 0), 0u);
+  EXPECT_EQ(ucxwire::send_room(3, 3, -1), 0u);
+  // A credit message after three quarters of a window untold (6 of 8).
+  EXPECT_FALSE(ucxwire::credit_due(5, 0, 8));
+  EXPECT_TRUE(ucxwire::credit_due(6, 0, 8));
+  EXPECT_FALSE(ucxwire::credit_due(105, 100, 8));
+  EXPECT_TRUE(ucxwire::credit_due(106, 100, 8));
+  // A window of 1: after every message (at least one untold); of 2: after two.
+  EXPECT_FALSE(ucxwire::credit_due(4, 4, 1));
+  EXPECT_TRUE(ucxwire::credit_due(5, 4, 1));
+  EXPECT_FALSE(ucxwire::credit_due(5, 4, 2));
+  EXPECT_TRUE(ucxwire::credit_due(6, 4, 2));
+}
+
 // ---- ibverbs
 
 ibwire::ConnInfo valid_conn_info(bool roce) {

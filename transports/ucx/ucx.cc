@@ -99,7 +99,7 @@ constexpr uint64_t kFullMask = ~0ull;
 constexpr uint64_t kHello = 1, kClose = 2, kCredit = 3;
 // Every data message: the sender's consumed count of the other direction
 // (a credit), then up to MYCOLL_UCX_CHUNK_BYTES of the byte stream.
-constexpr size_t kPrefix = sizeof(uint64_t);
+constexpr size_t kPrefix = ucxwire::kCreditBytes;
 using ucxwire::AddrInfo;
 
 uint64_t data_tag(int src, uint64_t seq) {
@@ -374,7 +374,7 @@ class UcxConnection final : public Connection {
     auto* src = static_cast<const uint8_t*>(data);
     for (size_t pos = ahead; pos < n;) {
       if (p.send_seq - p.send_oldest >= static_cast<uint64_t>(p.window)) break;
-      if (p.send_seq - p.credit >= static_cast<uint64_t>(p.window)) break;  // no receive posted
+      if (ucxwire::send_room(p.send_seq, p.credit, p.window) == 0) break;  // no receive posted
       Slot& s = p.send[p.send_seq % p.window];
       size_t k = std::min(n - pos, p.chunk);
       std::memcpy(s.buf, &p.recv_seq, kPrefix);  // the credit it carries
@@ -410,9 +410,8 @@ class UcxConnection final : public Connection {
                         ? " (peer's MYCOLL_UCX_CHUNK_BYTES is larger than this rank's)"
                         : " (peer died or aborted?)"));
     }
-    if (s.len <= kPrefix)
-      throw_broken("message " + std::to_string(p.recv_seq) + " of " + std::to_string(s.len) +
-                   " bytes: no data after its credit (protocol violation)");
+    std::string why;
+    if (ucxwire::check_data_message(p.recv_seq, s.len, &why) != mycollSuccess) throw_broken(why);
     *data = s.buf + kPrefix + s.off;
     return std::min(s.len - kPrefix - s.off, max);
   }
@@ -435,9 +434,7 @@ class UcxConnection final : public Connection {
         throw_broken(std::string("posting a receive failed: ") + ucx().status_string(st));
     }
     ++p.recv_seq;
-    if (!shut_ &&
-        p.recv_seq - p.credit_told >= static_cast<uint64_t>(std::max(1, p.window - p.window / 4)))
-      send_credit();
+    if (!shut_ && ucxwire::credit_due(p.recv_seq, p.credit_told, p.window)) send_credit();
   }
 
   bool progress() override {
@@ -508,9 +505,10 @@ class UcxConnection final : public Connection {
         if (st != UCS_ERR_CANCELED) p.fail(st);
         return;
       }
-      if (len != sizeof(p.credit_rx_buf))
-        throw_broken("credit message of " + std::to_string(len) + " bytes (protocol violation)");
-      raise_credit(count);
+      std::string why;
+      if (ucxwire::check_credit_message(len, &why) != mycollSuccess ||
+          ucxwire::take_credit(&count, p.send_seq, &p.credit, &why) != mycollSuccess)
+        throw_broken(why);
       p.credit_rx.buf = reinterpret_cast<uint8_t*>(&p.credit_rx_buf);
       const ucs_status_t rs =
           post_recv(w_->worker, &p.credit_rx, sizeof(p.credit_rx_buf), ctrl_tag(p.peer, kCredit));
@@ -520,22 +518,13 @@ class UcxConnection final : public Connection {
     }
   }
 
-  // The credit at the head of a received data message.
+  // The credit at the head of a received data message (ucxwire::take_credit:
+  // a count beyond the messages sent is a protocol violation).
   void take_credit(const Slot& s) {
     if (s.status != UCS_OK || s.len < kPrefix) return;  // peek reports these
-    uint64_t count;
-    std::memcpy(&count, s.buf, kPrefix);
-    raise_credit(count);
-  }
-
-  // A count beyond the messages sent is not a credit this rank's peer can
-  // have sent: a protocol violation.
-  void raise_credit(uint64_t count) {
-    PeerState& p = *ps_;
-    if (count > p.send_seq)
-      throw_broken("credit of " + std::to_string(count) + " messages consumed, of " +
-                   std::to_string(p.send_seq) + " sent (protocol violation)");
-    if (count > p.credit) p.credit = count;
+    std::string why;
+    if (ucxwire::take_credit(s.buf, ps_->send_seq, &ps_->credit, &why) != mycollSuccess)
+      throw_broken(why);
   }
 
   // Receive side: reports recv_seq (messages consumed, receives reposted)

@@ -71,5 +71,40 @@ mycollResult_t check_hello(const void* p, size_t n, uint64_t bs_tag, int peer, i
   return mycollSuccess;
 }
 
+mycollResult_t check_data_message(uint64_t seq, uint64_t len, std::string* why) {
+  if (len > kCreditBytes) return mycollSuccess;
+  *why = "message " + std::to_string(seq) + " of " + std::to_string(len) +
+         " bytes: no data after its credit (protocol violation)";
+  return mycollRemoteError;
+}
+
+mycollResult_t check_credit_message(uint64_t len, std::string* why) {
+  if (len == kCreditBytes) return mycollSuccess;
+  *why = "credit message of " + std::to_string(len) + " bytes (protocol violation)";
+  return mycollRemoteError;
+}
+
+mycollResult_t take_credit(const void* p, uint64_t sent, uint64_t* credit, std::string* why) {
+  uint64_t count;
+  std::memcpy(&count, p, kCreditBytes);
+  if (count > sent) {
+    *why = "credit of " + std::to_string(count) + " messages consumed, of " + std::to_string(sent) +
+           " sent (protocol violation)";
+    return mycollRemoteError;
+  }
+  *credit = std::max(*credit, count);
+  return mycollSuccess;
+}
+
+uint64_t send_room(uint64_t sent, uint64_t credit, int window) {
+  const uint64_t w = window > 0 ? static_cast<uint64_t>(window) : 0;
+  const uint64_t ahead = sent - credit;
+  return ahead < w ? w - ahead : 0;
+}
+
+bool credit_due(uint64_t consumed, uint64_t told, int window) {
+  return consumed - told >= static_cast<uint64_t>(std::max(1, window - window / 4));
+}
+
 }  // namespace ucxwire
 }  // namespace mycoll

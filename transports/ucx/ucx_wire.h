@@ -5,7 +5,9 @@
 //     address and its chunk size; the addresses themselves then go round
 //     in a table of nranks slots of the longest length, so every length
 //     is checked before that table is allocated;
-//   - the hello each side sends on a new endpoint.
+//   - the hello each side sends on a new endpoint;
+// and what it receives once connected: the credit word at the head of every
+// data message and alone in a credit message (flow control, ucx.cc).
 // The worker address bytes are UCX's own format, handed to ucp_ep_create.
 #pragma once
 
@@ -51,6 +53,33 @@ void encode_hello(uint64_t bs_tag, int me, uint64_t out[2]);
 // mycollRemoteError and *why if it is not the one expected.
 mycollResult_t check_hello(const void* p, size_t n, uint64_t bs_tag, int peer, int me,
                            std::string* why);
+
+// Flow control (transports/ucx/ucx.cc, "Flow control"): every data message
+// starts with a credit word, the count of messages its sender has consumed
+// of the other direction; a credit message is that word alone. A sender
+// posts message k only while k < credit + window.
+constexpr size_t kCreditBytes = sizeof(uint64_t);
+
+// Data message number `seq` of `len` bytes: its credit word and at least one
+// byte of data. mycollRemoteError and *why if not.
+mycollResult_t check_data_message(uint64_t seq, uint64_t len, std::string* why);
+// A credit message of `len` bytes: the word alone. mycollRemoteError and
+// *why if not.
+mycollResult_t check_credit_message(uint64_t len, std::string* why);
+// The credit word at p (kCreditBytes, as received) from a peer this rank has
+// sent `sent` messages: a count above `sent` is mycollRemoteError (*why);
+// otherwise *credit becomes the larger of the two (credits arrive out of
+// order between data and credit messages: the largest stands).
+mycollResult_t take_credit(const void* p, uint64_t sent, uint64_t* credit, std::string* why);
+// Messages a sender that has posted `sent` may still post with `credit`
+// consumed (take_credit keeps credit <= sent): window - (sent - credit), 0
+// when the window is full (or a window below 1).
+uint64_t send_room(uint64_t sent, uint64_t credit, int window);
+// Whether a reader that has consumed `consumed` messages and last told the
+// count `told` (in a data message or a credit message) sends a credit
+// message now: when three quarters of a window (at least one) went untold,
+// so the sender keeps a quarter to send while the credit travels.
+bool credit_due(uint64_t consumed, uint64_t told, int window);
 
 }  // namespace ucxwire
 }  // namespace mycoll
