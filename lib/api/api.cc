@@ -322,8 +322,7 @@ mycollResult_t mycollCommInitFromEnv(mycollComm_t* comm) {
               std::string(fn) + ": rank " + std::to_string(rank) + " of " + std::to_string(nranks) +
                   " is out of range");
     UniqueIdData id = unique_id_from_address(host, port);
-    double timeout = parse_double(env_get("MYCOLL_TIMEOUT"), "MYCOLL_TIMEOUT");
-    if (rank == 0) start_root_listener(id, nranks, timeout);
+    if (rank == 0) start_root_listener(id, nranks, timeout_from_env());
     init_rank(comm, nranks, id, rank, init_device(), fn);
   });
 }

@@ -406,8 +406,7 @@ class ShmTransport final : public Transport {
     std::exception_ptr err;
     size_t cap = 0;
     try {
-      cap = cfg.shm_fifo_bytes;
-      if (cap == 0) cap = parse_bytes(env_get("MYCOLL_SHM_FIFO_BYTES"), "MYCOLL_SHM_FIFO_BYTES");
+      cap = cfg.shm_fifo_bytes;  // parsed once, by Config::from_env
       check_arg(cap >= kPage, "MYCOLL_SHM_FIFO_BYTES must be at least 4K, got " +
                                   std::to_string(cap));
       for (size_t i = 0; i < np; ++i) {
