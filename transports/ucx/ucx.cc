@@ -69,6 +69,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -114,16 +115,50 @@ double seconds_since(Clock::time_point t) {
 }
 
 // The UCP context and worker of one communicator, shared by its connections.
+//
+// The pusher thread progresses the worker once a millisecond whenever
+// nobody else holds it. A buffer-copy send completes once UCX packed it;
+// over TCP its last fragment may still sit in UCX's transmit buffer behind
+// a full socket, and only this worker's progress writes it out. The engine
+// stops polling a connection once its sends completed, so without the
+// pusher a rank that went on to wait on a shm peer (or back to the
+// application) left a UCX peer 35,720 bytes short until MYCOLL_TIMEOUT
+// (UcxMultiHost.ThreeHostsTwoRanksEach, 1 run in 3). It never blocks on the
+// mutex (try_lock): the engine's own progress is not delayed.
 struct Worker {
   ucp_context_h ctx = nullptr;
   ucp_worker_h worker = nullptr;
   std::mutex mu;      // serializes every use of worker and its endpoints
   bool leak = false;  // an endpoint close never finished: keep UCX objects
   bool released = false;
+  std::atomic<bool> stop{false};
+  std::unique_ptr<std::thread> pusher;
+  pid_t owner = 0;  // the process that started the pusher
 
   ~Worker() {
+    stop_pusher();
     std::lock_guard<std::mutex> g(mu);
     release_locked();
+  }
+  void start_pusher() {
+    owner = ::getpid();
+    pusher = std::make_unique<std::thread>([this] {
+      while (!stop.load(std::memory_order_acquire)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        std::unique_lock<std::mutex> g(mu, std::try_to_lock);
+        if (g.owns_lock() && !released && worker) ucx().worker_progress(worker);
+      }
+    });
+  }
+  // Ends the pusher (a fork child has none: its copy of the handle is let go).
+  void stop_pusher() {
+    stop.store(true, std::memory_order_release);
+    if (!pusher) return;
+    if (::getpid() == owner && pusher->joinable())
+      pusher->join();
+    else
+      (void)pusher.release();
+    pusher.reset();
   }
   // Destroys the worker and the context (once), unless an endpoint still
   // holds on to them.
@@ -666,6 +701,7 @@ void close_live_at_exit() {
       workers.push_back(c->worker());
   }
   for (auto& w : workers) {
+    w->stop_pusher();
     std::lock_guard<std::mutex> wg(w->mu);
     w->release_locked();
   }
@@ -756,6 +792,7 @@ std::shared_ptr<Worker> make_worker(int me, size_t npeers) {
   if (st != UCS_OK)
     throw_error(mycollSystemError, "ucx: ucp_worker_create on rank " + std::to_string(me) + ": " +
                                        ucx().status_string(st));
+  w->start_pusher();
   return w;
 }
 
