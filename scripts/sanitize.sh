@@ -8,7 +8,8 @@
 #         FUZZ_SECONDS (default 60) from its committed corpus; then the verbs
 #         suite (tests/rdma) inside the Soft-RoCE VM (NO_SOFTROCE=1 skips it)
 #   tsan  TSan: the unit, e2e and e2e_netns labels (TSAN_FILTER=REGEX, as
-#         ctest -R, narrows it for a quick local run)
+#         ctest -R, narrows it for a quick local run, and skips the VM);
+#         then the verbs suite inside the Soft-RoCE VM (NO_SOFTROCE=1 skips it)
 # STAGES="asan tsan" picks stages; BUILD_PREFIX (default build-) names the
 # directories (build-asan, build-tsan); JOBS, TEST_JOBS as in test.sh.
 # Any sanitizer report fails the stage, also one from a forked rank whose
@@ -75,23 +76,25 @@ export_sanitizer_env() {  # logs dir
   export TSAN_OPTIONS="halt_on_error=0:second_deadlock_stack=1:die_after_fork=0:log_path=$log"
 }
 
-# The verbs suite (tests/rdma) under ASan + UBSan inside the Soft-RoCE VM
+# The verbs suite (tests/rdma) under a sanitizer inside the Soft-RoCE VM
 # (scripts/softroce/softroce.sh, the rdma_softroce test's VM): the guest
 # sees the host's / read-only and its own /tmp, so the binary and the
 # report directory live in the VM's work directory, which it shares
 # read-write. Fails on a failed test, a VM that gives no result, or any
 # report.
-asan_rdma() {  # build dir
-  local dir=$1 work=/var/tmp/mycoll-softroce
-  local logs=$work/asan-logs-$$ bin=$work/bin/mycoll_rdma_tests_asan rc=0
+vm_rdma() {  # build dir, stage name (asan, tsan)
+  local dir=$1 stage=$2 work=/var/tmp/mycoll-softroce
+  local logs=$work/$stage-logs-$$ bin=$work/bin/mycoll_rdma_tests_$stage rc=0 opts
+  case $stage in
+    asan) opts="ASAN_OPTIONS='halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=1:log_path=$logs/report' UBSAN_OPTIONS='halt_on_error=1:print_stacktrace=1:log_path=$logs/report'" ;;
+    tsan) opts="TSAN_OPTIONS='halt_on_error=0:second_deadlock_stack=1:die_after_fork=0:log_path=$logs/report'" ;;
+  esac
   rm -rf "$logs"
   mkdir -p "$logs" "$work/bin" && cp -f "$dir/tests/mycoll_rdma_tests" "$bin" || return 1
   SOFTROCE_TIMEOUT=${SOFTROCE_TIMEOUT:-1200} scripts/softroce/softroce.sh -w "$work" -- /bin/bash -c \
-    "export ASAN_OPTIONS='halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=1:log_path=$logs/report' \
-            UBSAN_OPTIONS='halt_on_error=1:print_stacktrace=1:log_path=$logs/report'; exec $bin --gtest_brief=1" ||
-    rc=$?
-  [ $rc -eq 0 ] || echo "sanitize.sh: the verbs suite under ASan in the Soft-RoCE VM failed (exit $rc)" >&2
-  no_reports "$logs" "the verbs suite in the Soft-RoCE VM" || rc=1
+    "export $opts; exec $bin --gtest_brief=1" || rc=$?
+  [ $rc -eq 0 ] || echo "sanitize.sh: the verbs suite under $stage in the Soft-RoCE VM failed (exit $rc)" >&2
+  no_reports "$logs" "the verbs suite under $stage in the Soft-RoCE VM" || rc=1
   rm -rf "$logs" "$bin"
   return $rc
 }
@@ -112,15 +115,16 @@ for stage in ${STAGES:-asan tsan}; do
       t1=$(date +%s)
       export_sanitizer_env "$(pwd)/$dir/sanitizer-logs"
       stage_test "$dir" -L '^(unit|e2e|e2e_netns|fuzz)$' -E "$NOT_HERE" || rc=1
-      [ -n "${NO_SOFTROCE:-}" ] || asan_rdma "$dir" || rc=1
+      [ -n "${NO_SOFTROCE:-}" ] || vm_rdma "$dir" asan || rc=1
       ;;
     tsan)
       stage_build "$dir" -DMYCOLL_SANITIZE=thread
       ninja -C "$dir" -j "$jobs" mycoll_unit_tests mycoll_e2e_tests mycoll_netns_tests mycoll_nccl \
-        nccl_api_test
+        nccl_api_test mycoll_rdma_tests
       t1=$(date +%s)
       export_sanitizer_env "$(pwd)/$dir/sanitizer-logs"
       stage_test "$dir" -L '^(unit|e2e|e2e_netns)$' -E "$NOT_HERE" ${TSAN_FILTER:+-R "$TSAN_FILTER"} || rc=1
+      [ -n "${NO_SOFTROCE:-}" ] || [ -n "${TSAN_FILTER:-}" ] || vm_rdma "$dir" tsan || rc=1
       ;;
     *)
       echo "sanitize.sh: unknown stage '$stage' (asan, tsan)" >&2
