@@ -23,10 +23,10 @@
 #include <new>
 #include <vector>
 
-#include "bootstrap/bootstrap.h"
 #include "base/config.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "bootstrap/bootstrap.h"
 
 namespace mycoll {
 namespace shm {
@@ -134,9 +134,10 @@ class ShmConnection final : public Connection {
     rec_tail_ = ih_->rec_tail.load(std::memory_order_relaxed);
     rec_tail_seen_ = oh_->rec_tail.load(std::memory_order_acquire);
     rec_head_ = rec_tail_seen_;
-    while (orec_slots_ > 0 && rec_head_ - rec_tail_seen_ < orec_slots_ &&
-           (slot_word(orec_, orec_bytes_, orec_slots_, rec_head_)->load(std::memory_order_acquire) >>
-            16) == rec_head_ + 1)
+    while (
+        orec_slots_ > 0 && rec_head_ - rec_tail_seen_ < orec_slots_ &&
+        (slot_word(orec_, orec_bytes_, orec_slots_, rec_head_)->load(std::memory_order_acquire) >>
+         16) == rec_head_ + 1)
       ++rec_head_;
   }
 
@@ -216,8 +217,12 @@ class ShmConnection final : public Connection {
 
   size_t read_remote(void* dst, uint64_t src, size_t n) override {
     const pid_t pid = ih_->writer_pid.load(std::memory_order_relaxed);
-    struct iovec local{dst, n};
-    struct iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(src)), n};
+    struct iovec local {
+      dst, n
+    };
+    struct iovec remote {
+      reinterpret_cast<void*>(static_cast<uintptr_t>(src)), n
+    };
     const ssize_t k = process_vm_readv(pid, &local, 1, &remote, 1, 0);
     if (k <= 0)
       throw_error(mycollRemoteError,
@@ -227,16 +232,14 @@ class ShmConnection final : public Connection {
     return static_cast<size_t>(k);
   }
 
-  void release_remote() override {
-    ih_->remote_released.fetch_add(1, std::memory_order_release);
-  }
+  void release_remote() override { ih_->remote_released.fetch_add(1, std::memory_order_release); }
 
   bool send_record(const void* hdr, size_t hn, const void* data, size_t n) override {
     const size_t len = hn + n;
     if (len == 0 || len > record_max())
-      throw_error(mycollInternalError, "shm: record of " + std::to_string(len) +
-                                           " bytes to rank " + std::to_string(peer_) +
-                                           " (1.." + std::to_string(record_max()) + " allowed)");
+      throw_error(mycollInternalError, "shm: record of " + std::to_string(len) + " bytes to rank " +
+                                           std::to_string(peer_) + " (1.." +
+                                           std::to_string(record_max()) + " allowed)");
     if (rec_head_ - rec_tail_seen_ >= orec_slots_) {
       const uint64_t now = oh_->rec_tail.load(std::memory_order_acquire);
       std::string why;
@@ -294,8 +297,8 @@ class ShmConnection final : public Connection {
         }
         // Only a pid in our own pid namespace means anything to kill().
         if (pid > 0 && pid != my_pid_ && ns != 0 && ns == own_pidns() && process_gone(pid)) {
-          gone_ = "peer rank " + std::to_string(peer_) + " (pid " + std::to_string(pid) +
-                  ") is gone";
+          gone_ =
+              "peer rank " + std::to_string(peer_) + " (pid " + std::to_string(pid) + ") is gone";
           why = gone_;
         }
       }
@@ -407,18 +410,18 @@ class ShmTransport final : public Transport {
     size_t cap = 0;
     try {
       cap = cfg.shm_fifo_bytes;  // parsed once, by Config::from_env
-      check_arg(cap >= kPage, "MYCOLL_SHM_FIFO_BYTES must be at least 4K, got " +
-                                  std::to_string(cap));
+      check_arg(cap >= kPage,
+                "MYCOLL_SHM_FIFO_BYTES must be at least 4K, got " + std::to_string(cap));
       for (size_t i = 0; i < np; ++i) {
         const int p = peers[i];
         check_arg(p >= 0 && p < n && p != me && static_cast<size_t>(p) < all.size() &&
                       static_cast<size_t>(me) < all.size(),
                   "shm connect: bad peer rank " + std::to_string(p) + " on rank " +
                       std::to_string(me) + " of " + std::to_string(n));
-        check_arg(can_connect(all[me], all[p]),
-                  "shm connect: rank " + std::to_string(p) + " is on another host (" +
-                      all[p].host_id + ") than rank " + std::to_string(me) + " (" +
-                      all[me].host_id + ")");
+        check_arg(can_connect(all[me], all[p]), "shm connect: rank " + std::to_string(p) +
+                                                    " is on another host (" + all[p].host_id +
+                                                    ") than rank " + std::to_string(me) + " (" +
+                                                    all[me].host_id + ")");
         const std::string name = fifo_name(tag, p, me);
         in[i] = Fifo::create(name, cap);
         created.names.push_back(name);
@@ -459,7 +462,6 @@ class ShmTransport final : public Transport {
   }
 
  private:
-
   // Collective status exchange (also the barrier between phases): every
   // rank learns whether any rank failed, so all fail together instead of
   // waiting for each other until the bootstrap timeout.
@@ -509,8 +511,8 @@ std::unique_ptr<Fifo> Fifo::create(const std::string& name, size_t capacity) {
   auto cleanup = [&](int e, const std::string& what) {
     close(fd);
     shm_unlink(name.c_str());
-    std::string msg = "shm: cannot " + what + " FIFO " + name + " (" + std::to_string(total) +
-                      " bytes)";
+    std::string msg =
+        "shm: cannot " + what + " FIFO " + name + " (" + std::to_string(total) + " bytes)";
     if (e == ENOSPC || e == ENOMEM)
       msg += " - /dev/shm is too small for the FIFOs; enlarge it or lower MYCOLL_SHM_FIFO_BYTES";
     fail_sys(msg, e);
@@ -607,8 +609,12 @@ bool probe_remote_read(Fifo& in) noexcept {
   bool ok = false;
   if (pid > 0 && addr != 0 && ns != 0 && ns == own_pidns()) {
     uint64_t got = 0;
-    struct iovec local{&got, sizeof(got)};
-    struct iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(addr)), sizeof(got)};
+    struct iovec local {
+      &got, sizeof(got)
+    };
+    struct iovec remote {
+      reinterpret_cast<void*>(static_cast<uintptr_t>(addr)), sizeof(got)
+    };
     ok = process_vm_readv(pid, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(sizeof(got)) &&
          got == kProbeValue;
   }
