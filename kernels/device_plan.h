@@ -220,6 +220,18 @@ struct DevPeer {
   const char* recv_head;  // slots ready for me
   char* recv_tail;        // I publish slots consumed
   uint32_t* send_len;     // host-transport peers: bytes in each slot; else null
+  // The checks' lines with this peer (null for this rank itself): the size
+  // lines beside my data rings to the peer and beside its rings to me
+  // (kernels/prims/p2p_size.cuh; channel c at + c * size_stride), my call
+  // lines to the peer and its call lines to me (kernels/prims/call_check.cuh;
+  // parity b at + 16 b). CUDA IPC: in the inboxes (FifoGeom::size_off,
+  // call_hdr_off); host transport: in the proxy region, which the proxy
+  // forwards as size and call frames (lib/engine/gpu_proxy.h).
+  char* send_size;
+  const char* recv_size;
+  char* send_call;
+  const char* recv_call;
+  uint64_t size_stride;
   uint64_t slot_bytes;
   int32_t nslots;
   int32_t ll;  // the ll ring (remote[peer]) may be used

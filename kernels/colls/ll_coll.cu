@@ -255,49 +255,52 @@ __global__ void __launch_bounds__(kThreads) ll_coll_kernel(CollKArgs a) {
   const int n = x.n, me = x.me;
   const int next = me + 1 < n ? me + 1 : 0;
 
-  // Every case runs the call check (kernels/prims/call_check.cuh) after its
-  // sends and acks, before it reads a peer's line.
+  const bool root = me == a.root;
+  // Sends and acks first, then the call check (kernels/prims/call_check.cuh),
+  // then what reads a peer's line: the checker warp's wait delays no line a
+  // peer waits for.
+  switch (a.kind) {
+    case Coll::AllGather: send_lines(x, a.in, 0, next, n - 1); break;
+    case Coll::ReduceScatter:
+    case Coll::AllToAll: send_lines(x, a.in, a.bytes, next, n - 1); break;
+    case Coll::Broadcast:
+      if (root)
+        send_lines(x, a.in, 0, next, n - 1);
+      else
+        send_acks(x, -1);
+      break;
+    case Coll::Reduce:
+      if (!root) send_lines(x, a.in, 0, a.root, 1);
+      send_acks(x, root ? -1 : a.root);
+      break;
+    default: break;  // the host launches only the collectives above
+  }
+  dev::call_check(cm, a.sig, call);
   switch (a.kind) {
     case Coll::AllGather:
-      send_lines(x, a.in, 0, next, n - 1);
-      dev::call_check(cm, a.sig, call);
       if (a.in != a.out + uint64_t(me) * a.bytes)
         copy_lines(x, a.in, a.out + uint64_t(me) * a.bytes);
       recv_lines(x, next, n - 1, a.out, a.bytes);
       break;
     case Coll::ReduceScatter:
-      send_lines(x, a.in, a.bytes, next, n - 1);
-      dev::call_check(cm, a.sig, call);
       reduce_lines<T, OP>(x, a.in + uint64_t(me) * a.bytes, a.out, a.avg_n);
       break;
     case Coll::Broadcast:
-      if (me == a.root) {
-        send_lines(x, a.in, 0, next, n - 1);
-        dev::call_check(cm, a.sig, call);
+      if (root) {
         if (a.in != a.out) copy_lines(x, a.in, a.out);
         wait_acks(x, -1);
       } else {
-        send_acks(x, -1);
-        dev::call_check(cm, a.sig, call);
         recv_lines(x, a.root, 1, a.out, 0);  // stride 0: the root's lines land at out
         wait_acks(x, a.root);
       }
       break;
     case Coll::Reduce:
-      if (me == a.root) {
-        send_acks(x, -1);
-        dev::call_check(cm, a.sig, call);
+      if (root)
         reduce_lines<T, OP>(x, a.in, a.out, a.avg_n);
-      } else {
-        send_lines(x, a.in, 0, a.root, 1);
-        send_acks(x, a.root);
-        dev::call_check(cm, a.sig, call);
+      else
         wait_acks(x, -1);
-      }
       break;
     case Coll::AllToAll:
-      send_lines(x, a.in, a.bytes, next, n - 1);
-      dev::call_check(cm, a.sig, call);
       // In place: this block's reads of its input lines before its writes.
       if (a.in == a.out)
         __syncthreads();
@@ -305,7 +308,7 @@ __global__ void __launch_bounds__(kThreads) ll_coll_kernel(CollKArgs a) {
         copy_lines(x, a.in + uint64_t(me) * a.bytes, a.out + uint64_t(me) * a.bytes);
       recv_lines(x, next, n - 1, a.out, a.bytes);
       break;
-    default: break;  // the host launches only the collectives above
+    default: break;
   }
 
   // The last block done moves the epoch on (kernels/prims/epoch.cuh).

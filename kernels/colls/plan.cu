@@ -388,9 +388,10 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
         const Chan c = make_chan(cm, is_send ? op.peer : -1, is_send ? -1 : op.peer, ch);
         uint64_t* st = reinterpret_cast<uint64_t*>(cm.local + g.state_off(op.peer, ch));
         if (tid == 0) {
-          // Point-to-point over CUDA IPC: the size check's lines at the
-          // message's first slot (proxied peers have no size lines).
-          const bool sized = a.p2p && done == 0 && cm.remote[op.peer] != nullptr;
+          // Point-to-point: the size check's lines at the message's first
+          // slot (a proxied peer's travel as the proxy's size frames).
+          const bool sized = a.p2p && done == 0;
+          const DevPeer& pr = cm.peers[op.peer];
           const uint64_t mine = a.p2p ? p2p_msg_bytes(op) : 0;
           const uint64_t base = st[is_send ? 0 : 1];  // slots sent / received so far
           uint64_t n;
@@ -400,12 +401,12 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
             if (refused)
               sh.stop = 1;
             else if (n > 0 && sized)
-              post_size(cm.remote[op.peer] + g.size_off(cm.rank, ch), c.ns, base, mine);
+              post_size(pr.send_size + ch * pr.size_stride, c.ns, base, mine);
           } else {
             n = fifo_ready(c, base);
             uint64_t theirs;
             if (n > 0 && sized) {
-              if (!peek_size(cm.local + g.size_off(op.peer, ch), c.ns, base, &theirs)) {
+              if (!peek_size(pr.recv_size + ch * pr.size_stride, c.ns, base, &theirs)) {
                 n = 0;  // not yet: the next pass
               } else if (size_differs(GiveUp::of(cm), op.peer, mine, theirs, c.recv_tail)) {
                 sh.stop = 1;

@@ -7,8 +7,11 @@
 // control line, FifoGeom::call_ctl_off; no host state, so CUDA graph replays
 // count like eager calls). One warp (the checker) does the check:
 // - post_call: writes the call's signature (collective, datatype, op, root,
-//   count: gpu_call_sig in lib/engine/host_wire.h) into every CUDA IPC
-//   peer's inbox, one LL line per sender and parity of k flagged with k;
+//   count: gpu_call_sig in lib/engine/host_wire.h) to every peer, one LL
+//   line per sender and parity of k flagged with k (DevPeer::send_call):
+//   into a CUDA IPC peer's inbox, or into the GPU proxy's region for a peer
+//   behind a host transport, which the proxy forwards as a call frame and
+//   the peer's proxy writes into its region (lib/engine/gpu_proxy.h);
 // - compare_call: waits for every such peer's line of call k and compares.
 //   A peer whose line differs made another call: recorded as a mismatch
 //   (DevError kind kDevMismatch with both signatures), which the host
@@ -36,8 +39,9 @@
 //
 // Signature 0: no check (point-to-point batches, whose peers differ per
 // rank, check message sizes instead: kernels/prims/p2p_size.cuh; the call
-// count does not move). Peers behind a host transport (the GPU proxy) have
-// no mapped inbox and are not checked here.
+// count does not move). The two-parity argument holds through the proxy
+// too: it forwards a rank's lines in order, and line k + 2 is written only
+// after every peer read line k.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -70,8 +74,7 @@ __device__ __forceinline__ uint64_t post_call(const DevComm& cm, uint64_t sig) {
   if (lane == 0) ll::st_vol(ctl, k + 1);
   const uint32_t f = call_flag(k);
   for (int s = lane; s < cm.nranks; s += 32)
-    if (char* peer = s == cm.rank ? nullptr : cm.remote[s])
-      ll::store_line(peer + cm.geom.call_hdr_off(cm.rank, int(k & 1)), sig, f);
+    if (char* line = cm.peers[s].send_call) ll::store_line(line + 16 * (k & 1), sig, f);
   return k;
 }
 
@@ -80,8 +83,9 @@ __device__ __forceinline__ void compare_call(const DevComm& cm, uint64_t sig, ui
   const uint32_t f = call_flag(k);
   const GiveUp g = GiveUp::of(cm);
   for (int s = int(threadIdx.x & 31); s < cm.nranks; s += 32) {
-    if (s == cm.rank || cm.remote[s] == nullptr) continue;
-    const char* line = cm.local + cm.geom.call_hdr_off(s, int(k & 1));
+    const char* line = cm.peers[s].recv_call;
+    if (line == nullptr) continue;  // this rank
+    line += 16 * (k & 1);
     Waiter w(0);
     uint64_t theirs = 0;
     bool ok = true;

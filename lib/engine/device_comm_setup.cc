@@ -277,6 +277,12 @@ std::vector<DevPeer> DeviceCommImpl::make_peers(const std::vector<bool>& ipc) {
       p.recv_head = local + geom_.head_off(r, 0);
       p.recv_tail = remote + geom_.tail_off(c_.rank, 0);
       p.send_len = nullptr;
+      const bool self = r == c_.rank;
+      p.send_size = self ? nullptr : remote + geom_.size_off(c_.rank, 0);
+      p.recv_size = self ? nullptr : local + geom_.size_off(r, 0);
+      p.send_call = self ? nullptr : remote + geom_.call_hdr_off(c_.rank, 0);
+      p.recv_call = self ? nullptr : local + geom_.call_hdr_off(r, 0);
+      p.size_stride = geom_.size_pair_bytes();
       p.slot_bytes = geom_.slot_bytes;
       p.nslots = geom_.nslots;
       p.ll = 1;
@@ -297,6 +303,11 @@ std::vector<DevPeer> DeviceCommImpl::make_peers(const std::vector<bool>& ipc) {
     p.recv_head = d + pl.rx_flags();
     p.recv_tail = d + pl.rx_flags() + 128;
     p.send_len = reinterpret_cast<uint32_t*>(d + pl.tx_len());
+    p.send_size = d + pl.tx_size();
+    p.recv_size = d + pl.rx_size();
+    p.send_call = d + pl.tx_call();
+    p.recv_call = d + pl.rx_call();
+    p.size_stride = pl.size_bytes();
     p.slot_bytes = pl.slot_bytes;
     p.nslots = pl.nslots;
     p.ll = 0;

@@ -12,8 +12,11 @@ namespace mycoll {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using proxywire::kCall;
 using proxywire::kCredit;
+using proxywire::kCreditPoison;
 using proxywire::kData;
+using proxywire::kSize;
 constexpr uint64_t kHeader = proxywire::kFrameBytes;
 
 inline void cpu_relax() {
@@ -35,9 +38,13 @@ GpuProxy::GpuProxy(int rank, ProxyLayout layout, std::vector<Peer> peers, FailFn
     s.sent.assign(L_.nch, 0);
     s.freed.assign(L_.nch, 0);
     s.credited.assign(L_.nch, 0);
+    s.sized.assign(L_.nch, 0);
+    s.refused.assign(L_.nch, 0);
     s.delivered.assign(L_.nch, 0);
+    s.refusing.assign(L_.nch, 0);
     peers_.push_back(std::move(s));
   }
+  discard_.resize(L_.slot_bytes);
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -55,55 +62,91 @@ bool GpuProxy::drain(double timeout_s) {
   for (;;) {
     if (failed_.load()) return false;
     bool pending = false;
-    for (const PeerState& s : peers_)
-      for (int c = 0; c < L_.nch && !pending; ++c)
-        pending = proxy_load(flag(s, L_.tx_flags(), c, 0)) != proxy_load(flag(s, L_.tx_flags(), c, 1));
+    for (const PeerState& s : peers_) {
+      // Slots published and not handed over, unless the peer refused the
+      // channel's message (the poisoned credit in the tail: they stay).
+      for (int c = 0; c < L_.nch && !pending; ++c) {
+        const uint64_t tail = proxy_load(flag(s, L_.tx_flags(), c, 1));
+        pending = !(tail & kCreditPoison) && proxy_load(flag(s, L_.tx_flags(), c, 0)) != tail;
+      }
+      // A call line the kernel wrote that is not on the wire yet.
+      const uint64_t k =
+          proxy_load(reinterpret_cast<const uint64_t*>(s.p.region + L_.call_count()));
+      uint64_t sig;
+      pending = pending ||
+                proxy_load_line(s.p.region + L_.tx_call() + 16 * (k & 1), uint32_t(k + 1), &sig);
+    }
     if (!pending) return true;
     if (std::chrono::duration<double>(Clock::now() - t0).count() > timeout_s) return false;
     std::this_thread::yield();
   }
 }
 
-// Puts at most one frame at a time on the connection: credits first (they
-// unblock the peer's kernel), then data slots round-robin over channels.
+// Chooses the next frame for an idle connection: credits first (they
+// unblock the peer's kernel), then call lines (the peer's call check waits
+// on them), then data slots round-robin over channels, a point-to-point
+// message's size line going as a size frame just before its first slot.
+bool GpuProxy::next_frame(PeerState& s) {
+  for (int c = 0; c < L_.nch; ++c) {
+    // Poisoned (top bit): this kernel refused a message of another size;
+    // the credit tells the sender's kernel (its bytes below the bit), and
+    // what the peer still sends on this channel is dropped.
+    const uint64_t consumed = proxy_load(flag(s, L_.rx_flags(), c, 1));
+    if (consumed > s.credited[c]) {
+      if (consumed & kCreditPoison) s.refusing[c] = 1;
+      s.out = Frame{kCredit, uint32_t(c), consumed};
+      s.out_payload = nullptr;
+      s.credited[c] = consumed;
+      return true;
+    }
+  }
+  const uint64_t k = proxy_load(reinterpret_cast<const uint64_t*>(s.p.region + L_.call_count()));
+  uint64_t sig;
+  if (proxy_load_line(s.p.region + L_.tx_call() + 16 * (k & 1), uint32_t(k + 1), &sig)) {
+    s.out = Frame{kCall, 0, sig};
+    s.out_payload = nullptr;
+    return true;
+  }
+  for (int j = 0; j < L_.nch; ++j) {
+    const int c = (s.next_ch + j) % L_.nch;
+    const uint64_t head = proxy_load(flag(s, L_.tx_flags(), c, 0));
+    if (s.refused[c] || head == s.sent[c] || s.sent[c] - s.freed[c] >= uint64_t(L_.nslots))
+      continue;
+    const uint64_t q = s.sent[c], slot = q % L_.nslots;
+    uint64_t bytes;
+    if (s.sized[c] <= q &&
+        proxy_load_line(s.p.region + L_.tx_size() + c * L_.size_bytes() + slot * 16,
+                        uint32_t(q + 1), &bytes)) {
+      s.sized[c] = q + 1;
+      s.out = Frame{kSize, uint32_t(c), bytes};
+      s.out_payload = nullptr;
+      return true;
+    }
+    const uint32_t* len = reinterpret_cast<const uint32_t*>(s.p.region + L_.tx_len());
+    bytes = __atomic_load_n(&len[uint64_t(c) * L_.nslots + slot], __ATOMIC_ACQUIRE);
+    if (bytes > L_.slot_bytes)
+      throw_error(mycollInternalError, "GPU proxy: the kernel published a slot of " +
+                                           std::to_string(bytes) + " bytes for rank " +
+                                           std::to_string(s.p.rank));
+    s.out = Frame{kData, uint32_t(c), bytes};
+    s.out_payload =
+        s.p.region + L_.tx_data() + uint64_t(c) * L_.ring_bytes() + slot * L_.slot_bytes;
+    s.next_ch = (c + 1) % L_.nch;
+    return true;
+  }
+  return false;
+}
+
+// Puts at most one frame at a time on the connection.
 bool GpuProxy::tx(PeerState& s) {
   bool moved = false;
-  if (!s.out_busy) {
-    for (int c = 0; c < L_.nch; ++c) {
-      const uint64_t consumed = proxy_load(flag(s, L_.rx_flags(), c, 1));
-      if (consumed > s.credited[c]) {
-        s.out = Frame{kCredit, uint32_t(c), consumed};
-        s.out_payload = nullptr;
-        s.credited[c] = consumed;
-        s.out_busy = true;
-        break;
-      }
-    }
-  }
-  if (!s.out_busy) {
-    for (int k = 0; k < L_.nch; ++k) {
-      const int c = (s.next_ch + k) % L_.nch;
-      const uint64_t head = proxy_load(flag(s, L_.tx_flags(), c, 0));
-      if (head == s.sent[c] || s.sent[c] - s.freed[c] >= uint64_t(L_.nslots)) continue;
-      const uint64_t slot = s.sent[c] % L_.nslots;
-      const uint32_t* len = reinterpret_cast<const uint32_t*>(s.p.region + L_.tx_len());
-      const uint64_t bytes = __atomic_load_n(&len[uint64_t(c) * L_.nslots + slot], __ATOMIC_ACQUIRE);
-      if (bytes > L_.slot_bytes)
-        throw_error(mycollInternalError, "GPU proxy: the kernel published a slot of " +
-                                             std::to_string(bytes) + " bytes for rank " +
-                                             std::to_string(s.p.rank));
-      s.out = Frame{kData, uint32_t(c), bytes};
-      s.out_payload = s.p.region + L_.tx_data() + uint64_t(c) * L_.ring_bytes() + slot * L_.slot_bytes;
-      s.out_busy = true;
-      s.next_ch = (c + 1) % L_.nch;
-      break;
-    }
-  }
+  if (!s.out_busy) s.out_busy = next_frame(s);
   while (s.out_busy) {
     const uint64_t total = kHeader + (s.out.type == kData ? s.out.value : 0);
     size_t n;
     if (s.out_done < kHeader)
-      n = s.p.conn->send_some(reinterpret_cast<const char*>(&s.out) + s.out_done, kHeader - s.out_done);
+      n = s.p.conn->send_some(reinterpret_cast<const char*>(&s.out) + s.out_done,
+                              kHeader - s.out_done);
     else
       n = s.p.conn->send_some(s.out_payload + (s.out_done - kHeader), total - s.out_done);
     if (n == 0) break;
@@ -112,7 +155,12 @@ bool GpuProxy::tx(PeerState& s) {
     if (s.out_done < total) continue;
     if (s.out.type == kData) {
       const int c = int(s.out.channel);
-      proxy_store(flag(s, L_.tx_flags(), c, 1), ++s.sent[c]);  // the kernel may reuse the slot
+      ++s.sent[c];
+      if (!s.refused[c])
+        proxy_store(flag(s, L_.tx_flags(), c, 1), s.sent[c]);  // the kernel may reuse the slot
+    } else if (s.out.type == kCall) {
+      uint64_t* count = reinterpret_cast<uint64_t*>(s.p.region + L_.call_count());
+      proxy_store(count, proxy_load(count) + 1);
     }
     s.out_busy = false;
     s.out_done = 0;
@@ -124,7 +172,8 @@ bool GpuProxy::rx(PeerState& s) {
   bool moved = false;
   for (;;) {
     if (s.in_header) {
-      size_t n = s.p.conn->recv_some(reinterpret_cast<char*>(&s.in) + s.in_done, kHeader - s.in_done);
+      size_t n =
+          s.p.conn->recv_some(reinterpret_cast<char*>(&s.in) + s.in_done, kHeader - s.in_done);
       if (n == 0) return moved;
       moved = true;
       s.in_done += n;
@@ -142,29 +191,53 @@ bool GpuProxy::rx(PeerState& s) {
       s.in_done = 0;
       if (f.type == kCredit) {
         if (proxywire::check_credit(f.value, s.freed[c], s.sent[c], &why) != mycollSuccess) fail(c);
-        s.freed[c] = f.value;
+        if (f.value & kCreditPoison) {
+          // The peer's kernel refused our message: our kernel, waiting for
+          // room or at its next send here, reads the poison as its credit
+          // and reports the mismatch; nothing more goes out on the channel.
+          if (!s.refused[c]) proxy_store(flag(s, L_.tx_flags(), c, 1), f.value);
+          s.refused[c] = 1;
+        } else if (!s.refused[c]) {
+          s.freed[c] = f.value;
+        }
         continue;
       }
-      const uint64_t consumed = proxy_load(flag(s, L_.rx_flags(), c, 1));
+      if (f.type == kCall) {  // the peer's call line, into its parity's line
+        const uint64_t k = s.calls_in++;
+        proxy_store_line(s.p.region + L_.rx_call() + 16 * (k & 1), f.value, uint32_t(k + 1));
+        continue;
+      }
+      if (f.type == kSize) {  // the size line of the channel's next slot
+        const uint64_t q = s.delivered[c];
+        if (!s.refusing[c])
+          proxy_store_line(s.p.region + L_.rx_size() + c * L_.size_bytes() + (q % L_.nslots) * 16,
+                           f.value, uint32_t(q + 1));
+        continue;
+      }
+      uint64_t consumed = proxy_load(flag(s, L_.rx_flags(), c, 1));
+      if (consumed & kCreditPoison) s.refusing[c] = 1;
+      if (s.refusing[c]) consumed = s.delivered[c];  // dropped: no slot needed
       if (proxywire::check_data(f.value, L_.slot_bytes, L_.nslots, s.delivered[c], consumed,
                                 &why) != mycollSuccess)
         fail(c);
       s.in_header = false;
       if (f.value == 0) {
-        proxy_store(flag(s, L_.rx_flags(), c, 0), ++s.delivered[c]);
+        if (!s.refusing[c]) proxy_store(flag(s, L_.rx_flags(), c, 0), ++s.delivered[c]);
         s.in_header = true;
       }
       continue;
     }
     const int c = int(s.in.channel);
-    char* dst = s.p.region + L_.rx_data() + uint64_t(c) * L_.ring_bytes() +
-                (s.delivered[c] % L_.nslots) * L_.slot_bytes;
+    char* dst = s.refusing[c] ? discard_.data()
+                              : s.p.region + L_.rx_data() + uint64_t(c) * L_.ring_bytes() +
+                                    (s.delivered[c] % L_.nslots) * L_.slot_bytes;
     size_t n = s.p.conn->recv_some(dst + s.in_done, s.in.value - s.in_done);
     if (n == 0) return moved;
     moved = true;
     s.in_done += n;
     if (s.in_done < s.in.value) continue;
-    proxy_store(flag(s, L_.rx_flags(), c, 0), ++s.delivered[c]);  // the kernel may read it
+    if (!s.refusing[c])
+      proxy_store(flag(s, L_.rx_flags(), c, 0), ++s.delivered[c]);  // the kernel may read it
     s.in_done = 0;
     s.in_header = true;
   }
@@ -209,7 +282,8 @@ void GpuProxy::loop() {
     if (!stop_.load() && !closing_.load()) fail_(e.code(), e.what());
   } catch (const std::exception& e) {
     failed_.store(true);
-    if (!stop_.load() && !closing_.load()) fail_(mycollInternalError, std::string("GPU proxy: ") + e.what());
+    if (!stop_.load() && !closing_.load())
+      fail_(mycollInternalError, std::string("GPU proxy: ") + e.what());
   }
 }
 

@@ -13,7 +13,7 @@ mycollResult_t decode_frame(const void* p, size_t n, int nch, Frame* out, std::s
   }
   Frame f;
   std::memcpy(&f, p, sizeof(f));
-  if (f.type != kData && f.type != kCredit) {
+  if (f.type != kData && f.type != kCredit && f.type != kSize && f.type != kCall) {
     *why = "a malformed frame (type " + std::to_string(f.type) + ")";
     return mycollRemoteError;
   }
@@ -22,12 +22,16 @@ mycollResult_t decode_frame(const void* p, size_t n, int nch, Frame* out, std::s
            std::to_string(nch) + ")";
     return mycollRemoteError;
   }
+  if (f.type == kCall && f.channel != 0) {
+    *why = "a malformed call frame (channel " + std::to_string(f.channel) + ")";
+    return mycollRemoteError;
+  }
   *out = f;
   return mycollSuccess;
 }
 
 mycollResult_t check_credit(uint64_t value, uint64_t freed, uint64_t sent, std::string* why) {
-  if (value >= freed && value <= sent) return mycollSuccess;
+  if ((value & kCreditPoison) != 0 || (value >= freed && value <= sent)) return mycollSuccess;
   *why = "a credit of " + std::to_string(value) + " slots " +
          (value < freed ? "after " + std::to_string(freed) + " (out of order)"
                         : "for only " + std::to_string(sent) + " sent");

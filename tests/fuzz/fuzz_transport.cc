@@ -321,7 +321,8 @@ void shm_run(uint8_t param, const uint8_t* p, size_t n) {
   }
 }
 
-// GpuProxy::rx over a byte stream: headers decoded and checked, payloads
+// GpuProxy::rx over a byte stream (data, credits incl. poisoned ones, size
+// and call frames): headers decoded and checked, payloads
 // written into their slot of an exact-size ring; the kernel consumes every
 // slot delivered when the next header arrives, or (bit 4 of the input's
 // first byte) never. The sender had sent 16 slots per channel (the bound
@@ -364,9 +365,15 @@ void proxy_stream(uint8_t param, const uint8_t* p, size_t n) {
     if (rc != mycollSuccess) return refused(rc, why);
     require(in.channel < static_cast<uint32_t>(nch));
     const int c = static_cast<int>(in.channel);
+    if (in.type == proxywire::kCall) {  // a call line: any signature, channel 0
+      require(c == 0);
+      continue;
+    }
+    if (in.type == proxywire::kSize) continue;  // a size line: any byte count
     if (in.type == proxywire::kCredit) {
       rc = proxywire::check_credit(in.value, freed[c], sent[c], &why);
       if (rc != mycollSuccess) return refused(rc, why);
+      if (in.value & proxywire::kCreditPoison) continue;  // a refused message: the count stays
       require(in.value >= freed[c] && in.value <= sent[c]);
       freed[c] = in.value;
       continue;

@@ -184,6 +184,10 @@ void transport_seeds(std::vector<std::pair<std::string, Bytes>>& seeds) {
     put_proxy_frame(b, proxywire::kCredit, 0, 1);
     put_proxy_frame(b, proxywire::kData, 0, 0);
     put_proxy_frame(b, proxywire::kCredit, 1, 3);
+    put_proxy_frame(b, proxywire::kCall, 0, 0x0102030405060708ull);
+    put_proxy_frame(b, proxywire::kSize, 1, 4004);
+    put_proxy_frame(b, proxywire::kData, 1, 32, 0xc3);
+    put_proxy_frame(b, proxywire::kCredit, 0, proxywire::kCreditPoison | 4004);
     seeds.emplace_back("proxy-stream", input(kProxyStream, 0x6d, b));
   }
   {

@@ -1020,6 +1020,11 @@ const MismatchCase kMismatchCases[] = {
       {"MYCOLL_GPU_DIRECT_BYTES", "1"},
       {"MYCOLL_GPU_LL_COLL_BYTES", "0"}}},
     {"PlanTreeOp", "allreduce", "op", 65537, {{"MYCOLL_ALGO", "tree"}}},
+    // GPU buffers through host transports: the call lines travel as the
+    // GPU proxy's call frames (lib/engine/gpu_proxy.h).
+    {"ProxiedPlanOp", "allreduce", "op", 65537, {{"MYCOLL_TRANSPORT", "shm"}}},
+    {"ProxiedBroadcastRoot", "broadcast", "root", 1001, {{"MYCOLL_TRANSPORT", "shm"}}},
+    {"ProxiedAllToAllCount", "alltoall", "count", 4097, {{"MYCOLL_TRANSPORT", "shm"}}},
 };
 
 class GpuMismatch : public ::testing::TestWithParam<std::tuple<int, int>> {};
@@ -1134,6 +1139,7 @@ int p2p_size_body(mycollComm_t comm, const MemOps&) {
 struct P2pSizeCase {
   const char* name;
   size_t send, recv, pre;
+  bool proxied;  // through the GPU proxy (MYCOLL_TRANSPORT=shm): the size lines as its frames
 };
 
 // LL sizes (one ll slice: MYCOLL_GPU_LL_BYTES 16 KiB; the LL kernel) and
@@ -1142,13 +1148,17 @@ struct P2pSizeCase {
 // behind LL: the LL kernel; LL behind a bandwidth message: the plan
 // kernel's ll pass).
 const P2pSizeCase kP2pSizeCases[] = {
-    {"LlSendLonger", 2003, 1001, 0},
-    {"LlRecvLonger", 1001, 2003, 0},
-    {"FifoSendLonger", (size_t(1) << 20) + 12345, size_t(1) << 20, 0},
-    {"FifoRecvLonger", size_t(1) << 20, (size_t(1) << 20) + 12345, 0},
-    {"LlAfterMatching", 777, 999, 1001},
+    {"LlSendLonger", 2003, 1001, 0, false},
+    {"LlRecvLonger", 1001, 2003, 0, false},
+    {"FifoSendLonger", (size_t(1) << 20) + 12345, size_t(1) << 20, 0, false},
+    {"FifoRecvLonger", size_t(1) << 20, (size_t(1) << 20) + 12345, 0, false},
+    {"LlAfterMatching", 777, 999, 1001, false},
     // A bandwidth message first puts the group on the plan kernel: its ll pass.
-    {"PlanLlAfterFifo", 999, 777, size_t(1) << 20},
+    {"PlanLlAfterFifo", 999, 777, size_t(1) << 20, false},
+    // Through the GPU proxy every message takes the plan kernel's FIFOs.
+    {"ProxiedSendLonger", 2003, 1001, 0, true},
+    {"ProxiedRecvLonger", size_t(1) << 20, (size_t(1) << 20) + 12345, 0, true},
+    {"ProxiedAfterMatching", 777, 999, 1001, true},
 };
 
 class GpuP2pSizeMismatch : public ::testing::TestWithParam<std::tuple<int, int>> {};
@@ -1160,6 +1170,7 @@ TEST_P(GpuP2pSizeMismatch, ReceiverReportsItNamingBothSizes) {
                                             {"P2P_SEND", std::to_string(c.send)},
                                             {"P2P_RECV", std::to_string(c.recv)},
                                             {"P2P_PRE", std::to_string(c.pre)}};
+  if (c.proxied) env["MYCOLL_TRANSPORT"] = "shm";
   EXPECT_EQ(on_gpus(std::get<0>(GetParam()), env, p2p_size_body), "") << c.name;
 }
 

@@ -1,10 +1,13 @@
 // GPU proxy without a GPU: host threads play the kernel on the proxy's
-// host FIFOs (publish slots and their byte counts, consume arriving slots)
-// while real proxies move them over socket and shm connections. Every byte
-// of every slot is checked; credits, odd slot sizes, empty slots, many
-// channels sharing a connection and a dying peer are exercised.
+// host FIFOs (publish slots and their byte counts, consume arriving slots,
+// write and read the size and call lines of the kernel's checks) while real
+// proxies move them over socket and shm connections. Every byte of every
+// slot, every size line and every call line is checked; credits, odd slot
+// sizes, empty slots, many channels sharing a connection, a refused message
+// and a dying peer are exercised.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -16,8 +19,8 @@
 #include "base/config.h"
 #include "base/error.h"
 #include "engine/gpu_proxy.h"
-#include "transports/transport.h"
 #include "thread_bootstrap.h"
+#include "transports/transport.h"
 
 namespace mycoll {
 namespace {
@@ -25,7 +28,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 uint8_t byte_at(int src, int dst, int ch, uint64_t slot, uint64_t i) {
-  uint64_t x = (uint64_t(src) << 48) ^ (uint64_t(dst) << 40) ^ (uint64_t(ch) << 32) ^ (slot << 16) ^ i;
+  uint64_t x =
+      (uint64_t(src) << 48) ^ (uint64_t(dst) << 40) ^ (uint64_t(ch) << 32) ^ (slot << 16) ^ i;
   x *= 0x9e3779b97f4a7c15ull;
   return uint8_t(x >> 56);
 }
@@ -39,6 +43,18 @@ uint64_t len_of(int src, int dst, int ch, uint64_t slot, uint64_t slot_bytes) {
     default: return (h * 2654435761ull) % slot_bytes;
   }
 }
+
+// The byte count a message starting at slot `slot` declares (its size
+// line), and the signature of a rank's call k (its call line).
+uint64_t size_at(int src, int dst, int ch, uint64_t slot) {
+  return ((uint64_t(src) << 40) ^ (uint64_t(dst) << 32) ^ (uint64_t(ch) << 24) ^ slot) *
+         2654435761ull;
+}
+uint64_t call_sig(int src, uint64_t k) {
+  return (uint64_t(src + 1) << 48) ^ (k * 0x9e3779b97f4a7c15ull);
+}
+// Every third slot starts a point-to-point message with a size line.
+bool sized(uint64_t slot) { return slot % 3 == 0; }
 
 std::vector<std::unique_ptr<Connection>> connect_all(const std::string& transport, int me, int n,
                                                      Bootstrap& bs) {
@@ -66,6 +82,8 @@ struct FakeKernel {
   uint64_t slots;
   std::vector<uint64_t> sent, recvd;
   std::string error;
+  uint64_t ncalls = 0;  // call lines to exchange, one call at a time like the kernel
+  uint64_t posted = 0, checked = 0;
 
   uint64_t* flag(uint64_t base, int ch, int which) const {
     return reinterpret_cast<uint64_t*>(region + base + uint64_t(ch) * 384 + which * 128);
@@ -73,7 +91,10 @@ struct FakeKernel {
   bool done() const {
     for (int c = 0; c < L.nch; ++c)
       if (sent[c] < slots || recvd[c] < slots) return false;
-    return true;
+    return checked == ncalls;
+  }
+  char* size_line(uint64_t base, int c, uint64_t slot) const {
+    return region + base + c * L.size_bytes() + (slot % L.nslots) * 16;
   }
   // One pass over every channel; true if anything moved.
   bool step() {
@@ -85,6 +106,10 @@ struct FakeKernel {
         char* d = region + L.tx_data() + c * L.ring_bytes() + slot * L.slot_bytes;
         for (uint64_t i = 0; i < n; ++i) d[i] = char(byte_at(me, peer, c, sent[c], i));
         reinterpret_cast<uint32_t*>(region + L.tx_len())[c * L.nslots + slot] = uint32_t(n);
+        // The size line goes before the slot is published, as the kernel's.
+        if (sized(sent[c]))
+          proxy_store_line(size_line(L.tx_size(), c, sent[c]), size_at(me, peer, c, sent[c]),
+                           uint32_t(sent[c] + 1));
         proxy_store(flag(L.tx_flags(), c, 0), ++sent[c]);
         moved = true;
       }
@@ -92,6 +117,13 @@ struct FakeKernel {
         const uint64_t slot = recvd[c] % L.nslots;
         const uint64_t n = len_of(peer, me, c, recvd[c], L.slot_bytes);
         const char* d = region + L.rx_data() + c * L.ring_bytes() + slot * L.slot_bytes;
+        uint64_t bytes = 0;
+        if (sized(recvd[c]) && (!proxy_load_line(size_line(L.rx_size(), c, recvd[c]),
+                                                 uint32_t(recvd[c] + 1), &bytes) ||
+                                bytes != size_at(peer, me, c, recvd[c])))
+          error = "rank " + std::to_string(me) + " from " + std::to_string(peer) + " channel " +
+                  std::to_string(c) + " slot " + std::to_string(recvd[c]) +
+                  ": size line missing or wrong when the slot arrived";
         for (uint64_t i = 0; i < n && error.empty(); ++i)
           if (uint8_t(d[i]) != byte_at(peer, me, c, recvd[c], i))
             error = "rank " + std::to_string(me) + " from " + std::to_string(peer) + " channel " +
@@ -102,6 +134,23 @@ struct FakeKernel {
         proxy_store(flag(L.rx_flags(), c, 1), ++recvd[c]);
         moved = true;
       }
+    }
+    // Call k goes out once call k - 1 was checked (the kernel's call k
+    // starts after call k - 1 ended).
+    if (posted < ncalls && posted == checked) {
+      proxy_store_line(region + L.tx_call() + 16 * (posted & 1), call_sig(me, posted),
+                       uint32_t(posted + 1));
+      ++posted;
+      moved = true;
+    }
+    uint64_t v;
+    if (checked < posted &&
+        proxy_load_line(region + L.rx_call() + 16 * (checked & 1), uint32_t(checked + 1), &v)) {
+      if (v != call_sig(peer, checked) && error.empty())
+        error = "rank " + std::to_string(me) + ": call line " + std::to_string(checked) + " from " +
+                std::to_string(peer) + " wrong";
+      ++checked;
+      moved = true;
     }
     return moved;
   }
@@ -120,7 +169,9 @@ void exchange(const std::string& transport, int n, ProxyLayout L, uint64_t slots
       mem.emplace_back(L.total_bytes(), 0);
       peers.push_back(GpuProxy::Peer{r, conns[i++].get(), mem.back().data()});
       kernels.push_back(FakeKernel{L, mem.back().data(), me, r, slots,
-                                   std::vector<uint64_t>(L.nch, 0), std::vector<uint64_t>(L.nch, 0), ""});
+                                   std::vector<uint64_t>(L.nch, 0), std::vector<uint64_t>(L.nch, 0),
+                                   ""});
+      kernels.back().ncalls = 3 * slots;
     }
     std::string failure;
     GpuProxy proxy(me, L, peers, [&](int, const std::string& why) { failure = why; });
@@ -161,7 +212,7 @@ TEST(GpuProxy, ThreeRanksSocketLargeSlots) {
 TEST(GpuProxy, FourRanksShmOneSlot) {
   ProxyLayout L;
   L.nch = 3;
-  L.nslots = 1;  // credits must come back after every slot
+  L.nslots = 1;        // credits must come back after every slot
   L.slot_bytes = 776;  // not a power of two (a multiple of 8, as the flags need)
   exchange("shm", 4, L, 40);
 }
@@ -203,6 +254,79 @@ TEST(GpuProxy, PeerGoneIsReported) {
   }));
 }
 
+// A receiving kernel that finds a message of another size poisons its
+// credit (kernels/prims/p2p_size.cuh): the proxies carry the poison to the
+// sending kernel, which reads it as its credit with the receiver's bytes;
+// neither proxy fails, call lines still flow, slots the refused sender had
+// published do not hold up drain().
+TEST(GpuProxy, RefusedMessageReachesTheSender) {
+  ProxyLayout L;
+  L.nch = 2;
+  L.nslots = 4;
+  L.slot_bytes = 256;
+  EXPECT_NO_THROW(run_ranks(2, [&](Bootstrap& bs) {
+    const int me = bs.rank(), peer = 1 - me;
+    auto conns = connect_all("socket", me, 2, bs);
+    std::vector<char> mem(L.total_bytes(), 0);
+    char* R = mem.data();
+    auto flag = [&](uint64_t base, int ch, int which) {
+      return reinterpret_cast<uint64_t*>(R + base + uint64_t(ch) * 384 + which * 128);
+    };
+    std::atomic<bool> failed{false};
+    std::string why;
+    GpuProxy proxy(me, L, {GpuProxy::Peer{peer, conns[0].get(), R}},
+                   [&](int, const std::string& w) {
+                     why = w;
+                     failed = true;
+                   });
+    const auto deadline = Clock::now() + std::chrono::seconds(20);
+    auto wait_for = [&](const std::function<bool()>& cond, const char* what) {
+      while (!cond())
+        if (failed.load() || Clock::now() > deadline)
+          throw std::runtime_error(std::string("rank ") + std::to_string(me) + ": " + what +
+                                   (failed.load() ? ": proxy failed: " + why : ": timed out"));
+    };
+    constexpr uint64_t kPoison = proxywire::kCreditPoison;
+    if (me == 0) {
+      // A 4000-byte message on channel 1: its size line, then all 4 slots.
+      proxy_store_line(R + L.tx_size() + L.size_bytes() + 0, 4000, 1);
+      for (int i = 0; i < 4; ++i) reinterpret_cast<uint32_t*>(R + L.tx_len())[L.nslots + i] = 256;
+      proxy_store(flag(L.tx_flags(), 1, 0), 4);
+      wait_for([&] { return (proxy_load(flag(L.tx_flags(), 1, 1)) & kPoison) != 0; },
+               "poisoned credit");
+      const uint64_t credit = proxy_load(flag(L.tx_flags(), 1, 1));
+      if ((credit & ~kPoison) != 3000)
+        throw std::runtime_error("the poisoned credit carries " +
+                                 std::to_string(credit & ~kPoison) +
+                                 " bytes, not the receiver's 3000");
+      // More published after the refusal: not sent, not pending.
+      proxy_store(flag(L.tx_flags(), 1, 0), 6);
+    } else {
+      wait_for([&] { return proxy_load(flag(L.rx_flags(), 1, 0)) >= 1; }, "first slot");
+      uint64_t theirs = 0;
+      if (!proxy_load_line(R + L.rx_size() + L.size_bytes() + 0, 1, &theirs) || theirs != 4000)
+        throw std::runtime_error("size line: " + std::to_string(theirs));
+      proxy_store(flag(L.rx_flags(), 1, 1), kPoison | 3000);  // refused, as the kernel does
+    }
+    // Calls still flow both ways, and channel 0 still carries data.
+    proxy_store_line(R + L.tx_call(), call_sig(me, 0), 1);
+    uint64_t v = 0;
+    wait_for([&] { return proxy_load_line(R + L.rx_call(), 1, &v); }, "call line");
+    if (v != call_sig(peer, 0)) throw std::runtime_error("call line wrong");
+    reinterpret_cast<uint32_t*>(R + L.tx_len())[0] = 8;
+    std::memcpy(R + L.tx_data(), "slot0ok", 8);
+    proxy_store(flag(L.tx_flags(), 0, 0), 1);
+    wait_for([&] { return proxy_load(flag(L.rx_flags(), 0, 0)) == 1; }, "channel 0 slot");
+    if (std::memcmp(R + L.rx_data(), "slot0ok", 8) != 0) throw std::runtime_error("channel 0 data");
+    if (!proxy.drain(10)) throw std::runtime_error("drain: " + why);
+    bs.barrier();
+    if (failed.load()) throw std::runtime_error("proxy failed: " + why);
+    if (me == 1 && proxy_load(flag(L.rx_flags(), 1, 0)) > 4)
+      throw std::runtime_error("slots past the refusal were delivered");
+    proxy.closing();
+  }));
+}
+
 TEST(GpuProxy, LayoutRegionsDoNotOverlap) {
   ProxyLayout L;
   L.nch = 3;
@@ -212,7 +336,13 @@ TEST(GpuProxy, LayoutRegionsDoNotOverlap) {
   EXPECT_EQ(L.tx_flags(), L.rx_data() + 3 * 500);
   EXPECT_EQ(L.rx_flags(), L.tx_flags() + 3 * 384);
   EXPECT_EQ(L.tx_len(), L.rx_flags() + 3 * 384);
-  EXPECT_EQ(L.total_bytes(), L.tx_len() + 3 * 5 * 4);
+  EXPECT_GE(L.tx_size(), L.tx_len() + 3 * 5 * 4);
+  EXPECT_EQ(L.tx_size() % 16, 0u);  // LL lines: 16-byte aligned
+  EXPECT_EQ(L.rx_size(), L.tx_size() + 3 * 5 * 16);
+  EXPECT_EQ(L.tx_call(), L.rx_size() + 3 * 5 * 16);
+  EXPECT_EQ(L.rx_call(), L.tx_call() + 64);
+  EXPECT_EQ(L.call_count(), L.rx_call() + 64);
+  EXPECT_GE(L.total_bytes(), L.call_count() + 8);
 }
 
 }  // namespace

@@ -503,6 +503,20 @@ TEST(ProxyWire, Frames) {
   f = proxywire::Frame{0x12345678, 0, 0};
   EXPECT_EQ(proxywire::decode_frame(&f, sizeof(f), 2, &got, &why), mycollRemoteError);
   EXPECT_WHY(why, "a malformed frame (type 305419896)");
+  // Size frames name a channel; call frames go on channel 0 only.
+  f = proxywire::Frame{proxywire::kSize, 1, 4004};
+  ASSERT_EQ(proxywire::decode_frame(&f, sizeof(f), 2, &got, &why), mycollSuccess) << why;
+  EXPECT_EQ(got.type, proxywire::kSize);
+  EXPECT_EQ(got.value, 4004u);
+  f.channel = 2;
+  EXPECT_EQ(proxywire::decode_frame(&f, sizeof(f), 2, &got, &why), mycollRemoteError);
+  EXPECT_WHY(why, "a malformed frame (channel 2 of 2)");
+  f = proxywire::Frame{proxywire::kCall, 0, 0xfeedfacecafebeefull};
+  ASSERT_EQ(proxywire::decode_frame(&f, sizeof(f), 2, &got, &why), mycollSuccess) << why;
+  EXPECT_EQ(got.value, 0xfeedfacecafebeefull);
+  f.channel = 1;
+  EXPECT_EQ(proxywire::decode_frame(&f, sizeof(f), 2, &got, &why), mycollRemoteError);
+  EXPECT_WHY(why, "a malformed call frame (channel 1)");
 }
 
 TEST(ProxyWire, CreditsAndData) {
@@ -512,6 +526,10 @@ TEST(ProxyWire, CreditsAndData) {
   EXPECT_WHY(why, "a credit of 1 slots after 2 (out of order)");
   EXPECT_EQ(proxywire::check_credit(6, 2, 5, &why), mycollRemoteError);
   EXPECT_WHY(why, "a credit of 6 slots for only 5 sent");
+  // A poisoned credit (the receiver refused a message of another size)
+  // passes whatever its count bits say: they carry the receiver's bytes.
+  EXPECT_EQ(proxywire::check_credit(proxywire::kCreditPoison | 4004, 2, 5, &why), mycollSuccess);
+  EXPECT_EQ(proxywire::check_credit(proxywire::kCreditPoison, 2, 5, &why), mycollSuccess);
 
   EXPECT_EQ(proxywire::check_data(64, 64, 4, 7, 4, &why), mycollSuccess);
   EXPECT_EQ(proxywire::check_data(65, 64, 4, 7, 4, &why), mycollRemoteError);
