@@ -96,6 +96,7 @@ class DeviceCommImpl : public DeviceComm {
   void share_gpu(const mycollComm& c);
   void init_copy(void* dst, const void* src, size_t bytes);
   std::vector<DevPeer> make_peers(const std::vector<bool>& ipc);
+  void proxy_failed(mycollResult_t code, const std::string& why);  // from the proxy thread
   void init_p2p_ll(const DevComm& dc, const std::vector<bool>& ipc);
   // Caches (device_comm_cache.cc).
   int channels_for(size_t bytes) const;

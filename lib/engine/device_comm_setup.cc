@@ -6,8 +6,10 @@
 #include "engine/device_comm_impl.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <mutex>
+#include <thread>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -323,10 +325,35 @@ std::vector<DevPeer> DeviceCommImpl::make_peers(const std::vector<bool>& ipc) {
     proxy_ = std::make_unique<GpuProxy>(c_.rank, pl, std::move(proxied),
                                         [this](int code, const std::string& why) {
                                           log_warn(Subsys::Gpu, "rank {}: {}", c_.rank, why);
-                                          this->abort();  // running kernels give up promptly
-                                          c_.fail(static_cast<mycollResult_t>(code), why);
+                                          proxy_failed(static_cast<mycollResult_t>(code), why);
                                         });
   return peers;
+}
+
+// The proxy thread's connection failed or a peer broke the protocol. A
+// peer that failed first (a call mismatch its kernel found, say) sent its
+// reason over the bootstrap before it closed the connection seen closing
+// here, and this rank's kernels may be about to find the same cause (the
+// peer's call line arrived before it left): wait for the report as the host
+// engine does, give the kernels as long again, then stop them. Their own
+// finding is this rank's error; else this failure, the peers' report
+// appended.
+void DeviceCommImpl::proxy_failed(mycollResult_t code, const std::string& why) {
+  const std::string theirs = c_.bootstrap ? c_.bootstrap->remote_failure(1.0) : "";
+  std::string reason;
+  mycollResult_t e = poll_error(&reason);
+  for (int i = 0; e == mycollSuccess && !theirs.empty() && i < 1000; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    e = poll_error(&reason);
+  }
+  abort();  // running kernels give up promptly
+  if (e != mycollSuccess) {
+    c_.fail(e, reason);
+    return;
+  }
+  c_.fail(code, theirs.empty() || theirs == why
+                    ? why
+                    : why + "; first failure, reported by the peers: " + theirs);
 }
 
 // What the LL point-to-point kernel needs to know, from the DevComm every

@@ -1131,6 +1131,11 @@ int p2p_size_body(mycollComm_t comm, const MemOps&) {
     const std::string peer = rank == 0 ? "mismatch with rank 1," : "mismatch with rank 0,";
     check(why.find(peer) != std::string::npos && why.find(sizes) != std::string::npos,
           "reason '" + why + "' names the peer and its " + sizes);
+  } else if (std::getenv("MYCOLL_TRANSPORT")) {
+    // Through the GPU proxy a sender's kernel ends once its slots are in
+    // the proxy's host FIFO, before they are on the wire: destroy (which
+    // drains the proxy) before leaving, as a program does.
+    mycollCommDestroy(comm);
   }
   std::fflush(nullptr);
   _exit(failures() ? 1 : 0);
