@@ -156,6 +156,14 @@ struct FakeKernel {
   }
 };
 
+ProxyLayout layout(int nch, int nslots, uint64_t slot_bytes) {
+  ProxyLayout L;
+  L.nch = nch;
+  L.nslots = nslots;
+  L.slot_bytes = slot_bytes;
+  return L;
+}
+
 // n ranks, every pair exchanges `slots` slots on every channel both ways.
 void exchange(const std::string& transport, int n, ProxyLayout L, uint64_t slots) {
   EXPECT_NO_THROW(run_ranks(n, [&](Bootstrap& bs) {
@@ -194,36 +202,26 @@ void exchange(const std::string& transport, int n, ProxyLayout L, uint64_t slots
 }
 
 TEST(GpuProxy, TwoRanksSocketManyChannels) {
-  ProxyLayout L;
-  L.nch = 5;
-  L.nslots = 4;
-  L.slot_bytes = 1000;
+  const ProxyLayout L = layout(5, 4, 1000);
   exchange("socket", 2, L, 200);
 }
 
 TEST(GpuProxy, ThreeRanksSocketLargeSlots) {
-  ProxyLayout L;
-  L.nch = 2;
-  L.nslots = 8;
-  L.slot_bytes = 65536;
+  const ProxyLayout L = layout(2, 8, 65536);
   exchange("socket", 3, L, 60);
 }
 
 TEST(GpuProxy, FourRanksShmOneSlot) {
-  ProxyLayout L;
-  L.nch = 3;
-  L.nslots = 1;        // credits must come back after every slot
-  L.slot_bytes = 776;  // not a power of two (a multiple of 8, as the flags need)
+  // One slot: credits must come back after every slot; 776 bytes: not a
+  // power of two (a multiple of 8, as the flags need).
+  const ProxyLayout L = layout(3, 1, 776);
   exchange("shm", 4, L, 40);
 }
 
 // A peer that goes away mid-stream: the proxy reports RemoteError through
 // its callback instead of hanging, and drain() gives up.
 TEST(GpuProxy, PeerGoneIsReported) {
-  ProxyLayout L;
-  L.nch = 1;
-  L.nslots = 2;
-  L.slot_bytes = 4096;
+  const ProxyLayout L = layout(1, 2, 4096);
   EXPECT_NO_THROW(run_ranks(2, [&](Bootstrap& bs) {
     const int me = bs.rank();
     auto conns = connect_all("socket", me, 2, bs);
@@ -260,10 +258,7 @@ TEST(GpuProxy, PeerGoneIsReported) {
 // neither proxy fails, call lines still flow, slots the refused sender had
 // published do not hold up drain().
 TEST(GpuProxy, RefusedMessageReachesTheSender) {
-  ProxyLayout L;
-  L.nch = 2;
-  L.nslots = 4;
-  L.slot_bytes = 256;
+  const ProxyLayout L = layout(2, 4, 256);
   EXPECT_NO_THROW(run_ranks(2, [&](Bootstrap& bs) {
     const int me = bs.rank(), peer = 1 - me;
     auto conns = connect_all("socket", me, 2, bs);
@@ -328,10 +323,7 @@ TEST(GpuProxy, RefusedMessageReachesTheSender) {
 }
 
 TEST(GpuProxy, LayoutRegionsDoNotOverlap) {
-  ProxyLayout L;
-  L.nch = 3;
-  L.nslots = 5;
-  L.slot_bytes = 100;
+  const ProxyLayout L = layout(3, 5, 100);
   EXPECT_EQ(L.rx_data(), L.tx_data() + 3 * 500);
   EXPECT_EQ(L.tx_flags(), L.rx_data() + 3 * 500);
   EXPECT_EQ(L.rx_flags(), L.tx_flags() + 3 * 384);
