@@ -212,6 +212,12 @@ static_assert(sizeof(DevError) == 40,
 //     the GPU proxy thread moves over the network (lib/engine/gpu_proxy.h);
 //     the kernel also records each slot's byte count; ll = 0 (every message
 //     takes the bandwidth protocol).
+// The top bit of a FIFO credit (tail): the receiver refused a point-to-point
+// message of another size, its own bytes below the bit
+// (kernels/prims/p2p_size.cuh); the GPU proxy forwards it as such
+// (lib/engine/proxy_wire.h).
+constexpr uint64_t kCreditPoison = uint64_t(1) << 63;
+
 struct DevPeer {
   char* send_data;
   char* send_head;        // I publish slots written

@@ -33,8 +33,6 @@
 namespace mycoll {
 namespace dev {
 
-constexpr uint64_t kCreditPoison = uint64_t(1) << 63;
-
 // The size line of the slice starting at slot sequence q of a ring of
 // `slots` slots; `lines` = the size lines beside that ring.
 __device__ __forceinline__ void post_size(char* lines, uint64_t slots, uint64_t q, uint64_t bytes) {

@@ -69,17 +69,18 @@ bool GpuProxy::drain(double timeout_s) {
         const uint64_t tail = proxy_load(flag(s, L_.tx_flags(), c, 1));
         pending = !(tail & kCreditPoison) && proxy_load(flag(s, L_.tx_flags(), c, 0)) != tail;
       }
-      // A call line the kernel wrote that is not on the wire yet.
-      const uint64_t k =
-          proxy_load(reinterpret_cast<const uint64_t*>(s.p.region + L_.call_count()));
       uint64_t sig;
-      pending = pending ||
-                proxy_load_line(s.p.region + L_.tx_call() + 16 * (k & 1), uint32_t(k + 1), &sig);
+      pending = pending || call_waiting(s, &sig);
     }
     if (!pending) return true;
     if (std::chrono::duration<double>(Clock::now() - t0).count() > timeout_s) return false;
     std::this_thread::yield();
   }
+}
+
+bool GpuProxy::call_waiting(const PeerState& s, uint64_t* sig) const {
+  const uint64_t k = proxy_load(reinterpret_cast<const uint64_t*>(s.p.region + L_.call_count()));
+  return proxy_load_line(s.p.region + L_.tx_call_line(k), uint32_t(k + 1), sig);
 }
 
 // Chooses the next frame for an idle connection: credits first (they
@@ -100,9 +101,8 @@ bool GpuProxy::next_frame(PeerState& s) {
       return true;
     }
   }
-  const uint64_t k = proxy_load(reinterpret_cast<const uint64_t*>(s.p.region + L_.call_count()));
   uint64_t sig;
-  if (proxy_load_line(s.p.region + L_.tx_call() + 16 * (k & 1), uint32_t(k + 1), &sig)) {
+  if (call_waiting(s, &sig)) {
     s.out = Frame{kCall, 0, sig};
     s.out_payload = nullptr;
     return true;
@@ -115,8 +115,7 @@ bool GpuProxy::next_frame(PeerState& s) {
     const uint64_t q = s.sent[c], slot = q % L_.nslots;
     uint64_t bytes;
     if (s.sized[c] <= q &&
-        proxy_load_line(s.p.region + L_.tx_size() + c * L_.size_bytes() + slot * 16,
-                        uint32_t(q + 1), &bytes)) {
+        proxy_load_line(s.p.region + L_.tx_size_line(c, q), uint32_t(q + 1), &bytes)) {
       s.sized[c] = q + 1;
       s.out = Frame{kSize, uint32_t(c), bytes};
       s.out_payload = nullptr;
@@ -204,14 +203,13 @@ bool GpuProxy::rx(PeerState& s) {
       }
       if (f.type == kCall) {  // the peer's call line, into its parity's line
         const uint64_t k = s.calls_in++;
-        proxy_store_line(s.p.region + L_.rx_call() + 16 * (k & 1), f.value, uint32_t(k + 1));
+        proxy_store_line(s.p.region + L_.rx_call_line(k), f.value, uint32_t(k + 1));
         continue;
       }
       if (f.type == kSize) {  // the size line of the channel's next slot
         const uint64_t q = s.delivered[c];
         if (!s.refusing[c])
-          proxy_store_line(s.p.region + L_.rx_size() + c * L_.size_bytes() + (q % L_.nslots) * 16,
-                           f.value, uint32_t(q + 1));
+          proxy_store_line(s.p.region + L_.rx_size_line(c, q), f.value, uint32_t(q + 1));
         continue;
       }
       uint64_t consumed = proxy_load(flag(s, L_.rx_flags(), c, 1));

@@ -63,6 +63,15 @@ struct ProxyLayout {
   uint64_t tx_call() const { return rx_size() + uint64_t(nch) * size_bytes(); }
   uint64_t rx_call() const { return tx_call() + 64; }
   uint64_t call_count() const { return rx_call() + 64; }
+  // The size line of channel c's slot sequence q, and call k's line.
+  uint64_t tx_size_line(int c, uint64_t q) const {
+    return tx_size() + c * size_bytes() + q % nslots * 16;
+  }
+  uint64_t rx_size_line(int c, uint64_t q) const {
+    return rx_size() + c * size_bytes() + q % nslots * 16;
+  }
+  uint64_t tx_call_line(uint64_t k) const { return tx_call() + 16 * (k & 1); }
+  uint64_t rx_call_line(uint64_t k) const { return rx_call() + 16 * (k & 1); }
   uint64_t total_bytes() const { return call_count() + 64; }
 };
 
@@ -140,6 +149,8 @@ class GpuProxy {
   bool rx(PeerState& s);
   uint64_t* flag(const PeerState& s, uint64_t base, int ch, int which) const;
   bool next_frame(PeerState& s);
+  // The kernel's call line not forwarded yet, if written (its signature in *sig).
+  bool call_waiting(const PeerState& s, uint64_t* sig) const;
 
   int rank_;
   ProxyLayout L_;

@@ -19,16 +19,17 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/device_plan.h"
 #include "mycoll.h"
 
 namespace mycoll {
 namespace proxywire {
 
-constexpr uint32_t kData = 0x31445850U;                // "PXD1"
-constexpr uint32_t kCredit = 0x31435850U;              // "PXC1"
-constexpr uint32_t kSize = 0x31535850U;                // "PXS1"
-constexpr uint32_t kCall = 0x314b5850U;                // "PXK1"
-constexpr uint64_t kCreditPoison = uint64_t(1) << 63;  // as kernels/prims/p2p_size.cuh
+constexpr uint32_t kData = 0x31445850U;    // "PXD1"
+constexpr uint32_t kCredit = 0x31435850U;  // "PXC1"
+constexpr uint32_t kSize = 0x31535850U;    // "PXS1"
+constexpr uint32_t kCall = 0x314b5850U;    // "PXK1"
+using ::mycoll::kCreditPoison;             // kernels/device_plan.h
 
 struct Frame {
   uint32_t type;

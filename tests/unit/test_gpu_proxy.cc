@@ -93,9 +93,6 @@ struct FakeKernel {
       if (sent[c] < slots || recvd[c] < slots) return false;
     return checked == ncalls;
   }
-  char* size_line(uint64_t base, int c, uint64_t slot) const {
-    return region + base + c * L.size_bytes() + (slot % L.nslots) * 16;
-  }
   // One pass over every channel; true if anything moved.
   bool step() {
     bool moved = false;
@@ -108,7 +105,7 @@ struct FakeKernel {
         reinterpret_cast<uint32_t*>(region + L.tx_len())[c * L.nslots + slot] = uint32_t(n);
         // The size line goes before the slot is published, as the kernel's.
         if (sized(sent[c]))
-          proxy_store_line(size_line(L.tx_size(), c, sent[c]), size_at(me, peer, c, sent[c]),
+          proxy_store_line(region + L.tx_size_line(c, sent[c]), size_at(me, peer, c, sent[c]),
                            uint32_t(sent[c] + 1));
         proxy_store(flag(L.tx_flags(), c, 0), ++sent[c]);
         moved = true;
@@ -118,7 +115,7 @@ struct FakeKernel {
         const uint64_t n = len_of(peer, me, c, recvd[c], L.slot_bytes);
         const char* d = region + L.rx_data() + c * L.ring_bytes() + slot * L.slot_bytes;
         uint64_t bytes = 0;
-        if (sized(recvd[c]) && (!proxy_load_line(size_line(L.rx_size(), c, recvd[c]),
+        if (sized(recvd[c]) && (!proxy_load_line(region + L.rx_size_line(c, recvd[c]),
                                                  uint32_t(recvd[c] + 1), &bytes) ||
                                 bytes != size_at(peer, me, c, recvd[c])))
           error = "rank " + std::to_string(me) + " from " + std::to_string(peer) + " channel " +
@@ -138,14 +135,13 @@ struct FakeKernel {
     // Call k goes out once call k - 1 was checked (the kernel's call k
     // starts after call k - 1 ended).
     if (posted < ncalls && posted == checked) {
-      proxy_store_line(region + L.tx_call() + 16 * (posted & 1), call_sig(me, posted),
-                       uint32_t(posted + 1));
+      proxy_store_line(region + L.tx_call_line(posted), call_sig(me, posted), uint32_t(posted + 1));
       ++posted;
       moved = true;
     }
     uint64_t v;
     if (checked < posted &&
-        proxy_load_line(region + L.rx_call() + 16 * (checked & 1), uint32_t(checked + 1), &v)) {
+        proxy_load_line(region + L.rx_call_line(checked), uint32_t(checked + 1), &v)) {
       if (v != call_sig(peer, checked) && error.empty())
         error = "rank " + std::to_string(me) + ": call line " + std::to_string(checked) + " from " +
                 std::to_string(peer) + " wrong";
@@ -284,7 +280,7 @@ TEST(GpuProxy, RefusedMessageReachesTheSender) {
     constexpr uint64_t kPoison = proxywire::kCreditPoison;
     if (me == 0) {
       // A 4000-byte message on channel 1: its size line, then all 4 slots.
-      proxy_store_line(R + L.tx_size() + L.size_bytes() + 0, 4000, 1);
+      proxy_store_line(R + L.tx_size_line(1, 0), 4000, 1);
       for (int i = 0; i < 4; ++i) reinterpret_cast<uint32_t*>(R + L.tx_len())[L.nslots + i] = 256;
       proxy_store(flag(L.tx_flags(), 1, 0), 4);
       wait_for([&] { return (proxy_load(flag(L.tx_flags(), 1, 1)) & kPoison) != 0; },
@@ -299,14 +295,14 @@ TEST(GpuProxy, RefusedMessageReachesTheSender) {
     } else {
       wait_for([&] { return proxy_load(flag(L.rx_flags(), 1, 0)) >= 1; }, "first slot");
       uint64_t theirs = 0;
-      if (!proxy_load_line(R + L.rx_size() + L.size_bytes() + 0, 1, &theirs) || theirs != 4000)
+      if (!proxy_load_line(R + L.rx_size_line(1, 0), 1, &theirs) || theirs != 4000)
         throw std::runtime_error("size line: " + std::to_string(theirs));
       proxy_store(flag(L.rx_flags(), 1, 1), kPoison | 3000);  // refused, as the kernel does
     }
     // Calls still flow both ways, and channel 0 still carries data.
-    proxy_store_line(R + L.tx_call(), call_sig(me, 0), 1);
+    proxy_store_line(R + L.tx_call_line(0), call_sig(me, 0), 1);
     uint64_t v = 0;
-    wait_for([&] { return proxy_load_line(R + L.rx_call(), 1, &v); }, "call line");
+    wait_for([&] { return proxy_load_line(R + L.rx_call_line(0), 1, &v); }, "call line");
     if (v != call_sig(peer, 0)) throw std::runtime_error("call line wrong");
     reinterpret_cast<uint32_t*>(R + L.tx_len())[0] = 8;
     std::memcpy(R + L.tx_data(), "slot0ok", 8);
@@ -334,6 +330,8 @@ TEST(GpuProxy, LayoutRegionsDoNotOverlap) {
   EXPECT_EQ(L.tx_call(), L.rx_size() + 3 * 5 * 16);
   EXPECT_EQ(L.rx_call(), L.tx_call() + 64);
   EXPECT_EQ(L.call_count(), L.rx_call() + 64);
+  EXPECT_EQ(L.rx_size_line(2, 7), L.rx_size() + 2 * 5 * 16 + 2 * 16);  // slot 7 of 5: line 2
+  EXPECT_EQ(L.tx_call_line(5), L.tx_call() + 16);                      // odd call: parity 1
   EXPECT_GE(L.total_bytes(), L.call_count() + 8);
 }
 
