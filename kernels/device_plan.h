@@ -271,12 +271,19 @@ struct P2pLlKey {
   char* sizes;      // the size lines beside the ring (kernels/prims/p2p_size.cuh):
                     // send: remote[peer] + ll_size_off(rank, ch); recv: local +
                     // ll_size_off(peer, ch)
+  // recv: the pair's bandwidth FIFO, where a sender whose message is above
+  // the ll limit puts it (p2p_size.cuh, sent_on_other_ring): its size lines
+  // local + size_off(peer, ch), my count of its slots (state[1]), the credit
+  // I return on it remote[peer] + tail_off(rank, ch). Send: null.
+  const char* fifo_sizes;
+  const uint64_t* fifo_count;
+  char* fifo_credit;
   int32_t peer;
   uint16_t first;  // the key's slices: [first, first + n) of the launch
   uint8_t n;
   uint8_t kind;  // kDevSend or kDevRecv
 };
-static_assert(sizeof(P2pLlKey) == 40, "P2pLlKey layout");
+static_assert(sizeof(P2pLlKey) == 64, "P2pLlKey layout");
 
 // Capacity of one launch: keys (thread blocks), slices; threads per block
 // at most; lines in flight per thread.
@@ -291,6 +298,7 @@ struct P2pLlCommon {
   uint64_t timeout_ns;
   uint32_t ll_slots;       // FifoGeom::ll_slots
   uint32_t ll_slot_bytes;  // FifoGeom::ll_slot_bytes (16-byte lines, 8 data bytes each)
+  uint32_t fifo_slots;     // FifoGeom::nslots (a bandwidth FIFO's slots)
   int32_t rank;
   int32_t nkeys;
 };

@@ -19,7 +19,10 @@
 //     the sender's inbox as its ll_tail (the credit).
 //   Both: the slice's message bytes in size line base (the send writes it
 //     with the slice's lines, the receive compares it before it takes the
-//     slice: kernels/prims/p2p_size.cuh).
+//     slice: kernels/prims/p2p_size.cuh). A receive that finds none yet
+//     also looks at the bandwidth FIFO's size line at its receive count
+//     there (state[1]): a sender whose message is above the ll limit put
+//     it there, a size mismatch.
 // Slices of one key (peer, channel, direction) are handled strictly in batch
 // order by one thread block, as the plan kernel orders ops of one peer and
 // direction on a channel (earlier_pending): the counters are cumulative.
@@ -163,11 +166,21 @@ __device__ void recv_key(const P2pLlParams<K, S>& p, const P2pLlKey& key, volati
       }
       if (first) {
         // The sender's size before any data wait (lines it did not send
-        // would never come).
+        // would never come); none yet: its message may have taken the
+        // bandwidth FIFO (its size above the ll limit).
         dev::Waiter w(0);
+        uint64_t seen = 0;
         while (!sized && !quit) {
           sized = dev::peek_size(key.sizes, slots, base, &theirs);
-          if (!sized) quit = dev::tick_or_stop(w, g, stop, key.peer, kDevRecv);
+          if (sized) break;
+          const dev::OtherRing fifo{key.fifo_sizes, c.fifo_slots, *key.fifo_count,
+                                    key.fifo_credit};
+          if (dev::sent_on_other_ring(g, key.peer, p.msg[s], fifo, &seen)) {
+            *stop = 1;
+            quit = true;
+          } else {
+            quit = dev::tick_or_stop(w, g, stop, key.peer, kDevRecv);
+          }
         }
         if (sized && dev::size_differs(g, key.peer, p.msg[s], theirs, key.credit)) {
           *stop = 1;

@@ -86,6 +86,7 @@ struct BlockState {
   uint64_t total[kMaxStepOps];         // slots of each transfer op (ll or bandwidth slots)
   uint8_t isll[kMaxStepOps];           // the op travels in the ll ring
   uint64_t llbase[kMaxStepOps];        // ll pass: first slot sequence number of the op
+  uint64_t seen[kMaxStepOps];          // point-to-point receive: sent_on_other_ring's state
   uint32_t llpre[2][kMaxStepOps + 1];  // ll pass, per group: prefix sum of lines moved
   const char* fused[kMaxFused];        // sources of a fused local reduction
   uint64_t n[2];
@@ -160,6 +161,7 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
       sh.done[k] = 0;
       sh.isll[k] = 0;
       sh.total[k] = 0;
+      sh.seen[k] = 0;
       if (op.kind <= kDevRecvReduce) {
         const DevPeer& P = cm.peers[op.peer];
         sh.isll[k] = P.ll && op.bytes <= ll_max;
@@ -253,14 +255,23 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
                 uint64_t v;
                 ok = ll::load_line(cm.local + g.ll_off(op.peer, ch) + (base % g.ll_slots) * LSB,
                                    uint32_t(base + 1), &v);
-                // Point-to-point: and once the sender's size line is there.
-                if (ok && a.p2p)
-                  ok = peek_size(cm.local + g.ll_size_off(op.peer, ch), g.ll_slots, base, &v);
-                if (ok && a.p2p &&
-                    size_differs(GiveUp::of(cm), op.peer, p2p_msg_bytes(op), v,
-                                 cm.remote[op.peer] + g.ll_tail_off(cm.rank, ch))) {
-                  sh.stop = 1;
-                  ok = false;
+                // Point-to-point: and once the sender's size line is there
+                // and agrees; none yet: the sender's message may have taken
+                // the bandwidth FIFO (its size above the ll limit).
+                if (a.p2p) {
+                  const uint64_t mine = p2p_msg_bytes(op);
+                  if (!peek_size(cm.local + g.ll_size_off(op.peer, ch), g.ll_slots, base, &v)) {
+                    ok = false;
+                    const DevPeer& pr = cm.peers[op.peer];
+                    const OtherRing fifo{pr.recv_size + ch * pr.size_stride, uint64_t(pr.nslots),
+                                         st[1], make_chan(cm, -1, op.peer, ch).recv_tail};
+                    if (sent_on_other_ring(GiveUp::of(cm), op.peer, mine, fifo, &sh.seen[k]))
+                      sh.stop = 1;
+                  } else if (size_differs(GiveUp::of(cm), op.peer, mine, v,
+                                          cm.remote[op.peer] + g.ll_tail_off(cm.rank, ch))) {
+                    sh.stop = 1;
+                    ok = false;
+                  }
                 }
               }
               sh.llbase[k] = base;
@@ -405,9 +416,17 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
           } else {
             n = fifo_ready(c, base);
             uint64_t theirs;
-            if (n > 0 && sized) {
+            if (sized) {
               if (!peek_size(pr.recv_size + ch * pr.size_stride, c.ns, base, &theirs)) {
                 n = 0;  // not yet: the next pass
+                // The sender's message may have taken the ll ring (its size
+                // within the ll limit).
+                if (pr.ll) {
+                  const OtherRing ll{cm.local + g.ll_size_off(op.peer, ch), uint64_t(g.ll_slots),
+                                     st[3], cm.remote[op.peer] + g.ll_tail_off(cm.rank, ch)};
+                  if (sent_on_other_ring(GiveUp::of(cm), op.peer, mine, ll, &sh.seen[k]))
+                    sh.stop = 1;
+                }
               } else if (size_differs(GiveUp::of(cm), op.peer, mine, theirs, c.recv_tail)) {
                 sh.stop = 1;
                 n = 0;

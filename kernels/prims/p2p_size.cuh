@@ -17,9 +17,15 @@
 // poisons the credit it returns to the sender (the top bit set, its own
 // bytes below), so a sender waiting for room, now or at its next transfer
 // on that ring, stops with kDevSendSizeMismatch instead of waiting for
-// MYCOLL_TIMEOUT. A size that crosses the ll limit on one side only (the
-// two sides use different rings) is not seen here: the receive waits on its
-// ring and times out naming the peer.
+// MYCOLL_TIMEOUT.
+//
+// A message's size picks its ring (the ll ring up to MYCOLL_GPU_LL_BYTES a
+// slice, else the bandwidth FIFO), so sizes on either side of that limit
+// put the send on one ring and the receive on the other. A receive that
+// finds no size line on its own ring therefore also looks at the pair's
+// other ring (sent_on_other_ring): a size line there, at this rank's
+// receive position on that ring, is the sender's message, and the receive
+// reports the mismatch and refuses it on that ring.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -71,6 +77,44 @@ __device__ __forceinline__ bool size_differs(const GiveUp& g, int peer, uint64_t
   if (theirs == mine) return false;
   g.record(mycollInvalidUsage, peer, kDevRecvSizeMismatch, mine, theirs);
   poison(credit, mine);
+  return true;
+}
+
+// How long a size line must stand on the other ring, with none on this
+// one, before it counts as the sender's message. The sender stores the
+// lines of its consecutive messages from different threads with no fence
+// between them, so the next message's line (on the other ring) may become
+// visible here a moment before this message's: a late line is not a
+// mismatch. A real one is reported this much later, not at MYCOLL_TIMEOUT.
+constexpr uint64_t kOtherRingGraceNs = 1000000;
+
+// The pair's other ring as a receive sees it: its size lines and slots,
+// this rank's receive count on it, and the credit this rank returns on it.
+struct OtherRing {
+  const char* sizes;
+  uint64_t slots;
+  uint64_t pos;
+  char* credit;
+};
+
+// For a point-to-point receive whose own ring has no size line yet: true
+// when the sender put its message on the other ring, recorded as
+// kDevRecvSizeMismatch with the sender's bytes, and refused there (the
+// other ring's credit poisoned, so a sender waiting for room on it stops).
+// *seen: the caller's per-receive state, 0 at first (when the other ring's
+// line was first seen standing).
+__device__ __forceinline__ bool sent_on_other_ring(const GiveUp& g, int peer, uint64_t mine,
+                                                   const OtherRing& o, uint64_t* seen) {
+  uint64_t theirs;
+  if (!peek_size(o.sizes, o.slots, o.pos, &theirs)) {
+    *seen = 0;
+    return false;
+  }
+  const uint64_t now = globaltimer();
+  if (*seen == 0) *seen = now;
+  if (now - *seen < kOtherRingGraceNs) return false;
+  g.record(mycollInvalidUsage, peer, kDevRecvSizeMismatch, mine, theirs);
+  poison(o.credit, mine);
   return true;
 }
 

@@ -365,6 +365,7 @@ void DeviceCommImpl::init_p2p_ll(const DevComm& dc, const std::vector<bool>& ipc
   p2p_common_.timeout_ns = dc.timeout_ns;
   p2p_common_.ll_slots = uint32_t(geom_.ll_slots);
   p2p_common_.ll_slot_bytes = uint32_t(geom_.ll_slot_bytes);
+  p2p_common_.fifo_slots = uint32_t(geom_.nslots);
   p2p_common_.rank = c_.rank;
   p2p_ctx_.geom = geom_;
   p2p_ctx_.rank = c_.rank;

@@ -236,6 +236,9 @@ bool build_p2p_ll(const Plan& p2p, const P2pLlContext& cx, P2pLlBatch* out) {
       key.credit = cx.remote[peer] + g.ll_tail_off(cx.rank, ch);
       key.count = reinterpret_cast<uint64_t*>(state) + 3;
       key.sizes = cx.local + g.ll_size_off(peer, ch);
+      key.fifo_sizes = cx.local + g.size_off(peer, ch);
+      key.fifo_count = reinterpret_cast<uint64_t*>(state) + 1;
+      key.fifo_credit = cx.remote[peer] + g.tail_off(cx.rank, ch);
     }
     key.first = uint16_t(next);
     key.n = 0;

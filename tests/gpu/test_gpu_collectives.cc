@@ -1148,10 +1148,10 @@ struct P2pSizeCase {
 };
 
 // LL sizes (one ll slice: MYCOLL_GPU_LL_BYTES 16 KiB; the LL kernel) and
-// bandwidth sizes (the plan kernel's FIFOs), each side longer, and a
-// mismatch behind a matching message of the same pair in one group (LL
-// behind LL: the LL kernel; LL behind a bandwidth message: the plan
-// kernel's ll pass).
+// bandwidth sizes (the plan kernel's FIFOs), each side longer, a mismatch
+// behind a matching message of the same pair in one group (LL behind LL:
+// the LL kernel; LL behind a bandwidth message: the plan kernel's ll
+// pass), and sizes on either side of the ll limit.
 const P2pSizeCase kP2pSizeCases[] = {
     {"LlSendLonger", 2003, 1001, 0, false},
     {"LlRecvLonger", 1001, 2003, 0, false},
@@ -1160,6 +1160,15 @@ const P2pSizeCase kP2pSizeCases[] = {
     {"LlAfterMatching", 777, 999, 1001, false},
     // A bandwidth message first puts the group on the plan kernel: its ll pass.
     {"PlanLlAfterFifo", 999, 777, size_t(1) << 20, false},
+    // Sizes on either side of the ll limit: the send and the receive wait on
+    // different rings, and the receive finds the send on the other one
+    // (sent_on_other_ring): the LL kernel's send to the plan kernel's FIFO
+    // receive, the plan kernel's FIFO send to the LL kernel's receive, and
+    // the same within the plan kernel (its ll pass against its FIFOs).
+    {"StraddleSendLl", 1001, (size_t(1) << 20) + 12345, 0, false},
+    {"StraddleRecvLl", (size_t(1) << 20) + 12345, 1001, 0, false},
+    {"PlanStraddleSendLl", 999, size_t(1) << 20, size_t(1) << 20, false},
+    {"PlanStraddleRecvLl", size_t(1) << 20, 999, size_t(1) << 20, false},
     // Through the GPU proxy every message takes the plan kernel's FIFOs.
     {"ProxiedSendLonger", 2003, 1001, 0, true},
     {"ProxiedRecvLonger", size_t(1) << 20, (size_t(1) << 20) + 12345, 0, true},

@@ -92,6 +92,19 @@ Streams batch_streams(const P2pLlBatch& b, const P2pLlContext& cx, std::string* 
              ": credit, counter or size-line pointer differs from the plan kernel's";
       return s;
     }
+    // A receive also watches the pair's bandwidth FIFO (a sender above the
+    // ll limit): the plan kernel's size lines, count and credit there.
+    const bool recv = k.kind == kDevRecv;
+    const char* fifo_sizes = recv ? cx.local + g.size_off(k.peer, ch) : nullptr;
+    const uint64_t* fifo_count =
+        recv ? reinterpret_cast<const uint64_t*>(cx.local + g.state_off(k.peer, ch)) + 1 : nullptr;
+    const char* fifo_credit = recv ? cx.remote[k.peer] + g.tail_off(cx.rank, ch) : nullptr;
+    if (fifo_sizes != k.fifo_sizes || fifo_count != k.fifo_count ||
+        fifo_credit != k.fifo_credit) {
+      *err = "key of peer " + std::to_string(k.peer) + " channel " + std::to_string(ch) +
+             ": bandwidth FIFO pointers differ from the plan kernel's";
+      return s;
+    }
     if (k.first != next) {
       *err = "keys' slices are not laid out one after the other";
       return s;
