@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -85,7 +86,10 @@ class DeviceCommImpl : public DeviceComm {
 
   std::string describe_peer(int r) const override { return mesh_->describe(r); }
   mycollResult_t poll_error(std::string* reason) override;
-  void abort() override { *const_cast<volatile int32_t*>(h_abort_) = 1; }
+  void abort() override {
+    closing_.store(true);
+    *const_cast<volatile int32_t*>(h_abort_) = 1;
+  }
   Algo choose_algo(const AlgoPolicy& policy, Coll c, uint64_t bytes) const override {
     return device_algo(policy, c, bytes, limits_);
   }
@@ -126,6 +130,9 @@ class DeviceCommImpl : public DeviceComm {
   FifoGeom geom_{};
   std::unique_ptr<CudaIpcMesh> mesh_;
   int32_t* h_abort_ = nullptr;
+  // Aborted or being destroyed: the proxy's failure handler waits no more
+  // for the failure's cause (proxy_failed), so abort and destroy stay quick.
+  std::atomic<bool> closing_{false};
   DevError* h_error_ = nullptr;
   char** d_remote_ = nullptr;
   DevPeer* d_peers_ = nullptr;

@@ -172,6 +172,7 @@ DeviceCommImpl::DeviceCommImpl(mycollComm& c) : c_(c), dev_(c.cuda_device) {
 // process are synchronised here; other processes meet in a barrier
 // (destroy is then collective over those ranks, bounded by MYCOLL_TIMEOUT).
 DeviceCommImpl::~DeviceCommImpl() {
+  closing_.store(true);  // a failing proxy stops waiting for causes (proxy_failed)
   bool other_process = false;
   for (int r = 0; r < c_.nranks; ++r) {
     if (r == c_.rank || c_.transport_of[r] != "cuda_ipc") continue;
@@ -337,12 +338,16 @@ std::vector<DevPeer> DeviceCommImpl::make_peers(const std::vector<bool>& ipc) {
 // peer's call line arrived before it left): wait for the report as the host
 // engine does, give the kernels as long again, then stop them. Their own
 // finding is this rank's error; else this failure, the peers' report
-// appended.
+// appended. Neither wait outlasts an abort or destroy of this communicator
+// by more than a few milliseconds (closing_): the proxy thread they join is
+// this one.
 void DeviceCommImpl::proxy_failed(mycollResult_t code, const std::string& why) {
-  const std::string theirs = c_.bootstrap ? c_.bootstrap->remote_failure(1.0) : "";
+  std::string theirs;
+  for (int i = 0; c_.bootstrap && theirs.empty() && i < 50 && !closing_.load(); ++i)
+    theirs = c_.bootstrap->remote_failure(0.02);
   std::string reason;
   mycollResult_t e = poll_error(&reason);
-  for (int i = 0; e == mycollSuccess && !theirs.empty() && i < 1000; ++i) {
+  for (int i = 0; e == mycollSuccess && !theirs.empty() && i < 1000 && !closing_.load(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
     e = poll_error(&reason);
   }
