@@ -173,8 +173,7 @@ __device__ void recv_key(const P2pLlParams<K, S>& p, const P2pLlKey& key, volati
         while (!sized && !quit) {
           sized = dev::peek_size(key.sizes, slots, base, &theirs);
           if (sized) break;
-          const dev::OtherRing fifo{key.fifo_sizes, c.fifo_slots, *key.fifo_count,
-                                    key.fifo_credit};
+          const dev::OtherRing fifo{key.fifo_sizes, c.fifo_slots, *key.fifo_count, key.fifo_credit};
           if (dev::sent_on_other_ring(g, key.peer, p.msg[s], fifo, &seen)) {
             *stop = 1;
             quit = true;

@@ -99,8 +99,7 @@ Streams batch_streams(const P2pLlBatch& b, const P2pLlContext& cx, std::string* 
     const uint64_t* fifo_count =
         recv ? reinterpret_cast<const uint64_t*>(cx.local + g.state_off(k.peer, ch)) + 1 : nullptr;
     const char* fifo_credit = recv ? cx.remote[k.peer] + g.tail_off(cx.rank, ch) : nullptr;
-    if (fifo_sizes != k.fifo_sizes || fifo_count != k.fifo_count ||
-        fifo_credit != k.fifo_credit) {
+    if (fifo_sizes != k.fifo_sizes || fifo_count != k.fifo_count || fifo_credit != k.fifo_credit) {
       *err = "key of peer " + std::to_string(k.peer) + " channel " + std::to_string(ch) +
              ": bandwidth FIFO pointers differ from the plan kernel's";
       return s;
