@@ -98,7 +98,7 @@ struct Ctx {
   uint64_t base, slot_bytes, bytes;  // the mailbox (FifoGeom::mb_*), this launch's bytes
   uint32_t lbeg, range;              // this block's lines [lbeg, lbeg + range)
   char* local;
-  volatile int* stop;
+  int* stop;
   ll::Spin spin;  // waits of this launch (the block's stop flag)
 
   // Sender s's buffer of this launch's parity in the inbox at `inbox`.
@@ -148,7 +148,7 @@ __device__ void copy_lines(const Ctx& x, const char* in, char* out) {
 // waiting on any.
 __device__ void recv_lines(const Ctx& x, int first, int nsrc, char* out, uint64_t out_stride) {
   const uint32_t items = x.range * uint32_t(nsrc);
-  for (uint32_t i0 = threadIdx.x; i0 < items && !*x.stop; i0 += blockDim.x * kU) {
+  for (uint32_t i0 = threadIdx.x; i0 < items && !dev::stop_raised(x.stop); i0 += blockDim.x * kU) {
     uint64_t v[kU] = {};
     bool ok[kU];
     int s[kU] = {};
@@ -202,7 +202,8 @@ __device__ void wait_acks(const Ctx& x, int skip) {
 // every peer s and of my own input (block), reduced in rank order into out.
 template <typename T, int OP>
 __device__ void reduce_lines(const Ctx& x, const char* mine_in, char* out, int avg_n) {
-  for (uint32_t l0 = threadIdx.x; l0 < x.range && !*x.stop; l0 += blockDim.x * kRU) {
+  for (uint32_t l0 = threadIdx.x; l0 < x.range && !dev::stop_raised(x.stop);
+       l0 += blockDim.x * kRU) {
     uint64_t acc[kRU], mine[kRU];
     bool want[kRU];
 #pragma unroll
@@ -230,7 +231,7 @@ __device__ void reduce_lines(const Ctx& x, const char* mine_in, char* out, int a
 template <typename T, int OP>
 __global__ void __launch_bounds__(kThreads) ll_coll_kernel(CollKArgs a) {
   __shared__ uint64_t s_epoch;
-  __shared__ volatile int s_stop;
+  __shared__ int s_stop;
   const DevComm& cm = *a.comm;
   Ctx x;
   x.cm = a.comm;

@@ -40,7 +40,7 @@ constexpr int kSrc = 8;                // sources polled at once
 template <typename T, int OP>
 __global__ void __launch_bounds__(kThreads) oneshot_kernel(CollKArgs a) {
   __shared__ uint64_t s_epoch;
-  __shared__ volatile int s_stop;
+  __shared__ int s_stop;
   const DevComm& cm = *a.comm;
   // In registers: the LL asm's memory clobbers would reload them from cm.
   const int n = cm.nranks, me = cm.rank;
@@ -84,7 +84,7 @@ __global__ void __launch_bounds__(kThreads) oneshot_kernel(CollKArgs a) {
   dev::call_check(cm, a.sig, call);
 
   // 2. Everyone's lines, reduced in rank order, into my output.
-  for (uint64_t l0 = lbeg + threadIdx.x; l0 < lend && !s_stop; l0 += nt * kU) {
+  for (uint64_t l0 = lbeg + threadIdx.x; l0 < lend && !dev::stop_raised(&s_stop); l0 += nt * kU) {
     uint64_t acc[kU], mine[kU];
     bool want[kU];
 #pragma unroll

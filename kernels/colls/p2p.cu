@@ -77,7 +77,7 @@ __device__ __forceinline__ uint64_t line_off(uint32_t l, uint32_t bmod, uint32_t
 }
 
 template <int K, int S>
-__device__ void send_key(const P2pLlParams<K, S>& p, const P2pLlKey& key, volatile int* stop) {
+__device__ void send_key(const P2pLlParams<K, S>& p, const P2pLlKey& key, int* stop) {
   const P2pLlCommon& c = p.c;
   const dev::GiveUp g = dev::GiveUp::of(c);
   const uint32_t lsb = c.ll_slot_bytes, ld = lsb / 2, lps = lsb / 16, slots = c.ll_slots;
@@ -107,7 +107,7 @@ __device__ void send_key(const P2pLlParams<K, S>& p, const P2pLlKey& key, volati
           while (base + need - tail > slots && !quit) {
             tail = ld_vol(key.credit);
             if (dev::send_refused(g, tail, key.peer, p.msg[s])) {
-              *stop = 1;
+              dev::raise_stop(stop);
               quit = true;
             } else if (base + need - tail > slots) {
               quit = dev::tick_or_stop(w, g, stop, key.peer, kDevSend);
@@ -131,7 +131,7 @@ __device__ void send_key(const P2pLlParams<K, S>& p, const P2pLlKey& key, volati
 }
 
 template <int K, int S>
-__device__ void recv_key(const P2pLlParams<K, S>& p, const P2pLlKey& key, volatile int* stop) {
+__device__ void recv_key(const P2pLlParams<K, S>& p, const P2pLlKey& key, int* stop) {
   const P2pLlCommon& c = p.c;
   const dev::GiveUp g = dev::GiveUp::of(c);
   const uint32_t lsb = c.ll_slot_bytes, ld = lsb / 2, lps = lsb / 16, slots = c.ll_slots;
@@ -175,14 +175,14 @@ __device__ void recv_key(const P2pLlParams<K, S>& p, const P2pLlKey& key, volati
           if (sized) break;
           const dev::OtherRing fifo{key.fifo_sizes, c.fifo_slots, *key.fifo_count, key.fifo_credit};
           if (dev::sent_on_other_ring(g, key.peer, p.msg[s], fifo, &seen)) {
-            *stop = 1;
+            dev::raise_stop(stop);
             quit = true;
           } else {
             quit = dev::tick_or_stop(w, g, stop, key.peer, kDevRecv);
           }
         }
         if (sized && dev::size_differs(g, key.peer, p.msg[s], theirs, key.credit)) {
-          *stop = 1;
+          dev::raise_stop(stop);
           quit = true;
         }
       }

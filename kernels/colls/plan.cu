@@ -91,7 +91,7 @@ struct BlockState {
   const char* fused[kMaxFused];        // sources of a fused local reduction
   uint64_t n[2];
   uint64_t base[2];
-  volatile int stop;
+  int stop;  // raise_stop / stop_raised after its zeroing
 #ifdef MYCOLL_KERNEL_TRACE
   uint64_t tev[2][64];
   char tlab[2][64];
@@ -241,7 +241,7 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
                 const uint64_t tail = ld_vol(cm.local + g.ll_tail_off(op.peer, ch));
                 ok = false;
                 if (send_refused(GiveUp::of(cm), tail, op.peer, a.p2p ? p2p_msg_bytes(op) : 0)) {
-                  sh.stop = 1;
+                  raise_stop(&sh.stop);
                 } else if (base + need - tail <= uint64_t(g.ll_slots)) {
                   ok = true;
                   if (a.p2p)
@@ -266,10 +266,10 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
                     const OtherRing fifo{pr.recv_size + ch * pr.size_stride, uint64_t(pr.nslots),
                                          st[1], make_chan(cm, -1, op.peer, ch).recv_tail};
                     if (sent_on_other_ring(GiveUp::of(cm), op.peer, mine, fifo, &sh.seen[k]))
-                      sh.stop = 1;
+                      raise_stop(&sh.stop);
                   } else if (size_differs(GiveUp::of(cm), op.peer, mine, v,
                                           cm.remote[op.peer] + g.ll_tail_off(cm.rank, ch))) {
-                    sh.stop = 1;
+                    raise_stop(&sh.stop);
                     ok = false;
                   }
                 }
@@ -291,7 +291,7 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
           constexpr int kL = 8;
           const uint64_t t0 = globaltimer();
           int k = 0;  // op of the current line (lines ascend per thread)
-          for (uint32_t l0 = tid; l0 < total_lines && !sh.stop; l0 += NT * kL) {
+          for (uint32_t l0 = tid; l0 < total_lines && !stop_raised(&sh.stop); l0 += NT * kL) {
             uint64_t v[kL];
             bool ok[kL];
             const char* ring[kL];
@@ -345,8 +345,8 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
                 if (!ok[u] && (++spins & 1023) == 0) {
                   const int code = GiveUp::of(cm).verdict(t0, (spins & 0xffff) == 0);
                   if (code > 0) GiveUp::of(cm).record(code, peer[u], kind[u]);
-                  if (code || sh.stop) {
-                    sh.stop = 1;
+                  if (code || stop_raised(&sh.stop)) {
+                    raise_stop(&sh.stop);
                     quit = true;
                   }
                 }
@@ -364,7 +364,7 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
             }
           }
           group_bar(group, NT);
-          if (tid < nops && llpre[tid + 1] > llpre[tid] && !sh.stop) {
+          if (tid < nops && llpre[tid + 1] > llpre[tid] && !stop_raised(&sh.stop)) {
             const DevOp& op = sh.ops[tid];
             uint64_t* st = reinterpret_cast<uint64_t*>(cm.local + g.state_off(op.peer, ch));
             const uint64_t need = (op.bytes + LD - 1) / LD;
@@ -382,7 +382,7 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
           moved = true;
           KTRACE('m');
         }
-        if (group_bar_any(group, NT, sh.stop)) break;
+        if (group_bar_any(group, NT, stop_raised(&sh.stop))) break;
       }
       // ---- bandwidth protocol: one op at a time, a batch of slots each ----
       for (int k = 0; k < nops; ++k) {
@@ -410,7 +410,7 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
             bool refused;
             n = fifo_room(c, base, mine, &refused);
             if (refused)
-              sh.stop = 1;
+              raise_stop(&sh.stop);
             else if (n > 0 && sized)
               post_size(pr.send_size + ch * pr.size_stride, c.ns, base, mine);
           } else {
@@ -425,10 +425,10 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
                   const OtherRing ll{cm.local + g.ll_size_off(op.peer, ch), uint64_t(g.ll_slots),
                                      st[3], cm.remote[op.peer] + g.ll_tail_off(cm.rank, ch)};
                   if (sent_on_other_ring(GiveUp::of(cm), op.peer, mine, ll, &sh.seen[k]))
-                    sh.stop = 1;
+                    raise_stop(&sh.stop);
                 }
               } else if (size_differs(GiveUp::of(cm), op.peer, mine, theirs, c.recv_tail)) {
-                sh.stop = 1;
+                raise_stop(&sh.stop);
                 n = 0;
               }
             }
@@ -483,12 +483,12 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
         }
         group_bar(group, NT);
       }
-      if (group_bar_any(group, NT, sh.stop)) break;
+      if (group_bar_any(group, NT, stop_raised(&sh.stop))) break;
       if (all_done) break;
       if (!moved) {
         if (tid == 0) {
           // The abort flag lives in host memory: a PCIe read, so only now and then.
-          const int code = sh.stop
+          const int code = stop_raised(&sh.stop)
                                ? -1  // the other group gave up
                                : GiveUp::of(cm).verdict(last_progress, (++idle_polls & 255) == 0);
           if (code > 0) {
@@ -504,13 +504,13 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
             }
             GiveUp::of(cm).record(code, peer, kind);
           }
-          if (code) sh.stop = 1;
+          if (code) raise_stop(&sh.stop);
         }
-        if (group_bar_any(group, NT, sh.stop)) break;
+        if (group_bar_any(group, NT, stop_raised(&sh.stop))) break;
       }
     }
     KTRACE('E');
-    if (__syncthreads_or(sh.stop)) return;
+    if (__syncthreads_or(stop_raised(&sh.stop))) return;
   }
 #ifdef MYCOLL_KERNEL_TRACE
   KTRACE('X');

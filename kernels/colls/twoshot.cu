@@ -88,7 +88,7 @@ struct Parts {
 template <typename T, int OP>
 __global__ void __launch_bounds__(kThreads) twoshot_kernel(CollKArgs a) {
   __shared__ uint64_t s_epoch;
-  __shared__ volatile int s_stop;
+  __shared__ int s_stop;
   const DevComm& cm = *a.comm;
   // In registers: the LL asm's memory clobbers would reload them from cm.
   const FifoGeom g = cm.geom;
@@ -152,7 +152,7 @@ __global__ void __launch_bounds__(kThreads) twoshot_kernel(CollKArgs a) {
   const uint64_t mine0 = parts.start(me);
   const uint32_t mend = o1 < parts.len(me) ? o1 : parts.len(me);
   const uint64_t b_send = g.ts_b_off(me, parity);
-  for (uint32_t q0 = o0 + threadIdx.x; q0 < mend && !s_stop; q0 += nt * kU) {
+  for (uint32_t q0 = o0 + threadIdx.x; q0 < mend && !dev::stop_raised(&s_stop); q0 += nt * kU) {
     uint64_t acc[kU], mine[kU];
     bool want[kU];
 #pragma unroll
@@ -187,7 +187,7 @@ __global__ void __launch_bounds__(kThreads) twoshot_kernel(CollKArgs a) {
   }
 
   // C. The other parts, reduced by their owners, into my output.
-  for (uint32_t i0 = threadIdx.x; i0 < items && !s_stop; i0 += nt * kRecv) {
+  for (uint32_t i0 = threadIdx.x; i0 < items && !dev::stop_raised(&s_stop); i0 += nt * kRecv) {
     uint64_t v[kRecv];
     bool ok[kRecv];
 #pragma unroll

@@ -88,7 +88,7 @@ __device__ __forceinline__ void st_vol(char* p, uint64_t v) {
 struct Spin {
   dev::GiveUp g;
   uint64_t t0;
-  volatile int* stop;
+  int* stop;
 
   // True with the line's data in *v; false when this wait gave up.
   __device__ bool wait(const char* p, uint32_t flag, uint64_t* v, int peer) const {
@@ -124,18 +124,21 @@ __device__ __forceinline__ bool fold_lines(int n, int me, const bool (&want)[kU]
         if (want[u] && s < n && s != me) ok[u][j] = load_line(at(s, u), flag, &v[u][j]);
       }
 #pragma unroll
-    for (int u = 0; u < kU; ++u)
+    for (int u = 0; u < kU; ++u) {
 #pragma unroll
       for (int j = 0; j < kSrc; ++j)
         if (!ok[u][j] && !spin.wait(at(s0 + j, u), flag, &v[u][j], s0 + j)) return false;
+    }
     // Source 0 starts the accumulator.
 #pragma unroll
     for (int u = 0; u < kU; ++u)
 #pragma unroll
       for (int j = 0; j < kSrc; ++j) {
         const int s = s0 + j;
-        if (s == 0) acc[u] = v[u][j];
-        else if (s < n) acc[u] = reduce8<T, OP>(acc[u], v[u][j]);
+        if (s == 0)
+          acc[u] = v[u][j];
+        else if (s < n)
+          acc[u] = reduce8<T, OP>(acc[u], v[u][j]);
       }
   }
   return true;

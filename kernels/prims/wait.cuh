@@ -95,16 +95,24 @@ struct Waiter {
   __device__ void progress() { since = globaltimer(); }
 };
 
+// A block's shared stop flag: one thread raises it, the others poll it
+// between their own barriers (the plan kernel's two warp groups share one
+// and never meet at a barrier while they move data). Every access after the
+// flag's zeroing (a plain store, then a block barrier) is atomic, so a poll
+// never races a raise (compute-sanitizer racecheck sees no hazard).
+__device__ __forceinline__ void raise_stop(int* stop) { atomicExch(stop, 1); }
+__device__ __forceinline__ bool stop_raised(int* stop) { return atomicOr(stop, 0) != 0; }
+
 // tick() for waits of one thread among others of its block: a positive
 // verdict is recorded against (peer, kind), and any verdict raises the
 // block's shared `stop` flag; another thread's raised flag ends this wait
 // too. True when the wait must end.
-__device__ __forceinline__ bool tick_or_stop(Waiter& w, const GiveUp& g, volatile int* stop,
-                                             int peer, int kind) {
+__device__ __forceinline__ bool tick_or_stop(Waiter& w, const GiveUp& g, int* stop, int peer,
+                                             int kind) {
   const int code = w.tick(g);
   if (code > 0) g.record(code, peer, kind);
-  if (code != 0 || ((w.spins & 255) == 0 && *stop)) {
-    *stop = 1;
+  if (code != 0 || ((w.spins & 255) == 0 && stop_raised(stop))) {
+    raise_stop(stop);
     return true;
   }
   return false;
