@@ -81,12 +81,18 @@ Algo device_auto_algo(Coll c, uint64_t whole, const DevLimits& l) {
       if (n >= 2 && n <= 8 && whole <= l.oneshot_bytes) return Algo::Direct;
       if (n >= 2 && whole <= l.twoshot_bytes) return Algo::TwoShot;
       if (n <= 8 && whole * uint64_t(n > 1 ? n - 1 : 0) <= MiB) return Algo::Direct;
-      if (n > 2 && whole <= 8 * MiB) return Algo::Rhd;
+      // Up to 4 ranks the fused ring kernel is ahead of rhd above 4 MiB
+      // (docs/performance.md, "Session 20").
+      if (n > 2 && whole <= (n > 4 ? 8 : 4) * MiB) return Algo::Rhd;
       return Algo::Ring;
     case Coll::AllGather:
     case Coll::ReduceScatter:
-      if (n >= 2 && whole > 0 && whole <= l.ll_coll_bytes) return Algo::Direct;
-      if (n > 2 && whole <= 4 * MiB) return Algo::Rhd;
+      // Two ranks: the fused ring kernel is ahead of the LL kernel above
+      // 1 MiB; up to 4 ranks it is ahead of rhd's plan wherever the LL
+      // kernel stops (docs/performance.md, "Session 20").
+      if (n >= 2 && whole > 0 && whole <= l.ll_coll_bytes && (n > 2 || whole <= MiB))
+        return Algo::Direct;
+      if (n > 4 && whole <= 4 * MiB) return Algo::Rhd;
       return Algo::Ring;
     default: return AlgoPolicy::auto_choice(c, n, whole);
   }

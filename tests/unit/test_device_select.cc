@@ -4,6 +4,7 @@
 // every limit x rank count.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -196,13 +197,23 @@ TEST(DeviceAlgo, LlCollSizesAreDirect) {
       for (uint64_t bytes : {uint64_t(8), uint64_t(4096), lim})
         EXPECT_EQ(chosen("", c, bytes, l), Algo::Direct)
             << coll_name(c) << " " << n << " " << bytes;
-      EXPECT_EQ(chosen("", c, lim + 8, l), n > 2 ? Algo::Rhd : Algo::Ring) << n;
-      EXPECT_EQ(chosen("", c, 0, l), n > 2 ? Algo::Rhd : Algo::Ring) << n;
-      EXPECT_EQ(device_auto_algo(c, 4096, kernels(n, 0, 0, 0)), n > 2 ? Algo::Rhd : Algo::Ring);
-      // Above the kernel: rhd up to 4 MiB, then the ring.
-      EXPECT_EQ(chosen("", c, 4 * MiB, l), n > 2 ? Algo::Rhd : Algo::Ring) << n;
+      // Above the kernel: rhd up to 4 MiB beyond 4 ranks, else the ring.
+      const Algo above = n > 4 ? Algo::Rhd : Algo::Ring;
+      EXPECT_EQ(chosen("", c, lim + 8, l), above) << n;
+      EXPECT_EQ(chosen("", c, 0, l), above) << n;
+      EXPECT_EQ(device_auto_algo(c, 4096, kernels(n, 0, 0, 0)), above);
+      EXPECT_EQ(chosen("", c, 4 * MiB, l), above) << n;
       EXPECT_EQ(chosen("", c, 4 * MiB + 8, l), Algo::Ring) << n;
     }
+  // The default 2 MiB limit: two ranks leave the kernel above 1 MiB (the
+  // ring kernel is faster there); more ranks use all of it.
+  for (Coll c : {Coll::AllGather, Coll::ReduceScatter}) {
+    EXPECT_EQ(chosen("", c, MiB, kernels(2, 0, 0, 2 * MiB)), Algo::Direct);
+    EXPECT_EQ(chosen("", c, MiB + 8, kernels(2, 0, 0, 2 * MiB)), Algo::Ring);
+    EXPECT_EQ(chosen("direct", c, 2 * MiB, kernels(2, 0, 0, 2 * MiB)), Algo::Direct);
+    for (int n : {3, 4, 8})
+      EXPECT_EQ(chosen("", c, 2 * MiB, kernels(n, 0, 0, 2 * MiB)), Algo::Direct) << n;
+  }
   const DevLimits l4 = kernels(4, 0, 0, lim);
   EXPECT_EQ(chosen("", Coll::Broadcast, 4096, l4),
             AlgoPolicy::auto_choice(Coll::Broadcast, 4, 4096));
@@ -243,7 +254,8 @@ TEST(DeviceAlgo, OneShotSizesAreDirect) {
 
 // All-reduce above the one-shot kernel's size that fits the two-shot kernel
 // is twoshot (the kernel runs only for twoshot), for any n >= 2; larger sizes
-// keep rhd up to 8 MiB, then the ring (the fused ring kernel).
+// keep rhd up to 8 MiB beyond 4 ranks (4 MiB at 3-4), then the ring (the
+// fused ring kernel).
 TEST(DeviceAlgo, TwoShotSizesAreTwoShot) {
   for (int n : {2, 3, 4, 8, 16}) {
     const DevLimits l = kernels(n, 64 * KiB, 4 * MiB, 0);
@@ -255,13 +267,19 @@ TEST(DeviceAlgo, TwoShotSizesAreTwoShot) {
   const DevLimits l4 = kernels(4, 64 * KiB, 4 * MiB, 0);
   for (int n : {2, 4, 8})
     EXPECT_EQ(chosen("", Coll::AllReduce, 1024, kernels(n, 64 * KiB, 4 * MiB, 0)), Algo::Direct);
-  EXPECT_EQ(chosen("", Coll::AllReduce, 8 * MiB, l4), Algo::Rhd);
-  EXPECT_EQ(chosen("", Coll::AllReduce, 8 * MiB + 4, l4), Algo::Ring);
+  // Above the two-shot kernel: the ring up to 4 ranks, rhd up to 8 MiB beyond.
+  EXPECT_EQ(chosen("", Coll::AllReduce, 8 * MiB, l4), Algo::Ring);
+  EXPECT_EQ(chosen("", Coll::AllReduce, 8 * MiB, kernels(3, 64 * KiB, 4 * MiB, 0)), Algo::Ring);
+  EXPECT_EQ(chosen("", Coll::AllReduce, 8 * MiB, kernels(8, 64 * KiB, 4 * MiB, 0)), Algo::Rhd);
+  EXPECT_EQ(chosen("", Coll::AllReduce, 8 * MiB + 4, kernels(8, 64 * KiB, 4 * MiB, 0)), Algo::Ring);
   EXPECT_EQ(chosen("", Coll::AllReduce, 1024, kernels(16, 64 * KiB, 4 * MiB, 0)), Algo::TwoShot);
-  EXPECT_EQ(chosen("", Coll::AllGather, MiB, l4), Algo::Rhd);
+  EXPECT_EQ(chosen("", Coll::AllGather, MiB, l4), Algo::Ring);
+  EXPECT_EQ(chosen("", Coll::AllGather, MiB, kernels(8, 64 * KiB, 4 * MiB, 0)), Algo::Rhd);
   // Two-shot off: direct while (n-1) x bytes <= 1 MiB, then rhd.
   EXPECT_EQ(device_auto_algo(Coll::AllReduce, 128 * KiB, kernels(4, 64 * KiB, 0, 0)), Algo::Direct);
   EXPECT_EQ(device_auto_algo(Coll::AllReduce, MiB, kernels(4, 64 * KiB, 0, 0)), Algo::Rhd);
+  EXPECT_EQ(device_auto_algo(Coll::AllReduce, 4 * MiB, kernels(4, 64 * KiB, 0, 0)), Algo::Rhd);
+  EXPECT_EQ(device_auto_algo(Coll::AllReduce, 4 * MiB + 4, kernels(4, 64 * KiB, 0, 0)), Algo::Ring);
   // One-shot off: small all-reduce goes to the two-shot kernel.
   EXPECT_EQ(device_auto_algo(Coll::AllReduce, 8, kernels(4, 0, 4 * MiB, 0)), Algo::TwoShot);
   EXPECT_EQ(device_auto_algo(Coll::AllReduce, 16 * MiB, kernels(8, 64 * KiB, 4 * MiB, 0)),
@@ -285,8 +303,13 @@ TEST(DeviceAlgo, TheRuleFeedsTheTable) {
           EXPECT_EQ(select_device_kernel(call(c, a, block), l).kernel, DevKernel::OneShot);
         if (c == Coll::AllReduce && whole > l.oneshot_bytes && whole <= l.twoshot_bytes)
           EXPECT_EQ(select_device_kernel(call(c, a, block), l).kernel, DevKernel::TwoShot);
-        if ((c == Coll::AllGather || c == Coll::ReduceScatter) && whole <= l.ll_coll_bytes)
+        // Two ranks leave the LL kernel above 1 MiB for the ring kernel.
+        const uint64_t ll_most =
+            n == 2 ? std::min<uint64_t>(l.ll_coll_bytes, MiB) : l.ll_coll_bytes;
+        if ((c == Coll::AllGather || c == Coll::ReduceScatter) && whole <= ll_most)
           EXPECT_EQ(select_device_kernel(call(c, a, block), l).kernel, DevKernel::LlColl);
+        if ((c == Coll::AllGather || c == Coll::ReduceScatter) && whole > ll_most && n <= 4)
+          EXPECT_EQ(select_device_kernel(call(c, a, block), l).kernel, DevKernel::Ring);
         if ((c == Coll::AllReduce || c == Coll::AllGather) && whole >= 16 * MiB)
           EXPECT_EQ(select_device_kernel(call(c, a, block), l).kernel, DevKernel::Ring);
       }
