@@ -76,6 +76,9 @@ DevChoice select_device_kernel(const DevCall& c, const DevLimits& l) {
 Algo device_auto_algo(Coll c, uint64_t whole, const DevLimits& l) {
   const int n = l.nranks;
   constexpr uint64_t MiB = uint64_t(1) << 20;
+  // Whether a ring call of this size runs the fused ring kernel (the rules
+  // below that prefer the ring hold for that kernel, not the plan's ring).
+  const bool ring_kernel = l.ring_bytes > 0 && whole >= l.ring_bytes;
   switch (c) {
     case Coll::AllReduce:
       if (n >= 2 && n <= 8 && whole <= l.oneshot_bytes) return Algo::Direct;
@@ -83,16 +86,17 @@ Algo device_auto_algo(Coll c, uint64_t whole, const DevLimits& l) {
       if (n <= 8 && whole * uint64_t(n > 1 ? n - 1 : 0) <= MiB) return Algo::Direct;
       // Up to 4 ranks the fused ring kernel is ahead of rhd above 4 MiB
       // (docs/performance.md, "Session 20").
-      if (n > 2 && whole <= (n > 4 ? 8 : 4) * MiB) return Algo::Rhd;
+      if (n > 2 && whole <= (n > 4 || !ring_kernel ? 8 : 4) * MiB) return Algo::Rhd;
       return Algo::Ring;
     case Coll::AllGather:
     case Coll::ReduceScatter:
       // Two ranks: the fused ring kernel is ahead of the LL kernel above
       // 1 MiB; up to 4 ranks it is ahead of rhd's plan wherever the LL
       // kernel stops (docs/performance.md, "Session 20").
-      if (n >= 2 && whole > 0 && whole <= l.ll_coll_bytes && (n > 2 || whole <= MiB))
+      if (n >= 2 && whole > 0 && whole <= l.ll_coll_bytes &&
+          (n > 2 || whole <= MiB || !ring_kernel))
         return Algo::Direct;
-      if (n > 4 && whole <= 4 * MiB) return Algo::Rhd;
+      if (n > 2 && whole <= 4 * MiB && (n > 4 || !ring_kernel)) return Algo::Rhd;
       return Algo::Ring;
     default: return AlgoPolicy::auto_choice(c, n, whole);
   }

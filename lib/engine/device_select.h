@@ -69,11 +69,12 @@ DevChoice select_device_kernel(const DevCall& call, const DevLimits& lim);
 // offers decide up to tens of MiB. `whole` is the whole message.
 //   all-reduce: direct (the one-shot kernel) up to lim.oneshot_bytes (n <= 8);
 //     twoshot (its kernel) up to lim.twoshot_bytes; direct while the n-1
-//     copies stay within 1 MiB (n <= 8); rhd up to 8 MiB (n > 4; 4 MiB at
-//     3-4 ranks); ring.
+//     copies stay within 1 MiB (n <= 8); rhd up to 8 MiB (n > 2; 4 MiB at
+//     3-4 ranks when the fused ring kernel takes the size); ring.
 //   all-gather, reduce-scatter: direct (the LL-collective kernel) up to
-//     lim.ll_coll_bytes (at most 1 MiB at n = 2); rhd up to 4 MiB (n > 4);
-//     ring.
+//     lim.ll_coll_bytes (at n = 2 only up to 1 MiB when the fused ring
+//     kernel takes the size); rhd up to 4 MiB (n > 2; n > 4 when the fused
+//     ring kernel takes the size); ring.
 //   the others: the host rule (broadcast and reduce take the LL kernel by
 //     the table's row whenever they are not forced; all-to-all is direct).
 Algo device_auto_algo(Coll c, uint64_t whole, const DevLimits& lim);

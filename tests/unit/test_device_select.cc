@@ -176,6 +176,7 @@ DevLimits kernels(int n, uint64_t oneshot, uint64_t twoshot, uint64_t ll_coll) {
   l.oneshot_bytes = oneshot;
   l.twoshot_bytes = twoshot;
   l.ll_coll_bytes = ll_coll;
+  l.ring_bytes = 1 << 20;  // the fused ring kernel from 1 MiB, as by default
   return l;
 }
 
@@ -197,13 +198,20 @@ TEST(DeviceAlgo, LlCollSizesAreDirect) {
       for (uint64_t bytes : {uint64_t(8), uint64_t(4096), lim})
         EXPECT_EQ(chosen("", c, bytes, l), Algo::Direct)
             << coll_name(c) << " " << n << " " << bytes;
-      // Above the kernel: rhd up to 4 MiB beyond 4 ranks, else the ring.
-      const Algo above = n > 4 ? Algo::Rhd : Algo::Ring;
-      EXPECT_EQ(chosen("", c, lim + 8, l), above) << n;
-      EXPECT_EQ(chosen("", c, 0, l), above) << n;
-      EXPECT_EQ(device_auto_algo(c, 4096, kernels(n, 0, 0, 0)), above);
-      EXPECT_EQ(chosen("", c, 4 * MiB, l), above) << n;
+      // Above the kernel: rhd (n > 2) up to 4 MiB, but at 3-4 ranks only
+      // below the fused ring kernel's 1 MiB; then the ring.
+      const Algo small = n > 2 ? Algo::Rhd : Algo::Ring;
+      const Algo big = n > 4 ? Algo::Rhd : Algo::Ring;
+      EXPECT_EQ(chosen("", c, lim + 8, l), small) << n;
+      EXPECT_EQ(chosen("", c, 0, l), small) << n;
+      EXPECT_EQ(device_auto_algo(c, 4096, kernels(n, 0, 0, 0)), small);
+      EXPECT_EQ(chosen("", c, MiB, l), big) << n;
+      EXPECT_EQ(chosen("", c, 4 * MiB, l), big) << n;
       EXPECT_EQ(chosen("", c, 4 * MiB + 8, l), Algo::Ring) << n;
+      // Without the fused ring kernel rhd keeps its 4 MiB at every n > 2.
+      DevLimits off = l;
+      off.ring_bytes = 0;
+      EXPECT_EQ(chosen("", c, 4 * MiB, off), small) << n;
     }
   // The default 2 MiB limit: two ranks leave the kernel above 1 MiB (the
   // ring kernel is faster there); more ranks use all of it.
@@ -211,6 +219,9 @@ TEST(DeviceAlgo, LlCollSizesAreDirect) {
     EXPECT_EQ(chosen("", c, MiB, kernels(2, 0, 0, 2 * MiB)), Algo::Direct);
     EXPECT_EQ(chosen("", c, MiB + 8, kernels(2, 0, 0, 2 * MiB)), Algo::Ring);
     EXPECT_EQ(chosen("direct", c, 2 * MiB, kernels(2, 0, 0, 2 * MiB)), Algo::Direct);
+    DevLimits no_ring = kernels(2, 0, 0, 2 * MiB);
+    no_ring.ring_bytes = 0;  // without the ring kernel the LL kernel keeps its limit
+    EXPECT_EQ(chosen("", c, 2 * MiB, no_ring), Algo::Direct);
     for (int n : {3, 4, 8})
       EXPECT_EQ(chosen("", c, 2 * MiB, kernels(n, 0, 0, 2 * MiB)), Algo::Direct) << n;
   }
@@ -280,6 +291,9 @@ TEST(DeviceAlgo, TwoShotSizesAreTwoShot) {
   EXPECT_EQ(device_auto_algo(Coll::AllReduce, MiB, kernels(4, 64 * KiB, 0, 0)), Algo::Rhd);
   EXPECT_EQ(device_auto_algo(Coll::AllReduce, 4 * MiB, kernels(4, 64 * KiB, 0, 0)), Algo::Rhd);
   EXPECT_EQ(device_auto_algo(Coll::AllReduce, 4 * MiB + 4, kernels(4, 64 * KiB, 0, 0)), Algo::Ring);
+  DevLimits no_ring = kernels(4, 64 * KiB, 0, 0);
+  no_ring.ring_bytes = 0;  // the plan's ring: rhd keeps its 8 MiB
+  EXPECT_EQ(device_auto_algo(Coll::AllReduce, 8 * MiB, no_ring), Algo::Rhd);
   // One-shot off: small all-reduce goes to the two-shot kernel.
   EXPECT_EQ(device_auto_algo(Coll::AllReduce, 8, kernels(4, 0, 4 * MiB, 0)), Algo::TwoShot);
   EXPECT_EQ(device_auto_algo(Coll::AllReduce, 16 * MiB, kernels(8, 64 * KiB, 4 * MiB, 0)),
