@@ -6,6 +6,8 @@
 //   mycoll-perf all_reduce --mem cuda --np 8 --vs nccl ...  8 GPUs, against NCCL
 //
 // See README.md for every flag and the exact command lines.
+#include <malloc.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -113,6 +115,23 @@ int run_vs_gloo(mycollComm_t comm, int rank, int nranks, const Options& o) {
   return rc;
 }
 
+// MYCOLL_PERF_KEEP_FREED=1: freed memory stays in the process (glibc: no
+// mmap'd chunks, no trimming), for both libraries alike. Open MPI's large
+// collectives allocate and free temporary buffers of their message's size
+// per call; given back to the system, the next calls of either library map
+// fresh pages, and where a hypervisor shadows page tables (the 2-core VMs
+// of docs/performance.md) the next tens of calls ran up to 10x slower: each
+// collective's first size after another's 64 MiB, and MPI's own large
+// all-reduce, reduce and reduce-scatter (docs/performance.md, "Session 20:
+// the first lap"). Off by default: the published tables were measured
+// without it.
+void keep_freed_memory() {
+  const char* v = std::getenv("MYCOLL_PERF_KEEP_FREED");
+  if (v == nullptr || std::strcmp(v, "1") != 0) return;
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, -1);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -125,6 +144,7 @@ int main(int argc, char** argv) {
   if (!mycoll_perf::parse_options(argc, argv, &o, &exit_code)) return exit_code;
   // Host buffers want host communicators even on a machine with GPUs.
   if (!o.cuda()) setenv("MYCOLL_HOST_COMM", "1", 0);
+  if (o.vs_mpi || o.vs_gloo) keep_freed_memory();
 
   if (o.vs_mpi) {
     if (o.np > 0) {
