@@ -16,14 +16,19 @@ const char* dev_kernel_name(DevKernel k) {
 
 namespace {
 
+// Whether the fused ring kernel takes a ring call of `whole` bytes.
+bool ring_kernel_size(const DevLimits& l, uint64_t whole) {
+  return !l.any_proxy && l.ring_bytes > 0 && whole >= l.ring_bytes;
+}
+
 bool ring_row(const DevCall& c, const DevLimits& l, uint64_t whole) {
-  if (l.any_proxy || c.algo != Algo::Ring || l.ring_bytes == 0) return false;
+  if (c.algo != Algo::Ring) return false;
   switch (c.coll) {
     case Coll::AllReduce:
     case Coll::AllGather:
     case Coll::ReduceScatter:
     case Coll::Broadcast:
-    case Coll::Reduce: return whole >= l.ring_bytes;
+    case Coll::Reduce: return ring_kernel_size(l, whole);
     default: return false;
   }
 }
@@ -76,9 +81,9 @@ DevChoice select_device_kernel(const DevCall& c, const DevLimits& l) {
 Algo device_auto_algo(Coll c, uint64_t whole, const DevLimits& l) {
   const int n = l.nranks;
   constexpr uint64_t MiB = uint64_t(1) << 20;
-  // Whether a ring call of this size runs the fused ring kernel (the rules
-  // below that prefer the ring hold for that kernel, not the plan's ring).
-  const bool ring_kernel = l.ring_bytes > 0 && whole >= l.ring_bytes;
+  // The rules below that prefer the ring hold for the fused ring kernel,
+  // not the plan's ring.
+  const bool ring_kernel = ring_kernel_size(l, whole);
   switch (c) {
     case Coll::AllReduce:
       if (n >= 2 && n <= 8 && whole <= l.oneshot_bytes) return Algo::Direct;
