@@ -15,15 +15,14 @@
 #include <string>
 
 #include "bench.h"
-#include "launch.h"
 #include "gloo_compare.h"
+#include "launch.h"
 #include "mpi_compare.h"
 #include "options.h"
 
 #ifdef MYCOLL_PERF_CUDA
 #include "gpu_launch.h"
 #endif
-
 
 namespace {
 
@@ -161,7 +160,8 @@ int main(int argc, char** argv) {
       std::printf("SKIP: no GPU (mycoll-perf built without CUDA)\n");
       return 0;
     }
-    std::fprintf(stderr, "mycoll-perf: --mem cuda: built without CUDA (no nvcc at configure time)\n");
+    std::fprintf(stderr,
+                 "mycoll-perf: --mem cuda: built without CUDA (no nvcc at configure time)\n");
     return 2;
 #endif
   }
