@@ -79,6 +79,12 @@ const std::vector<EnvVar>& env_registry() {
        "are treated as one host (shm allowed)."},
       {"MYCOLL_SHM_FIFO_BYTES", "bytes", "4M",
        "Size of each shared-memory FIFO (one per ordered pair of ranks)."},
+      {"MYCOLL_SHM_READ_BYTES", "bytes", "0",
+       "Shared memory: messages of collectives that do not reduce (and send/recv) of at least "
+       "this size are read by the receiver straight from the sender's buffer (process_vm_readv: "
+       "one copy, but the sender waits for the reader) instead of going through the FIFO (two "
+       "copies, on both sides at once, and the sender may run ahead). 0 = never (measured "
+       "faster at 2-8 ranks, see docs/performance.md). Each rank decides for what it sends."},
       {"MYCOLL_SOCKET_BUFFER_BYTES", "bytes", "0",
        "SO_SNDBUF/SO_RCVBUF for socket transport connections (0 = OS default, autotuned)."},
       {"MYCOLL_CHUNK_BYTES", "bytes", "512K",
@@ -362,6 +368,7 @@ Config Config::from_env() {
   c.shm_fifo_bytes = parse_bytes(env_get("MYCOLL_SHM_FIFO_BYTES"), "MYCOLL_SHM_FIFO_BYTES");
   if (c.shm_fifo_bytes < 4096)
     throw_error(mycollInvalidArgument, "MYCOLL_SHM_FIFO_BYTES must be at least 4K");
+  c.shm_read_bytes = parse_bytes(env_get("MYCOLL_SHM_READ_BYTES"), "MYCOLL_SHM_READ_BYTES");
   c.socket_buffer_bytes =
       parse_bytes(env_get("MYCOLL_SOCKET_BUFFER_BYTES"), "MYCOLL_SOCKET_BUFFER_BYTES");
   c.chunk_bytes = parse_bytes(env_get("MYCOLL_CHUNK_BYTES"), "MYCOLL_CHUNK_BYTES");

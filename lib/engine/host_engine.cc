@@ -382,7 +382,8 @@ class Exec {
       // The header as a record, the payload inside it when it fits.
       if (s.hdr_done == 0) {
         const bool inline_payload = sizeof(MsgHeader) + s.bytes <= st_->rec_max[s.op->peer];
-        if (!inline_payload && s.bytes >= kRemoteReadMinBytes && !coll_reduces(s.hdr.coll) &&
+        const size_t read_min = comm_->cfg.shm_read_bytes;
+        if (!inline_payload && read_min > 0 && s.bytes >= read_min && !coll_reduces(s.hdr.coll) &&
             c.remote_read_ok()) {
           MsgHeader h = s.hdr;
           h.pad = kPayloadRemote;

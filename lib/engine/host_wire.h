@@ -47,12 +47,10 @@ constexpr uint8_t kNone = 0xff;
 // holds the header and the 8-byte address; Connection::expose).
 constexpr uint8_t kPayloadInlineOrStream = 0;
 constexpr uint8_t kPayloadRemote = 1;
-// Messages of at least this many bytes (64 KiB: below, the syscall costs
-// more than the second copy saves) of collectives that do not reduce
-// (and point-to-point) go as remote reads where the connection offers them:
-// one copy instead of two through the ring. Reductions keep the ring (they
-// read the payload once either way).
-constexpr size_t kRemoteReadMinBytes = 64 * 1024;
+// Messages of at least MYCOLL_SHM_READ_BYTES (Config::shm_read_bytes) of
+// collectives that do not reduce (and point-to-point) go as remote reads
+// where the connection offers them: one copy instead of two through the
+// ring. Reductions keep the ring (they read the payload once either way).
 // Largest single remote read (the loop moves other transfers in between).
 constexpr size_t kRemoteReadChunkBytes = 4 * 1024 * 1024;
 

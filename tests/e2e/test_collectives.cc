@@ -73,4 +73,63 @@ INSTANTIATE_TEST_SUITE_P(Host, Collectives,
                                                               "direct", "twoshot")),
                          name);
 
+// MYCOLL_SHM_READ_BYTES moves the point where shm messages of collectives
+// that do not reduce (and send/recv) switch from the FIFO to the receiver
+// reading the sender's buffer: 0 (never), 1 (every message too large for a
+// record), 4K. Every collective, every element checked, ranks deciding
+// differently in the mixed case (each rank decides for what it sends).
+using ReadParam = std::tuple<std::string /*threshold, or "mixed"*/, int /*nranks*/>;
+class ShmRemoteRead : public ::testing::TestWithParam<ReadParam> {};
+
+TEST_P(ShmRemoteRead, EveryElementMatchesReference) {
+  const std::string threshold = std::get<0>(GetParam());
+  const int nranks = std::get<1>(GetParam());
+  LaunchOptions opt;
+  opt.nranks = nranks;
+  opt.env = {
+      {"MYCOLL_TRANSPORT", "shm"}, {"MYCOLL_TIMEOUT", "60"}, {"MYCOLL_SHM_FIFO_BYTES", "64K"}};
+  if (threshold != "mixed") opt.env["MYCOLL_SHM_READ_BYTES"] = threshold;
+  opt.timeout_s = 300;
+  auto res = run_ranks(opt, [&](mycollComm_t comm, int rank, int n, const mycollUniqueId&) {
+    (void)n;
+    if (threshold == "mixed") {
+      // Settings are read at init: odd ranks read every message too large
+      // for a record, even ranks never, in a communicator split off after.
+      setenv("MYCOLL_SHM_READ_BYTES", rank % 2 ? "1" : "0", 1);
+      mycollComm_t sub = nullptr;
+      if (mycollCommSplit(comm, 0, rank, &sub) != mycollSuccess) return 2;
+      comm = sub;
+    }
+    const size_t counts[] = {1, 7, 1001, 100003};
+    MemOps mem = host_mem();
+    int seed = 0, rc = 0;
+    for (CollKind kind : kAllKinds) {
+      if (kind_reduces(kind)) continue;
+      std::vector<int> roots = {0};
+      if (kind_rooted(kind)) roots = {0, nranks - 1};
+      for (mycollDataType_t t : {mycollInt8, mycollFloat32, mycollFloat64})
+        for (size_t count : counts)
+          for (int root : roots)
+            for (bool inplace : {false, true}) {
+              if (kind == CollKind::SendRecvRing && inplace) continue;
+              CheckCase c{kind, t, mycollSum, count, root, inplace, ++seed % 17};
+              std::string err;
+              if (!check(run_and_check(comm, c, mem, &err), err)) rc = 1;
+              if (rc) break;
+            }
+    }
+    if (threshold == "mixed") mycollCommDestroy(comm);
+    return rc;
+  });
+  EXPECT_EQ(describe_failures(res), "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Host, ShmRemoteRead,
+                         ::testing::Combine(::testing::Values("0", "1", "4K", "mixed"),
+                                            ::testing::Values(2, 3)),
+                         [](const ::testing::TestParamInfo<ReadParam>& info) {
+                           return "read_" + std::get<0>(info.param) + "_" +
+                                  std::to_string(std::get<1>(info.param)) + "ranks";
+                         });
+
 }  // namespace

@@ -31,6 +31,13 @@ TEST(Config, FromEnvReadsEveryVariableAndNamesBadOnes) {
   Config c = Config::from_env();
   EXPECT_DOUBLE_EQ(c.timeout_s, 7.5);
   EXPECT_EQ(c.shm_fifo_bytes, 1u << 20);
+  setenv("MYCOLL_SHM_READ_BYTES", "0", 1);
+  EXPECT_EQ(Config::from_env().shm_read_bytes, 0u);
+  setenv("MYCOLL_SHM_READ_BYTES", "2M", 1);
+  EXPECT_EQ(Config::from_env().shm_read_bytes, 2u << 20);
+  setenv("MYCOLL_SHM_READ_BYTES", "lots", 1);
+  EXPECT_THROW(Config::from_env(), Error);
+  unsetenv("MYCOLL_SHM_READ_BYTES");
   setenv("MYCOLL_TIMEOUT", "soon", 1);
   try {
     Config::from_env();
