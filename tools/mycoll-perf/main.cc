@@ -114,19 +114,20 @@ int run_vs_gloo(mycollComm_t comm, int rank, int nranks, const Options& o) {
   return rc;
 }
 
-// MYCOLL_PERF_KEEP_FREED=1: freed memory stays in the process (glibc: no
-// mmap'd chunks, no trimming), for both libraries alike. Open MPI's large
-// collectives allocate and free temporary buffers of their message's size
-// per call; given back to the system, the next calls of either library map
-// fresh pages, and where a hypervisor shadows page tables (the 2-core VMs
-// of docs/performance.md) the next tens of calls ran up to 10x slower: each
+// With --vs mpi / --vs gloo, freed memory stays in the process (glibc: no
+// mmap'd chunks, no trimming), for both libraries alike;
+// MYCOLL_PERF_KEEP_FREED=0 turns that off. Open MPI's large collectives
+// allocate and free temporary buffers of their message's size per call;
+// given back to the system, the next calls of either library map fresh
+// pages, and where a hypervisor shadows page tables (the 2-core VMs of
+// docs/performance.md) the next tens of calls ran up to 10x slower: each
 // collective's first size after another's 64 MiB, and MPI's own large
 // all-reduce, reduce and reduce-scatter (docs/performance.md, "Session 20:
-// the first lap"). Off by default: the published tables were measured
-// without it.
+// the first lap"). On by default since session 21: it measures the
+// libraries, not the hypervisor's cost of a page's first use.
 void keep_freed_memory() {
   const char* v = std::getenv("MYCOLL_PERF_KEEP_FREED");
-  if (v == nullptr || std::strcmp(v, "1") != 0) return;
+  if (v != nullptr && std::strcmp(v, "0") == 0) return;
   mallopt(M_MMAP_MAX, 0);
   mallopt(M_TRIM_THRESHOLD, -1);
 }
