@@ -15,6 +15,24 @@ namespace {
 
 using Param = std::tuple<std::string /*transport*/, int /*nranks*/, std::string /*algo*/>;
 
+// Every (dtype, op, count, root, out of place / in place) case of one
+// collective, each output element checked; false at the first wrong one.
+bool check_cases(mycollComm_t comm, CollKind kind, const std::vector<mycollDataType_t>& types,
+                 const std::vector<mycollRedOp_t>& ops, const std::vector<size_t>& counts,
+                 const std::vector<int>& roots, const MemOps& mem, int* seed) {
+  for (mycollDataType_t t : types)
+    for (mycollRedOp_t op : ops)
+      for (size_t count : counts)
+        for (int root : roots)
+          for (bool inplace : {false, true}) {
+            if (kind == CollKind::SendRecvRing && inplace) continue;
+            CheckCase c{kind, t, op, count, root, inplace, ++*seed % 17};
+            std::string err;
+            if (!check(run_and_check(comm, c, mem, &err), err)) return false;
+          }
+  return true;
+}
+
 class Collectives : public ::testing::TestWithParam<Param> {};
 
 TEST_P(Collectives, EveryElementMatchesReference) {
@@ -31,26 +49,17 @@ TEST_P(Collectives, EveryElementMatchesReference) {
              {"MYCOLL_SHM_FIFO_BYTES", "64K"}};
   opt.timeout_s = 600;
   auto res = run_ranks(opt, [&](mycollComm_t comm, int rank, int n, const mycollUniqueId&) {
-    const size_t counts[] = {0, 1, 7, 1001};
+    const std::vector<size_t> counts = {0, 1, 7, 1001};
+    const std::vector<mycollDataType_t> types(std::begin(kAllTypes), std::end(kAllTypes));
     MemOps mem = host_mem();
     int seed = 0;
     for (CollKind kind : kAllKinds) {
       if (!algo_serves(algo, kind)) continue;
       std::vector<int> roots = {0};
       if (kind_rooted(kind)) roots = {0, n - 1, n / 2};
-      for (mycollDataType_t t : kAllTypes) {
-        std::vector<mycollRedOp_t> ops = {mycollSum};
-        if (kind_reduces(kind)) ops.assign(std::begin(kAllOps), std::end(kAllOps));
-        for (mycollRedOp_t op : ops)
-          for (size_t count : counts)
-            for (int root : roots)
-              for (bool inplace : {false, true}) {
-                if (kind == CollKind::SendRecvRing && inplace) continue;
-                CheckCase c{kind, t, op, count, root, inplace, ++seed % 17};
-                std::string err;
-                if (!check(run_and_check(comm, c, mem, &err), err)) return 1;
-              }
-      }
+      std::vector<mycollRedOp_t> ops = {mycollSum};
+      if (kind_reduces(kind)) ops.assign(std::begin(kAllOps), std::end(kAllOps));
+      if (!check_cases(comm, kind, types, ops, counts, roots, mem, &seed)) return 1;
       // One larger message per collective: many chunks, uneven splits.
       CheckCase big{kind, mycollFloat32, mycollSum, 100003, n - 1, false, 3};
       std::string err;
@@ -100,23 +109,17 @@ TEST_P(ShmRemoteRead, EveryElementMatchesReference) {
       if (mycollCommSplit(comm, 0, rank, &sub) != mycollSuccess) return 2;
       comm = sub;
     }
-    const size_t counts[] = {1, 7, 1001, 100003};
     MemOps mem = host_mem();
     int seed = 0, rc = 0;
     for (CollKind kind : kAllKinds) {
       if (kind_reduces(kind)) continue;
       std::vector<int> roots = {0};
       if (kind_rooted(kind)) roots = {0, nranks - 1};
-      for (mycollDataType_t t : {mycollInt8, mycollFloat32, mycollFloat64})
-        for (size_t count : counts)
-          for (int root : roots)
-            for (bool inplace : {false, true}) {
-              if (kind == CollKind::SendRecvRing && inplace) continue;
-              CheckCase c{kind, t, mycollSum, count, root, inplace, ++seed % 17};
-              std::string err;
-              if (!check(run_and_check(comm, c, mem, &err), err)) rc = 1;
-              if (rc) break;
-            }
+      if (!check_cases(comm, kind, {mycollInt8, mycollFloat32, mycollFloat64}, {mycollSum},
+                       {1, 7, 1001, 100003}, roots, mem, &seed)) {
+        rc = 1;
+        break;
+      }
     }
     if (threshold == "mixed") mycollCommDestroy(comm);
     return rc;
