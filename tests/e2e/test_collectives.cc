@@ -100,7 +100,6 @@ TEST_P(ShmRemoteRead, EveryElementMatchesReference) {
   if (threshold != "mixed") opt.env["MYCOLL_SHM_READ_BYTES"] = threshold;
   opt.timeout_s = 300;
   auto res = run_ranks(opt, [&](mycollComm_t comm, int rank, int n, const mycollUniqueId&) {
-    (void)n;
     if (threshold == "mixed") {
       // Settings are read at init: odd ranks read every message too large
       // for a record, even ranks never, in a communicator split off after.
@@ -114,7 +113,7 @@ TEST_P(ShmRemoteRead, EveryElementMatchesReference) {
     for (CollKind kind : kAllKinds) {
       if (kind_reduces(kind)) continue;
       std::vector<int> roots = {0};
-      if (kind_rooted(kind)) roots = {0, nranks - 1};
+      if (kind_rooted(kind)) roots = {0, n - 1};
       if (!check_cases(comm, kind, {mycollInt8, mycollFloat32, mycollFloat64}, {mycollSum},
                        {1, 7, 1001, 100003}, roots, mem, &seed)) {
         rc = 1;
