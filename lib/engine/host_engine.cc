@@ -19,10 +19,10 @@
 #include <exception>
 #include <utility>
 
-#include "comm/comm.h"
 #include "base/error.h"
-#include "comm/flight_recorder.h"
 #include "base/log.h"
+#include "comm/comm.h"
+#include "comm/flight_recorder.h"
 #include "engine/host_wire.h"
 #include "engine/reduce.h"
 
@@ -42,8 +42,8 @@ struct OpState {
   size_t hdr_done = 0;
   size_t done = 0;
   bool complete = false;
-  bool records = false;  // the header travels as a record (conn->record_max() > 0)
-  bool remote = false;   // the payload is read from the sender's memory (kPayloadRemote)
+  bool records = false;      // the header travels as a record (conn->record_max() > 0)
+  bool remote = false;       // the payload is read from the sender's memory (kPayloadRemote)
   uint64_t remote_addr = 0;  // receiver: where, in the sender
   uint64_t ticket = 0;       // sender: Connection::expose() ticket
   unsigned char carry[16];
@@ -152,8 +152,8 @@ class Exec {
     }
     if (idle > comm_->cfg.timeout_s)
       throw_error(mycollTimeout, where() + ": no progress for " +
-                                     std::to_string(static_cast<int>(idle)) + " s (MYCOLL_TIMEOUT) " +
-                                     waiting_on());
+                                     std::to_string(static_cast<int>(idle)) +
+                                     " s (MYCOLL_TIMEOUT) " + waiting_on());
   }
 
   // Marks the communicator failed and returns the error to report
@@ -301,8 +301,7 @@ class Exec {
         if (op.kind == OpKind::Send) continue;
         const bool transfer = op.kind == OpKind::Recv || op.kind == OpKind::RecvReduce;
         const char* d = resolve(t, op.dst, es);
-        const size_t n =
-            (op.kind == OpKind::Copy ? op.src.count : op.dst.count) * es;
+        const size_t n = (op.kind == OpKind::Copy ? op.src.count : op.dst.count) * es;
         if (overlaps(d, transfer ? op.dst.count * es : n, from, s.bytes)) stable = false;
       }
       if (!stable) continue;
@@ -349,8 +348,8 @@ class Exec {
   void record_waiting() {
     for (const OpState& s : st_->ops) {
       if (s.complete) continue;
-      comm_->flight->waiting((*tasks_)[task_].seq, s.op->peer, s.op->kind == OpKind::Send,
-                             s.done, s.bytes);
+      comm_->flight->waiting((*tasks_)[task_].seq, s.op->peer, s.op->kind == OpKind::Send, s.done,
+                             s.bytes);
       return;
     }
   }
@@ -366,9 +365,9 @@ class Exec {
     const Task& t = (*tasks_)[task_];
     std::string ops;
     for (const OpState& st : st_->ops) {
-      const char* what = st.op->kind == OpKind::Send ? "send to" : st.op->kind == OpKind::Recv
-                                                                      ? "recv from"
-                                                                      : "recv+reduce from";
+      const char* what = st.op->kind == OpKind::Send   ? "send to"
+                         : st.op->kind == OpKind::Recv ? "recv from"
+                                                       : "recv+reduce from";
       ops += fmt::format("{}{} rank {} {} B", ops.empty() ? "" : ", ", what, st.op->peer, st.bytes);
     }
     trace("{} {} step {}/{}: {}", coll_name(t.coll), algo_name(t.algo), step_ + 1,
