@@ -77,7 +77,7 @@ const std::vector<EnvVar>& env_registry() {
       {"MYCOLL_HOST_ID", "string", "",
        "Override this process' host identity (default: hostname + boot id). Ranks with equal ids "
        "are treated as one host (shm allowed)."},
-      {"MYCOLL_SHM_FIFO_BYTES", "bytes", "4M",
+      {"MYCOLL_SHM_FIFO_BYTES", "bytes", "1M",
        "Size of each shared-memory FIFO (one per ordered pair of ranks)."},
       {"MYCOLL_SHM_READ_BYTES", "bytes", "0",
        "Shared memory: messages of collectives that do not reduce (and send/recv) of at least "

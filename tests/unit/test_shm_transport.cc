@@ -527,7 +527,7 @@ TEST(ShmTransport, RecordGeometryIsPowersOfTwo) {
     EXPECT_EQ(g.slot_bytes % 64, 0u) << cap;
     EXPECT_GE(g.slots, 16u) << cap;
     EXPECT_LE(g.slot_bytes, 4096u) << cap;
-    EXPECT_LE(uint64_t(g.slots) * g.slot_bytes, std::max<uint64_t>(8192, cap / 8)) << cap;
+    EXPECT_LE(uint64_t(g.slots) * g.slot_bytes, std::max<uint64_t>(8192, cap / 4)) << cap;
   }
 }
 

@@ -493,7 +493,7 @@ Fifo::Fifo(std::string name, void* base, size_t map_bytes, const FifoGeometry& g
 RecordGeometry record_geometry(uint64_t capacity) {
   // Powers of two: the slot of record i is i & (slots - 1).
   uint64_t area = 8 * 1024;
-  while (area < 256 * 1024 && area * 2 <= capacity / 8) area *= 2;
+  while (area < 256 * 1024 && area * 2 <= capacity / 4) area *= 2;
   const uint64_t slot = std::min<uint64_t>(4096, area / 16);
   return RecordGeometry{static_cast<uint32_t>(area / slot), static_cast<uint32_t>(slot)};
 }

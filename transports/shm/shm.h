@@ -121,9 +121,11 @@ class Fifo {
   FifoGeometry geo_;
 };
 
-// Record geometry for a FIFO of `capacity` data bytes: about an eighth of
+// Record geometry for a FIFO of `capacity` data bytes: up to a quarter of
 // it (8 KiB..256 KiB, a power of two) in a power of two of slots of up to
-// 4 KiB (16..64 slots).
+// 4 KiB (16..64 slots). The default 1 MiB ring gets the full 64 slots: a
+// root that only sends small messages runs up to 64 records ahead
+// (docs/performance.md, "Session 22").
 struct RecordGeometry {
   uint32_t slots;
   uint32_t slot_bytes;
