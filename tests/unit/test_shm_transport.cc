@@ -528,6 +528,10 @@ TEST(ShmTransport, RecordGeometryIsPowersOfTwo) {
     EXPECT_GE(g.slots, 16u) << cap;
     EXPECT_LE(g.slot_bytes, 4096u) << cap;
     EXPECT_LE(uint64_t(g.slots) * g.slot_bytes, std::max<uint64_t>(8192, cap / 4)) << cap;
+    if (cap >= (uint64_t(1) << 20)) {  // the default ring and larger: the full record area
+      EXPECT_EQ(g.slots, 64u) << cap;
+      EXPECT_EQ(g.slot_bytes, 4096u) << cap;
+    }
   }
 }
 
