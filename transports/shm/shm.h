@@ -79,7 +79,8 @@ struct FifoHeader {
   alignas(128) std::atomic<uint64_t> rec_tail;
   alignas(128) std::atomic<uint64_t> remote_released;  // exposed buffers the reader released
 };
-static_assert(std::atomic<uint64_t>::is_always_lock_free, "shm FIFO needs lock-free 64-bit atomics");
+static_assert(std::atomic<uint64_t>::is_always_lock_free,
+              "shm FIFO needs lock-free 64-bit atomics");
 static_assert(sizeof(FifoHeader) <= kFifoDataOffset, "header too large");
 
 // One process's mapping of one FIFO.
