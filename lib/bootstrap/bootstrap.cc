@@ -73,6 +73,7 @@ class BootstrapImpl final : public Bootstrap {
   void abort() override { abort_internal("rank " + std::to_string(rank_) + " aborted", true); }
   void fail_with(const std::string& reason) override { abort_internal(reason, true, true); }
   std::string remote_failure(double wait_s) override;
+  PeerTrouble peer_trouble(double wait_s, const std::vector<bool>& watched) override;
 
  private:
   struct Outgoing {
@@ -358,6 +359,23 @@ std::string BootstrapImpl::remote_failure(double wait_s) {
   std::string all;
   for (const std::string& r : remote_) all += (all.empty() ? "" : "; ") + r;
   return all;
+}
+
+Bootstrap::PeerTrouble BootstrapImpl::peer_trouble(double wait_s,
+                                                   const std::vector<bool>& watched) {
+  auto closed = [&]() -> int {
+    for (int p = 0; p < nranks_ && p < static_cast<int>(watched.size()); ++p)
+      if (watched[p] && !closed_[p].empty()) return p;
+    return -1;
+  };
+  std::unique_lock<std::mutex> lk(mu_);
+  cv_.wait_for(lk, std::chrono::duration<double>(wait_s),
+               [&] { return !remote_.empty() || closed() >= 0; });
+  PeerTrouble t;
+  for (const std::string& r : remote_) t.reports += (t.reports.empty() ? "" : "; ") + r;
+  t.closed = closed();
+  if (t.closed >= 0) t.closed_why = closed_[t.closed];
+  return t;
 }
 
 void BootstrapImpl::io_accept(std::vector<std::unique_ptr<ServerHandshake>>& pending,

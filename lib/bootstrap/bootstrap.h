@@ -93,6 +93,22 @@ class Bootstrap {
     (void)wait_s;
     return "";
   }
+  // What a communicator that is busy on the GPU, with no host call waiting
+  // on any link, watches for (lib/engine/peer_watch.h): failure reports
+  // from other ranks, or the link from a rank in `watched` ending (its
+  // process exited or was killed). Waits up to wait_s for either.
+  struct PeerTrouble {
+    std::string reports;     // "; "-joined, first first ("" none)
+    int closed = -1;         // a watched rank whose link ended (-1 none)
+    std::string closed_why;  // "closed (process exited or aborted?)", ...
+    bool any() const { return !reports.empty() || closed >= 0; }
+  };
+  virtual PeerTrouble peer_trouble(double wait_s, const std::vector<bool>& watched) {
+    (void)watched;
+    PeerTrouble t;
+    t.reports = remote_failure(wait_s);
+    return t;
+  }
 };
 
 // Network helpers shared with the socket transport.

@@ -27,6 +27,7 @@
 #include "engine/device_plan_build.h"
 #include "engine/device_select.h"
 #include "engine/gpu_proxy.h"
+#include "engine/peer_watch.h"
 #include "kernels/device_plan.h"
 #include "kernels/launch.h"
 #include "transports/cuda_ipc/cuda_ipc.h"
@@ -46,6 +47,9 @@ inline constexpr uint64_t kLlSlotBytes = 16384;
 inline constexpr int kProxySlots = 8;
 inline constexpr uint64_t kProxySlotBytes = 65536;
 inline constexpr int kProxyChannels = 8;
+// How often the peer watch looks at this rank's kernel error (it wakes at
+// once for a peer's report or a closed link).
+inline constexpr double kWatchPeriodSeconds = 0.02;
 // The plan kernel runs on at most MYCOLL_GPU_PLAN_CHANNELS (32), the ring
 // kernel on all MYCOLL_NCHANNELS: measured in docs/performance.md.
 // Largest broadcast and reduce the LL-collective kernel runs (the table in
@@ -100,7 +104,12 @@ class DeviceCommImpl : public DeviceComm {
   void share_gpu(const mycollComm& c);
   void init_copy(void* dst, const void* src, size_t bytes);
   std::vector<DevPeer> make_peers(const std::vector<bool>& ipc);
-  void proxy_failed(mycollResult_t code, const std::string& why);  // from the proxy thread
+  // A peer failed: this rank's proxy connection to it broke (the proxy
+  // thread), or the peer watch heard of it (its thread); see stop_for_peer.
+  void proxy_failed(mycollResult_t code, const std::string& why) { stop_for_peer(code, why); }
+  void peer_failed(const Bootstrap::PeerTrouble& t);
+  void stop_for_peer(mycollResult_t code, const std::string& why);
+  void start_watch();
   void init_p2p_ll(const DevComm& dc, const std::vector<bool>& ipc);
   // Caches (device_comm_cache.cc).
   int channels_for(size_t bytes) const;
@@ -153,6 +162,7 @@ class DeviceCommImpl : public DeviceComm {
   bool any_proxy_ = false;  // some rank of the communicator has proxy peers
   DevLimits limits_;        // the selection table's fixed inputs (set at init)
   std::unique_ptr<GpuProxy> proxy_;
+  std::unique_ptr<PeerWatch> watch_;  // joined first in the destructor
   DevComm* d_comm_ = nullptr;
   std::map<std::tuple<int, int, int, bool, size_t, int, bool>, DevPlan> plans_;
   std::map<std::vector<uint64_t>, P2pEntry> p2p_plans_;

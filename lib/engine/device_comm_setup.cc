@@ -165,6 +165,7 @@ DeviceCommImpl::DeviceCommImpl(mycollComm& c) : c_(c), dev_(c.cuda_device) {
   limits_.ll_coll_bytes = uint64_t(std::max(geom_.lc_bytes, 0));
   limits_.ll_bcast_bytes = kLlBroadcastBytes;
   limits_.ll_reduce_bytes = kLlReduceBytes;
+  start_watch();
 }
 
 // Peers may still write counters into this inbox after our last kernel
@@ -173,6 +174,7 @@ DeviceCommImpl::DeviceCommImpl(mycollComm& c) : c_(c), dev_(c.cuda_device) {
 // (destroy is then collective over those ranks, bounded by MYCOLL_TIMEOUT).
 DeviceCommImpl::~DeviceCommImpl() {
   closing_.store(true);  // a failing proxy stops waiting for causes (proxy_failed)
+  watch_.reset();        // peers close their links after the barrier below: not a failure
   bool other_process = false;
   for (int r = 0; r < c_.nranks; ++r) {
     if (r == c_.rank || c_.transport_of[r] != "cuda_ipc") continue;
@@ -331,17 +333,18 @@ std::vector<DevPeer> DeviceCommImpl::make_peers(const std::vector<bool>& ipc) {
   return peers;
 }
 
-// The proxy thread's connection failed or a peer broke the protocol. A
-// peer that failed first (a call mismatch its kernel found, say) sent its
-// reason over the bootstrap before it closed the connection seen closing
-// here, and this rank's kernels may be about to find the same cause (the
-// peer's call line arrived before it left): wait for the report as the host
-// engine does, give the kernels as long again, then stop them. Their own
-// finding is this rank's error; else this failure, the peers' report
-// appended. Neither wait outlasts an abort or destroy of this communicator
-// by more than a few milliseconds (closing_): the proxy thread they join is
-// this one.
-void DeviceCommImpl::proxy_failed(mycollResult_t code, const std::string& why) {
+// A peer failed: the proxy thread's connection broke or a peer broke its
+// protocol (proxy_failed), or the peer watch heard a failure report or saw
+// a rank's link end (peer_failed). A peer that failed first (a call
+// mismatch its kernel found, say) sent its reason over the bootstrap before
+// it closed its connections, and this rank's kernels may be about to find
+// the same cause (the peer's call line arrived before it left): wait for
+// the report as the host engine does, give the kernels as long again, then
+// stop them. Their own finding is this rank's error; else this failure, the
+// peers' report appended. Neither wait outlasts an abort or destroy of this
+// communicator by more than a few milliseconds (closing_): the threads they
+// join are these.
+void DeviceCommImpl::stop_for_peer(mycollResult_t code, const std::string& why) {
   std::string theirs;
   for (int i = 0; c_.bootstrap && theirs.empty() && i < 50 && !closing_.load(); ++i)
     theirs = c_.bootstrap->remote_failure(0.02);
@@ -351,14 +354,56 @@ void DeviceCommImpl::proxy_failed(mycollResult_t code, const std::string& why) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
     e = poll_error(&reason);
   }
-  abort();  // running kernels give up promptly
   if (e != mycollSuccess) {
     c_.fail(e, reason);
-    return;
+  } else {
+    c_.fail(code, theirs.empty() || theirs == why
+                      ? why
+                      : why + "; first failure, reported by the peers: " + theirs);
   }
-  c_.fail(code, theirs.empty() || theirs == why
-                    ? why
-                    : why + "; first failure, reported by the peers: " + theirs);
+  abort();  // running kernels give up promptly (after the cause is recorded)
+}
+
+void DeviceCommImpl::peer_failed(const Bootstrap::PeerTrouble& t) {
+  if (closing_.load()) return;  // aborted or being destroyed: nothing to report
+  const std::string me = "rank " + std::to_string(c_.rank) + ": ";
+  if (t.closed >= 0) {
+    log_warn(Subsys::Gpu, "rank {}: rank {}'s bootstrap link {}; stopping this rank's kernels",
+             c_.rank, t.closed, t.closed_why);
+    stop_for_peer(mycollRemoteError,
+                  me + "rank " + std::to_string(t.closed) + "'s bootstrap link " + t.closed_why +
+                      " while the GPU communicator was in use");
+  } else {
+    stop_for_peer(mycollRemoteError, me + "GPU kernels stopped: another rank failed");
+  }
+}
+
+// The peer watch (lib/engine/peer_watch.h): ranks of other processes are
+// watched for their links ending; reports come from every rank.
+void DeviceCommImpl::start_watch() {
+  if (c_.nranks < 2 || !c_.bootstrap) return;
+  std::vector<bool> watched(c_.nranks, false);
+  int n = 0;
+  for (int r = 0; r < c_.nranks; ++r) {
+    const PeerInfo& p = c_.peers[r];
+    watched[r] = r != c_.rank && (p.pid != c_.peers[c_.rank].pid ||
+                                  std::strcmp(p.host_id, c_.peers[c_.rank].host_id) != 0);
+    n += watched[r];
+  }
+  watch_ = std::make_unique<PeerWatch>(
+      *c_.bootstrap, std::move(watched),
+      [this] {
+        std::string why;
+        if (mycollResult_t e = poll_error(&why)) c_.fail(e, why);
+        return closing_.load() || c_.aborted.load() || c_.async_error.load() != mycollSuccess;
+      },
+      [this](const Bootstrap::PeerTrouble& t) { peer_failed(t); }, kWatchPeriodSeconds);
+  log_info(Subsys::Gpu,
+           "rank {}: peer watch: a failure of this rank's kernels is reported to every rank "
+           "within {} ms; another rank's report{} stops this rank's kernels",
+           c_.rank, int(kWatchPeriodSeconds * 1000),
+           n ? ", or the end of one of the " + std::to_string(n) + " other processes' links,"
+             : "");
 }
 
 // What the LL point-to-point kernel needs to know, from the DevComm every

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -923,6 +924,98 @@ TEST(GpuDirectKernelGiveUp, TimesOutNamingThePeer) {
   EXPECT_EQ(on_gpus(2, {{"MYCOLL_TIMEOUT", "3"}}, kernel_stuck<true>), "");
 }
 
+// One GPU rank's failure reaches the others (lib/engine/peer_watch.h):
+// three processes, the ranks' kernels wait on each other in a 4 MiB
+// all-reduce (MYCOLL_TIMEOUT 60 on the ranks checked), and rank `kVictim`
+// fails in the way PEER_FAILURE names:
+//   kill     its process is killed (SIGKILL) after one matching call;
+//   abort    it never joins; rank 0 calls mycollCommAbort while waiting;
+//   timeout  it never joins; rank 0 alone has MYCOLL_TIMEOUT=3.
+// Every rank still running must report an error within 10 s (long before
+// its own timeout), name the cause, end its kernel and refuse the next call.
+constexpr int kVictim = 1;
+
+int peer_failure_body(mycollComm_t comm, const MemOps&) {
+  int rank = -1;
+  mycollCommUserRank(comm, &rank);
+  const std::string how = std::getenv("PEER_FAILURE");
+  cudaStream_t s = rank_stream();
+  auto st = reinterpret_cast<mycollStream_t>(s);
+  const size_t count = size_t(1) << 20;
+  float* buf = nullptr;
+  cudaMalloc(&buf, count * sizeof(float));
+  cudaMemset(buf, 0, count * sizeof(float));
+  cudaDeviceSynchronize();
+  auto call = [&] { return mycollAllReduce(buf, buf, count, mycollFloat32, mycollSum, comm, st); };
+  check(call() == mycollSuccess && cudaStreamSynchronize(s) == cudaSuccess,
+        "a matching all-reduce first");
+  if (rank == kVictim) {
+    if (how == "kill") {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      raise(SIGKILL);
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(12));  // never joins
+    std::fflush(nullptr);
+    _exit(failures() ? 1 : 0);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  check(call() == mycollSuccess, "collective enqueued");
+  if (rank == 0 && how == "abort") {
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    check(mycollCommAbort(comm) == mycollSuccess, "abort returns");
+    check(cudaStreamSynchronize(s) == cudaSuccess, "aborting rank's kernel ended");
+    std::fflush(nullptr);
+    _exit(failures() ? 1 : 0);
+  }
+  double dt = 0;
+  const mycollResult_t async = wait_async_error(comm, t0, std::chrono::milliseconds(5), &dt);
+  const std::string why = mycollGetLastError(comm);
+  const bool own_timeout = how == "timeout" && rank == 0;
+  const mycollResult_t want = own_timeout ? mycollTimeout : mycollRemoteError;
+  check(async == want, std::string("got ") + mycollGetErrorString(async) + " (want " +
+                           mycollGetErrorString(want) + "): " + why);
+  check(dt < 10, "error reported after " + std::to_string(dt) + " s");
+  const std::string cause = how == "kill"    ? "rank 1's bootstrap link closed"
+                            : how == "abort" ? "rank 0 aborted"
+                                             : "timed out";
+  check(why.find(cause) != std::string::npos, "reason '" + why + "' names '" + cause + "'");
+  check(cudaStreamSynchronize(s) == cudaSuccess, "kernel ended");
+  check(call() != mycollSuccess, "broken communicator refuses work");
+  std::fflush(nullptr);
+  _exit(failures() ? 1 : 0);
+}
+
+class GpuPeerFailure : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GpuPeerFailure, ReachesEveryRankNamingTheCause) {
+  SKIP_WITHOUT_GPU();
+  const std::string how = GetParam();
+  LaunchOptions opt;
+  opt.nranks = 3;
+  opt.env = {{"MYCOLL_TIMEOUT", "60"}, {"PEER_FAILURE", how}};
+  opt.pre_init = [how](int rank) {
+    cudaSetDevice(gpu_of(rank));
+    if (how == "timeout" && rank == 0) setenv("MYCOLL_TIMEOUT", "3", 1);
+  };
+  opt.timeout_s = 120;
+  auto res = run_ranks(opt, [](mycollComm_t comm, int, int, const mycollUniqueId&) {
+    return peer_failure_body(comm, MemOps{});
+  });
+  ASSERT_EQ(res.size(), 3u);
+  for (int r = 0; r < 3; ++r) {
+    if (r == kVictim && how == "kill") {
+      EXPECT_EQ(res[r].signal, SIGKILL) << "rank " << r;
+      continue;
+    }
+    EXPECT_TRUE(res[r].exit_code == 0 && res[r].signal == 0 && !res[r].timed_out)
+        << "rank " << r << ": exit " << res[r].exit_code << ", signal " << res[r].signal
+        << (res[r].timed_out ? ", timed out" : "");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpu, GpuPeerFailure, ::testing::Values("kill", "abort", "timeout"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
 }  // namespace
 
 namespace {
@@ -1123,14 +1216,18 @@ int p2p_size_body(mycollComm_t comm, const MemOps&) {
     dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     check(dt < 15, "sender's kernel ended after " + std::to_string(dt) + " s");
     mycollCommGetAsyncError(comm, &async);
-    check(async == mycollSuccess || async == mycollInvalidUsage,
-          std::string("sender: success or InvalidUsage, got ") + mycollGetErrorString(async));
+    // RemoteError: the receiver's report reached the sender (its peer watch).
+    check(async == mycollSuccess || async == mycollInvalidUsage || async == mycollRemoteError,
+          std::string("sender: success, InvalidUsage or RemoteError, got ") +
+              mycollGetErrorString(async));
   }
   if (async != mycollSuccess) {
     const std::string why = mycollGetLastError(comm);
-    const std::string peer = rank == 0 ? "mismatch with rank 1," : "mismatch with rank 0,";
-    check(why.find(peer) != std::string::npos && why.find(sizes) != std::string::npos,
-          "reason '" + why + "' names the peer and its " + sizes);
+    const bool told = async == mycollRemoteError;  // the receiver's words
+    const std::string peer = rank == 0 && !told ? "mismatch with rank 1," : "mismatch with rank 0,";
+    const std::string named = told ? "message bytes " + std::to_string(send * 4) : sizes;
+    check(why.find(peer) != std::string::npos && why.find(named) != std::string::npos,
+          "reason '" + why + "' names the peer and its " + named);
   } else if (std::getenv("MYCOLL_TRANSPORT")) {
     // Through the GPU proxy a sender's kernel ends once its slots are in
     // the proxy's host FIFO, before they are on the wire: destroy (which

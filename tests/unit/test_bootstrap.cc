@@ -6,9 +6,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -18,6 +20,7 @@
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/socket_util.h"
 #include "bootstrap/wire.h"
+#include "engine/peer_watch.h"
 #include "thread_bootstrap.h"
 
 namespace mycoll {
@@ -545,6 +548,105 @@ TEST_F(BootEnv, BootFailureReportsTravelBothWays) {
   }
   EXPECT_NE(at1.find("rank 2: first"), std::string::npos) << at1;
   EXPECT_NE(bs[0]->remote_failure(3.0).find("rank 2: first"), std::string::npos);
+}
+
+// The GPU communicator's peer watch (lib/engine/peer_watch.h): every rank
+// that watches hears another rank's failure report, once, and its watch
+// ends; a watched rank's link ending is reported with that rank; an
+// unwatched one's (a rank of this process) is not.
+template <typename Pred>
+bool wait_for(std::mutex& mu, std::condition_variable& cv, Pred done) {
+  std::unique_lock<std::mutex> lk(mu);
+  return cv.wait_for(lk, std::chrono::seconds(10), done);
+}
+
+TEST_F(BootEnv, BootPeerWatchHearsAReportOnceAndEnds) {
+  const int n = 3;
+  UniqueIdData id = new_id();
+  std::vector<std::unique_ptr<Bootstrap>> bs(n);
+  expect_all_ok(run_rank_threads(n, [&](int r) { bs[r] = Bootstrap::init(id, r, n, 20, ""); }));
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Bootstrap::PeerTrouble> got(n);
+  std::vector<int> calls(n, 0);
+  std::vector<std::unique_ptr<PeerWatch>> watch;
+  for (int r : {0, 1})
+    watch.push_back(std::make_unique<PeerWatch>(
+        *bs[r], std::vector<bool>(n, true), [] { return false; },
+        [&, r](const Bootstrap::PeerTrouble& t) {
+          std::lock_guard<std::mutex> g(mu);
+          got[r] = t;
+          ++calls[r];
+          cv.notify_all();
+        },
+        0.02));
+  bs[2]->fail_with("rank 2: boom");
+  EXPECT_TRUE(wait_for(mu, cv, [&] { return calls[0] && calls[1]; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // no second call
+  std::lock_guard<std::mutex> g(mu);
+  for (int r : {0, 1}) {
+    EXPECT_EQ(calls[r], 1) << "rank " << r;
+    EXPECT_NE(got[r].reports.find("rank 2: boom"), std::string::npos) << got[r].reports;
+  }
+}
+
+TEST_F(BootEnv, BootPeerWatchSeesAWatchedRanksLinkEnd) {
+  const int n = 3;
+  UniqueIdData id = new_id();
+  std::vector<std::unique_ptr<Bootstrap>> bs(n);
+  expect_all_ok(run_rank_threads(n, [&](int r) { bs[r] = Bootstrap::init(id, r, n, 20, ""); }));
+  std::mutex mu;
+  std::condition_variable cv;
+  Bootstrap::PeerTrouble seen;
+  int watched_calls = 0, unwatched_calls = 0;
+  // Rank 2's incoming link is rank 1's ring link.
+  auto watched = std::make_unique<PeerWatch>(
+      *bs[2], std::vector<bool>{true, true, false}, [] { return false; },
+      [&](const Bootstrap::PeerTrouble& t) {
+        std::lock_guard<std::mutex> g(mu);
+        seen = t;
+        ++watched_calls;
+        cv.notify_all();
+      },
+      0.02);
+  auto unwatched = std::make_unique<PeerWatch>(
+      *bs[2], std::vector<bool>(n, false), [] { return false; },
+      [&](const Bootstrap::PeerTrouble&) {
+        std::lock_guard<std::mutex> g(mu);
+        ++unwatched_calls;
+      },
+      0.02);
+  bs[1].reset();  // rank 1's process "ends": its sockets close, no report
+  EXPECT_TRUE(wait_for(mu, cv, [&] { return watched_calls > 0; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  {
+    std::lock_guard<std::mutex> g(mu);
+    EXPECT_EQ(watched_calls, 1);
+    EXPECT_EQ(seen.closed, 1);
+    EXPECT_NE(seen.closed_why.find("closed"), std::string::npos) << seen.closed_why;
+    EXPECT_EQ(seen.reports, "");
+    EXPECT_EQ(unwatched_calls, 0);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  unwatched.reset();  // a watch that saw nothing ends within about a period
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0);
+}
+
+TEST_F(BootEnv, BootPeerWatchEndsOnALocalFailure) {
+  const int n = 2;
+  UniqueIdData id = new_id();
+  std::vector<std::unique_ptr<Bootstrap>> bs(n);
+  expect_all_ok(run_rank_threads(n, [&](int r) { bs[r] = Bootstrap::init(id, r, n, 20, ""); }));
+  std::atomic<int> asked{0}, peer_calls{0};
+  PeerWatch watch(
+      *bs[0], std::vector<bool>(n, true), [&] { return ++asked >= 5; },
+      [&](const Bootstrap::PeerTrouble&) { ++peer_calls; }, 0.01);
+  for (int i = 0; i < 1000 && asked.load() < 5; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  bs[1]->fail_with("rank 1: after the watch ended");
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(asked.load(), 5);  // asked every period until it failed, then no more
+  EXPECT_EQ(peer_calls.load(), 0);
 }
 
 TEST_F(BootEnv, BootSizeMismatchIsAnError) {
