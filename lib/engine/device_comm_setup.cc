@@ -370,9 +370,9 @@ void DeviceCommImpl::peer_failed(const Bootstrap::PeerTrouble& t) {
   if (t.closed >= 0) {
     log_warn(Subsys::Gpu, "rank {}: rank {}'s bootstrap link {}; stopping this rank's kernels",
              c_.rank, t.closed, t.closed_why);
-    stop_for_peer(mycollRemoteError,
-                  me + "rank " + std::to_string(t.closed) + "'s bootstrap link " + t.closed_why +
-                      " while the GPU communicator was in use");
+    stop_for_peer(mycollRemoteError, me + "rank " + std::to_string(t.closed) +
+                                         "'s bootstrap link " + t.closed_why +
+                                         " while the GPU communicator was in use");
   } else {
     stop_for_peer(mycollRemoteError, me + "GPU kernels stopped: another rank failed");
   }
@@ -402,8 +402,7 @@ void DeviceCommImpl::start_watch() {
            "rank {}: peer watch: a failure of this rank's kernels is reported to every rank "
            "within {} ms; another rank's report{} stops this rank's kernels",
            c_.rank, int(kWatchPeriodSeconds * 1000),
-           n ? ", or the end of one of the " + std::to_string(n) + " other processes' links,"
-             : "");
+           n ? ", or the end of one of the " + std::to_string(n) + " other processes' links," : "");
 }
 
 // What the LL point-to-point kernel needs to know, from the DevComm every
