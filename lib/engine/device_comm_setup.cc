@@ -364,17 +364,22 @@ void DeviceCommImpl::stop_for_peer(mycollResult_t code, const std::string& why) 
   abort();  // running kernels give up promptly (after the cause is recorded)
 }
 
+// A report names the first failure; a rank that failed closes its links
+// after sending one, so a link ends without a report only where a process
+// ended (or its report is still on the way: stop_for_peer waits for it).
 void DeviceCommImpl::peer_failed(const Bootstrap::PeerTrouble& t) {
   if (closing_.load()) return;  // aborted or being destroyed: nothing to report
   const std::string me = "rank " + std::to_string(c_.rank) + ": ";
-  if (t.closed >= 0) {
+  if (!t.reports.empty()) {
+    log_warn(Subsys::Gpu, "rank {}: another rank failed ({}); stopping this rank's kernels",
+             c_.rank, t.reports);
+    stop_for_peer(mycollRemoteError, me + "GPU kernels stopped: another rank failed");
+  } else {
     log_warn(Subsys::Gpu, "rank {}: rank {}'s bootstrap link {}; stopping this rank's kernels",
              c_.rank, t.closed, t.closed_why);
     stop_for_peer(mycollRemoteError, me + "rank " + std::to_string(t.closed) +
                                          "'s bootstrap link " + t.closed_why +
                                          " while the GPU communicator was in use");
-  } else {
-    stop_for_peer(mycollRemoteError, me + "GPU kernels stopped: another rank failed");
   }
 }
 
