@@ -924,42 +924,69 @@ TEST(GpuDirectKernelGiveUp, TimesOutNamingThePeer) {
   EXPECT_EQ(on_gpus(2, {{"MYCOLL_TIMEOUT", "3"}}, kernel_stuck<true>), "");
 }
 
-// One GPU rank's failure reaches the others (lib/engine/peer_watch.h):
-// three processes, the ranks' kernels wait on each other in a 4 MiB
-// all-reduce (MYCOLL_TIMEOUT 60 on the ranks checked), and rank `kVictim`
-// fails in the way PEER_FAILURE names:
-//   kill     its process is killed (SIGKILL) after one matching call;
+// One GPU rank's failure reaches the others (lib/engine/peer_watch.h), the
+// GPU's rank-death matrix: three processes sharing the GPU(s) make one
+// matching call, then a second one (PEER_COLL: a 4 MiB all-reduce, a 4 MiB
+// broadcast from rank 0, a 12 MiB all-to-all, or a grouped 64 MiB ring
+// send/recv, larger than the FIFOs) in which rank 1 fails the way
+// PEER_FAILURE names:
+//   kill, exit0, exit1  its process ends (SIGKILL, _exit(0), _exit(1));
+//   stop     it stops (SIGSTOP, continued 8 s later); MYCOLL_TIMEOUT 3 on all;
 //   abort    it never joins; rank 0 calls mycollCommAbort while waiting;
 //   timeout  it never joins; rank 0 alone has MYCOLL_TIMEOUT=3.
-// Every rank still running must report an error within 10 s (long before
-// its own timeout), name the cause, end its kernel and refuse the next call.
+// MYCOLL_TIMEOUT is 60 elsewhere: every rank still running must report an
+// error within 10 s, name the cause (and no live rank), end its kernel and
+// refuse the next call.
 constexpr int kVictim = 1;
 
-int peer_failure_body(mycollComm_t comm, const MemOps&) {
-  int rank = -1;
+int peer_failure_body(mycollComm_t comm) {
+  int rank = -1, n = 0;
   mycollCommUserRank(comm, &rank);
+  mycollCommCount(comm, &n);
   const std::string how = std::getenv("PEER_FAILURE");
+  const std::string coll = std::getenv("PEER_COLL");
   cudaStream_t s = rank_stream();
   auto st = reinterpret_cast<mycollStream_t>(s);
-  const size_t count = size_t(1) << 20;
-  float* buf = nullptr;
-  cudaMalloc(&buf, count * sizeof(float));
-  cudaMemset(buf, 0, count * sizeof(float));
+  const size_t count = coll == "sendrecv" ? size_t(16) << 20 : size_t(1) << 20;  // floats
+  float* a = nullptr;
+  float* b = nullptr;
+  cudaMalloc(&a, count * n * sizeof(float));
+  cudaMalloc(&b, count * n * sizeof(float));
+  cudaMemset(a, 0, count * n * sizeof(float));
   cudaDeviceSynchronize();
-  auto call = [&] { return mycollAllReduce(buf, buf, count, mycollFloat32, mycollSum, comm, st); };
+  auto call = [&] {
+    if (coll == "allreduce")
+      return mycollAllReduce(a, a, count, mycollFloat32, mycollSum, comm, st);
+    if (coll == "broadcast") return mycollBroadcast(a, b, count, mycollFloat32, 0, comm, st);
+    if (coll == "alltoall") return mycollAllToAll(a, b, count, mycollFloat32, comm, st);
+    mycollGroupStart();
+    mycollSend(a, count, mycollFloat32, (rank + 1) % n, comm, st);
+    mycollRecv(b, count, mycollFloat32, (rank + n - 1) % n, comm, st);
+    return mycollGroupEnd();
+  };
   check(call() == mycollSuccess && cudaStreamSynchronize(s) == cudaSuccess,
-        "a matching all-reduce first");
+        "a matching " + coll + " first");
   if (rank == kVictim) {
-    if (how == "kill") {
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));
-      raise(SIGKILL);
-    }
-    std::this_thread::sleep_for(std::chrono::seconds(12));  // never joins
     std::fflush(nullptr);
+    if (how == "kill" || how == "exit0" || how == "exit1") {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      if (how == "kill") raise(SIGKILL);
+      _exit(how == "exit1" ? 1 : 0);
+    }
+    if (how == "stop") {
+      if (fork() == 0) {  // continues the victim; touches no CUDA
+        std::this_thread::sleep_for(std::chrono::seconds(8));
+        kill(getppid(), SIGCONT);
+        _exit(0);
+      }
+      raise(SIGSTOP);
+    } else {
+      std::this_thread::sleep_for(std::chrono::seconds(8));  // never joins
+    }
     _exit(failures() ? 1 : 0);
   }
   const auto t0 = std::chrono::steady_clock::now();
-  check(call() == mycollSuccess, "collective enqueued");
+  check(call() == mycollSuccess, coll + " enqueued");
   if (rank == 0 && how == "abort") {
     std::this_thread::sleep_for(std::chrono::seconds(1));
     check(mycollCommAbort(comm) == mycollSuccess, "abort returns");
@@ -970,17 +997,19 @@ int peer_failure_body(mycollComm_t comm, const MemOps&) {
   double dt = 0;
   const mycollResult_t async = wait_async_error(comm, t0, std::chrono::milliseconds(5), &dt);
   const std::string why = mycollGetLastError(comm);
-  const bool own_timeout = how == "timeout" && rank == 0;
-  const mycollResult_t want = own_timeout ? mycollTimeout : mycollRemoteError;
-  check(async == want, std::string("got ") + mycollGetErrorString(async) + " (want " +
-                           mycollGetErrorString(want) + "): " + why);
+  // Who times out first under SIGSTOP (all at 3 s) is a race: either code.
+  const bool timed_out_ok = (how == "timeout" && rank == 0) || how == "stop";
+  const bool remote_ok = !(how == "timeout" && rank == 0);
+  check((async == mycollTimeout && timed_out_ok) || (async == mycollRemoteError && remote_ok),
+        std::string("got ") + mycollGetErrorString(async) + ": " + why);
   check(dt < 10, "error reported after " + std::to_string(dt) + " s");
-  const std::string cause = how == "kill"    ? "rank 1's bootstrap link closed"
+  const bool ended = how == "kill" || how == "exit0" || how == "exit1";
+  const std::string cause = ended            ? "rank 1's bootstrap link closed"
                             : how == "abort" ? "rank 0 aborted"
                                              : "timed out";
   check(why.find(cause) != std::string::npos, "reason '" + why + "' names '" + cause + "'");
-  // Rank 1 is alive there: closing its links after the report is no cause.
-  check(how == "kill" || why.find("rank 1's bootstrap link") == std::string::npos,
+  // Rank 1 is alive there: closing its links after a report is no cause.
+  check(ended || why.find("rank 1's bootstrap link") == std::string::npos,
         "reason '" + why + "' blames no live rank");
   check(cudaStreamSynchronize(s) == cudaSuccess, "kernel ended");
   check(call() != mycollSuccess, "broken communicator refuses work");
@@ -988,36 +1017,42 @@ int peer_failure_body(mycollComm_t comm, const MemOps&) {
   _exit(failures() ? 1 : 0);
 }
 
-class GpuPeerFailure : public ::testing::TestWithParam<std::string> {};
+using PeerFailureParam = std::tuple<std::string /*failure*/, std::string /*collective*/>;
+class GpuPeerFailure : public ::testing::TestWithParam<PeerFailureParam> {};
 
 TEST_P(GpuPeerFailure, ReachesEveryRankNamingTheCause) {
   SKIP_WITHOUT_GPU();
-  const std::string how = GetParam();
+  const auto [how, coll] = GetParam();
   LaunchOptions opt;
   opt.nranks = 3;
-  opt.env = {{"MYCOLL_TIMEOUT", "60"}, {"PEER_FAILURE", how}};
-  opt.pre_init = [how](int rank) {
+  opt.env = {
+      {"MYCOLL_TIMEOUT", how == "stop" ? "3" : "60"}, {"PEER_FAILURE", how}, {"PEER_COLL", coll}};
+  opt.pre_init = [how = how](int rank) {
     cudaSetDevice(gpu_of(rank));
     if (how == "timeout" && rank == 0) setenv("MYCOLL_TIMEOUT", "3", 1);
   };
   opt.timeout_s = 120;
   auto res = run_ranks(opt, [](mycollComm_t comm, int, int, const mycollUniqueId&) {
-    return peer_failure_body(comm, MemOps{});
+    return peer_failure_body(comm);
   });
   ASSERT_EQ(res.size(), 3u);
   for (int r = 0; r < 3; ++r) {
-    if (r == kVictim && how == "kill") {
-      EXPECT_EQ(res[r].signal, SIGKILL) << "rank " << r;
-      continue;
-    }
-    EXPECT_TRUE(res[r].exit_code == 0 && res[r].signal == 0 && !res[r].timed_out)
+    const bool killed = r == kVictim && how == "kill";
+    const int code = r == kVictim && how == "exit1" ? 1 : 0;
+    EXPECT_TRUE(killed ? res[r].signal == SIGKILL
+                       : res[r].exit_code == code && res[r].signal == 0 && !res[r].timed_out)
         << "rank " << r << ": exit " << res[r].exit_code << ", signal " << res[r].signal
         << (res[r].timed_out ? ", timed out" : "");
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Gpu, GpuPeerFailure, ::testing::Values("kill", "abort", "timeout"),
-                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+INSTANTIATE_TEST_SUITE_P(
+    Gpu, GpuPeerFailure,
+    ::testing::Combine(::testing::Values("kill", "exit0", "exit1", "stop", "abort", "timeout"),
+                       ::testing::Values("allreduce", "broadcast", "alltoall", "sendrecv")),
+    [](const ::testing::TestParamInfo<PeerFailureParam>& i) {
+      return std::get<0>(i.param) + "_" + std::get<1>(i.param);
+    });
 
 }  // namespace
 
