@@ -125,16 +125,22 @@ mycollResult_t with_comm(mycollComm_t h, const char* fn, PinMode mode, F&& f) {
 // the group's next calls on the communicator and its end skip pinning.
 mycollResult_t run_call(mycollComm_t comm, const char* fn, const Call& call) {
   GroupState* g = open_group();
+  // In a group the first failure is also mycollGroupEnd's (group_call_failed).
+  auto in_group = [g](mycollResult_t r) {
+    if (r != mycollSuccess) group_call_failed(g, r, t_last_error);
+    return r;
+  };
   if (mycollComm* held = g ? group_pinned(g, comm) : nullptr)
-    return guarded_quiet(held, fn, [&] {
+    return in_group(guarded_quiet(held, fn, [&] {
       validate_call(held, call, fn);
       group_queue(g, held, call);
-    });
+    }));
   CommPin pin;
   try {
     pin = pin_comm(comm, PinMode::kExclusive, fn);
   } catch (...) {
-    return convert_current(nullptr, fn);
+    const mycollResult_t r = convert_current(nullptr, fn);
+    return g ? in_group(r) : r;
   }
   mycollComm* c = pin.get();
   if (!g)
@@ -142,10 +148,10 @@ mycollResult_t run_call(mycollComm_t comm, const char* fn, const Call& call) {
       validate_call(c, call, fn);
       submit_now(c, call);
     });
-  const mycollResult_t r = guarded_quiet(c, fn, [&] {
+  const mycollResult_t r = in_group(guarded_quiet(c, fn, [&] {
     validate_call(c, call, fn);
     group_queue(g, c, call);
-  });
+  }));
   if (r == mycollSuccess) group_hold(g, pin);
   return r;
 }

@@ -38,12 +38,20 @@ struct GroupState {
   int depth = 0;
   std::vector<std::pair<mycollComm_t, Call>> calls;
   CommPin held;
+  // The first call of the open group that failed when queued (as NCCL's
+  // group error: mycollGroupEnd then returns it and runs nothing).
+  mycollResult_t error = mycollSuccess;
+  std::string why;
   // Whether the group holds h's pin (the pinned communicator is alive).
   bool holds(mycollComm_t h) const { return h != nullptr && held.get() && held->handle == h; }
   // A thread that ends with a group open: its calls are dropped (the
   // communicators no longer count them as queued) and the pin goes.
   ~GroupState() {
     t_group = nullptr;  // thread-exit code that calls the API after this sees no group
+    drop_calls();
+  }
+  // The queued calls leave without running.
+  void drop_calls() {
     for (auto& [h, call] : calls) {
       (void)call;
       if (holds(h)) {
@@ -57,6 +65,7 @@ struct GroupState {
         // destroyed or aborted meanwhile: nothing counts it any more
       }
     }
+    calls.clear();
   }
 };
 namespace {
@@ -122,6 +131,13 @@ void group_queue(GroupState* g, mycollComm* comm, const Call& call) {
 
 void group_hold(GroupState* g, CommPin& pin) {
   if (g && !g->held.get()) g->held = std::move(pin);
+}
+
+void group_call_failed(GroupState* g, mycollResult_t code, const std::string& why) {
+  if (g && g->error == mycollSuccess) {
+    g->error = code;
+    g->why = why;
+  }
 }
 
 void group_drop(mycollComm_t h) {
@@ -557,6 +573,15 @@ void group_end() {
     GroupState& g;
     ~Drop() { g.held.release(); }
   } drop{g};
+  if (g.error != mycollSuccess) {
+    const mycollResult_t code = g.error;
+    const std::string msg = "mycollGroupEnd: a call of this group failed, so none of its " +
+                            std::to_string(g.calls.size()) + " queued call(s) ran: " + g.why;
+    g.error = mycollSuccess;
+    g.why.clear();
+    g.drop_calls();
+    throw_error(code, msg);
+  }
   if (!g.calls.empty() && try_fast_p2p_group(g)) return;
   auto queued = std::move(g.calls);
   g.calls.clear();

@@ -46,6 +46,10 @@ GroupState* open_group();
 mycollComm* group_pinned(const GroupState* g, mycollComm_t h);
 void group_hold(GroupState* g, CommPin& pin);
 void group_drop(mycollComm_t h);
+// A call of the open group g failed when queued (bad argument, broken or
+// destroyed communicator): mycollGroupEnd returns the first such error and
+// runs none of the group's calls, as NCCL's group does.
+void group_call_failed(GroupState* g, mycollResult_t code, const std::string& why);
 // Queues the call in the open group g (submit without looking g up again).
 void group_queue(GroupState* g, mycollComm* comm, const Call& call);
 // Runs the call now (no group open).

@@ -456,8 +456,8 @@ ncclResult_t ncclGroupEnd() {
     }
     Scratch keep;
     check_mycoll(mycollGroupStart(), nullptr, "ncclGroupEnd");
-    // Every queued call reaches mycoll even if one fails, so the group that
-    // runs is the same on every rank; the first error is reported.
+    // Every queued call reaches mycoll even if one fails; mycoll then runs
+    // none of the group (as NCCL) and the first error is reported.
     std::exception_ptr first;
     for (const NcclCall& c : calls) {
       try {

@@ -102,6 +102,43 @@ TEST_F(Registry, AbortWithQueuedGroupCallsFailsTheGroupCleanly) {
   EXPECT_EQ(mycollCommDestroy(d), mycollSuccess);
 }
 
+// A call that fails when queued in a group (here a bad datatype, then a
+// destroyed handle) fails mycollGroupEnd with that error, as NCCL's group
+// does, and none of the group's calls runs; the next group starts clean.
+TEST_F(Registry, AFailedCallFailsItsGroupAndNothingRuns) {
+  mycollComm_t c = one_rank_comm();
+  mycollComm_t gone = one_rank_comm();
+  ASSERT_EQ(mycollCommDestroy(gone), mycollSuccess);
+  std::vector<float> a(8, 3.0f), b(8, 0.0f), e(8, 0.0f);
+  for (int bad = 0; bad < 2; ++bad) {
+    ASSERT_EQ(mycollGroupStart(), mycollSuccess);
+    ASSERT_EQ(mycollAllReduce(a.data(), b.data(), 8, mycollFloat32, mycollSum, c, nullptr),
+              mycollSuccess);
+    const mycollResult_t want = mycollInvalidArgument;
+    if (bad == 0)
+      EXPECT_EQ(mycollAllReduce(a.data(), e.data(), 8, static_cast<mycollDataType_t>(99), mycollSum,
+                                c, nullptr),
+                want);
+    else
+      EXPECT_EQ(mycollAllReduce(a.data(), e.data(), 8, mycollFloat32, mycollSum, gone, nullptr),
+                want);
+    ASSERT_EQ(mycollAllReduce(a.data(), e.data(), 8, mycollFloat32, mycollSum, c, nullptr),
+              mycollSuccess);
+    EXPECT_EQ(mycollGroupEnd(), want);
+    const char* why = mycollGetLastError(nullptr);
+    EXPECT_TRUE(contains(why, "none of its 2 queued call(s) ran")) << why;
+    EXPECT_TRUE(contains(why, bad == 0 ? "datatype 99" : "destroyed")) << why;
+    EXPECT_EQ(b[0], 0.0f);  // nothing ran
+    EXPECT_EQ(e[0], 0.0f);
+  }
+  ASSERT_EQ(mycollGroupStart(), mycollSuccess);  // a clean group runs
+  ASSERT_EQ(mycollAllReduce(a.data(), b.data(), 8, mycollFloat32, mycollSum, c, nullptr),
+            mycollSuccess);
+  EXPECT_EQ(mycollGroupEnd(), mycollSuccess) << mycollGetLastError(nullptr);
+  EXPECT_EQ(b[7], 3.0f);
+  EXPECT_EQ(mycollCommDestroy(c), mycollSuccess);  // no call counts as queued any more
+}
+
 // An open group holds the pin of the communicator its calls name until it
 // ends: another thread's call on it meanwhile is InvalidUsage (a group is
 // one call), the group's own thread keeps using it, and a thread that ends
