@@ -113,6 +113,14 @@ class BootEnv : public ::testing::Test {
   void SetUp() override { setenv("MYCOLL_TIMEOUT", "30", 1); }
 };
 
+// n bootstraps of one fresh id, each rank joined from its own thread.
+std::vector<std::unique_ptr<Bootstrap>> boot_ranks(int n) {
+  UniqueIdData id = new_id();
+  std::vector<std::unique_ptr<Bootstrap>> bs(n);
+  expect_all_ok(run_rank_threads(n, [&](int r) { bs[r] = Bootstrap::init(id, r, n, 20, ""); }));
+  return bs;
+}
+
 // ------------------------------------------------------------ unique id ----
 
 TEST_F(BootEnv, BootUniqueIdPackUnpack) {
@@ -499,9 +507,7 @@ TEST_F(BootEnv, BootDeadRankIsRemoteErrorNamingIt) {
 
 TEST_F(BootEnv, BootAbortUnblocksAndPropagates) {
   const int n = 2;
-  UniqueIdData id = new_id();
-  std::vector<std::unique_ptr<Bootstrap>> bs(n);
-  expect_all_ok(run_rank_threads(n, [&](int r) { bs[r] = Bootstrap::init(id, r, n, 20, ""); }));
+  std::vector<std::unique_ptr<Bootstrap>> bs = boot_ranks(n);
   std::thread killer([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     bs[1]->abort();
@@ -535,9 +541,7 @@ TEST_F(BootEnv, BootAbortUnblocksAndPropagates) {
 // that failed already.
 TEST_F(BootEnv, BootFailureReportsTravelBothWays) {
   const int n = 3;
-  UniqueIdData id = new_id();
-  std::vector<std::unique_ptr<Bootstrap>> bs(n);
-  expect_all_ok(run_rank_threads(n, [&](int r) { bs[r] = Bootstrap::init(id, r, n, 20, ""); }));
+  std::vector<std::unique_ptr<Bootstrap>> bs = boot_ranks(n);
   bs[2]->fail_with("rank 2: first");
   bs[0]->fail_with("rank 0: second");
   EXPECT_NE(bs[2]->remote_failure(3.0).find("rank 0: second"), std::string::npos);
@@ -562,9 +566,7 @@ bool wait_for(std::mutex& mu, std::condition_variable& cv, Pred done) {
 
 TEST_F(BootEnv, BootPeerWatchHearsAReportOnceAndEnds) {
   const int n = 3;
-  UniqueIdData id = new_id();
-  std::vector<std::unique_ptr<Bootstrap>> bs(n);
-  expect_all_ok(run_rank_threads(n, [&](int r) { bs[r] = Bootstrap::init(id, r, n, 20, ""); }));
+  std::vector<std::unique_ptr<Bootstrap>> bs = boot_ranks(n);
   std::mutex mu;
   std::condition_variable cv;
   std::vector<Bootstrap::PeerTrouble> got(n);
@@ -592,9 +594,7 @@ TEST_F(BootEnv, BootPeerWatchHearsAReportOnceAndEnds) {
 
 TEST_F(BootEnv, BootPeerWatchSeesAWatchedRanksLinkEnd) {
   const int n = 3;
-  UniqueIdData id = new_id();
-  std::vector<std::unique_ptr<Bootstrap>> bs(n);
-  expect_all_ok(run_rank_threads(n, [&](int r) { bs[r] = Bootstrap::init(id, r, n, 20, ""); }));
+  std::vector<std::unique_ptr<Bootstrap>> bs = boot_ranks(n);
   std::mutex mu;
   std::condition_variable cv;
   Bootstrap::PeerTrouble seen;
@@ -634,9 +634,7 @@ TEST_F(BootEnv, BootPeerWatchSeesAWatchedRanksLinkEnd) {
 
 TEST_F(BootEnv, BootPeerWatchEndsOnALocalFailure) {
   const int n = 2;
-  UniqueIdData id = new_id();
-  std::vector<std::unique_ptr<Bootstrap>> bs(n);
-  expect_all_ok(run_rank_threads(n, [&](int r) { bs[r] = Bootstrap::init(id, r, n, 20, ""); }));
+  std::vector<std::unique_ptr<Bootstrap>> bs = boot_ranks(n);
   std::atomic<int> asked{0}, peer_calls{0};
   PeerWatch watch(
       *bs[0], std::vector<bool>(n, true), [&] { return ++asked >= 5; },
