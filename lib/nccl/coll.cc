@@ -14,10 +14,10 @@
 #include <mutex>
 #include <vector>
 
-#include "comm/comm.h"
 #include "base/dtype.h"
-#include "comm/enqueue.h"
 #include "base/log.h"
+#include "comm/comm.h"
+#include "comm/enqueue.h"
 #include "engine/device_engine.h"
 #include "engine/reduce.h"  // premul_host
 #include "nccl/shim.h"
@@ -33,7 +33,18 @@ using namespace mycoll::nccl;
 
 namespace {
 
-enum class Kind { AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, AllToAll, Gather, Scatter, Send, Recv };
+enum class Kind {
+  AllReduce,
+  Broadcast,
+  Reduce,
+  AllGather,
+  ReduceScatter,
+  AllToAll,
+  Gather,
+  Scatter,
+  Send,
+  Recv
+};
 
 struct NcclCall {
   Kind kind;
@@ -172,8 +183,9 @@ const void* premultiply(const NcclCall& c, mycollComm_t handle, Scratch& keep, b
     cudaError_t e = cudaMallocFromPoolAsync(&p, n * es, premul_pool(c.stream), c.stream);
     if (e == cudaSuccess) {
       keep.dev.emplace_back(p, c.stream);
-      e = static_cast<cudaError_t>(launch_premul(t, p, c.send, n, c.pm.on_device ? c.pm.scalar : nullptr,
-                                                 c.pm.bits, reinterpret_cast<mycollStream_t>(c.stream)));
+      e = static_cast<cudaError_t>(launch_premul(t, p, c.send, n,
+                                                 c.pm.on_device ? c.pm.scalar : nullptr, c.pm.bits,
+                                                 reinterpret_cast<mycollStream_t>(c.stream)));
     }
     if (e != cudaSuccess)
       throw_error(mycollUnhandledCudaError,
@@ -287,7 +299,8 @@ PreMul resolve_op(ncclComm* comm, int op, int dtype, const char* fn) {
   if (idx < 0 || idx >= long(comm->premul_ops.size()) || !comm->premul_ops[idx].live)
     throw_error(mycollInvalidArgument,
                 fmt::format("{}: op {} is neither a built-in ncclRedOp_t (0..4) nor a live "
-                            "PreMulSum op of this communicator", fn, op));
+                            "PreMulSum op of this communicator",
+                            fn, op));
   const PreMulOp& p = comm->premul_ops[idx];
   if (p.dtype != dtype)
     throw_error(mycollInvalidArgument,
@@ -368,10 +381,10 @@ ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                      ncclSum, root, -1, stream));
 }
 
-ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root,
-                       ncclComm_t comm, cudaStream_t stream) {
-  return submit(make(Kind::Broadcast, "ncclBcast", comm, buff, buff, count, datatype, ncclSum,
-                     root, -1, stream));
+ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                       cudaStream_t stream) {
+  return submit(make(Kind::Broadcast, "ncclBcast", comm, buff, buff, count, datatype, ncclSum, root,
+                     -1, stream));
 }
 
 ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
@@ -399,10 +412,10 @@ ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
                      ncclSum, 0, -1, stream));
 }
 
-ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count,
-                        ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
-  return submit(make(Kind::Gather, "ncclGather", comm, sendbuff, recvbuff, count, datatype,
-                     ncclSum, root, -1, stream));
+ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                        int root, ncclComm_t comm, cudaStream_t stream) {
+  return submit(make(Kind::Gather, "ncclGather", comm, sendbuff, recvbuff, count, datatype, ncclSum,
+                     root, -1, stream));
 }
 
 ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count,
@@ -480,7 +493,8 @@ ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
     check_arg(simInfo != nullptr, std::string(fn) + ": simInfo is NULL");
     check_arg(simInfo->magic == kSimInfoMagic,
               fmt::format("{}: simInfo->magic is {:#x}, not {:#x}: initialise it with "
-                          "NCCL_SIM_INFO_INITIALIZER", fn, simInfo->magic, kSimInfoMagic));
+                          "NCCL_SIM_INFO_INITIALIZER",
+                          fn, simInfo->magic, kSimInfoMagic));
     check_arg(simInfo->size >= offsetof(ncclSimInfo_t, estimatedTime) + sizeof(float),
               fmt::format("{}: simInfo->size {} is too small", fn, simInfo->size));
     if (g_group.depth == 0)
@@ -503,7 +517,8 @@ ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
 }  // extern "C"
 
 MYCOLL_NCCL_PROFILING_ALIAS(ncclResult_t, ncclRedOpCreatePreMulSum,
-                            (ncclRedOp_t*, void*, ncclDataType_t, ncclScalarResidence_t, ncclComm_t));
+                            (ncclRedOp_t*, void*, ncclDataType_t, ncclScalarResidence_t,
+                             ncclComm_t));
 MYCOLL_NCCL_PROFILING_ALIAS(ncclResult_t, ncclRedOpDestroy, (ncclRedOp_t, ncclComm_t));
 MYCOLL_NCCL_PROFILING_ALIAS(ncclResult_t, ncclAllReduce,
                             (const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,

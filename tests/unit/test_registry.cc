@@ -182,8 +182,7 @@ TEST_F(Registry, PartlyOverlappingBuffersAreRejectedAndCommStaysUsable) {
             mycollInvalidArgument);
   EXPECT_TRUE(contains(mycollGetLastError(c), "partly overlap")) << mycollGetLastError(c);
   // All-gather: the receive buffer spans nranks blocks; in place is allowed.
-  EXPECT_EQ(mycollAllGather(buf.data(), buf.data(), 16, mycollFloat32, c, nullptr),
-            mycollSuccess);
+  EXPECT_EQ(mycollAllGather(buf.data(), buf.data(), 16, mycollFloat32, c, nullptr), mycollSuccess);
   EXPECT_EQ(mycollAllGather(buf.data() + 8, buf.data(), 16, mycollFloat32, c, nullptr),
             mycollInvalidArgument);
   EXPECT_TRUE(allreduce_works(c));
