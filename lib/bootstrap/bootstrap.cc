@@ -105,6 +105,12 @@ class BootstrapImpl final : public Bootstrap {
   void io_admit(ServerHandshake& hs, std::vector<std::unique_ptr<Incoming>>& links);
   bool io_read(Incoming& in);  // false: link ended
   void io_link_closed(int peer, const std::string& why);
+  // The failure reports received ("; "-joined, first first); mu_ held.
+  std::string reports_locked() const {
+    std::string all;
+    for (const std::string& r : remote_) all += (all.empty() ? "" : "; ") + r;
+    return all;
+  }
   void wake_io() {
     if (wake_.valid()) {
       uint64_t one = 1;
@@ -356,9 +362,7 @@ void BootstrapImpl::io_loop() {
 std::string BootstrapImpl::remote_failure(double wait_s) {
   std::unique_lock<std::mutex> lk(mu_);
   cv_.wait_for(lk, std::chrono::duration<double>(wait_s), [&] { return !remote_.empty(); });
-  std::string all;
-  for (const std::string& r : remote_) all += (all.empty() ? "" : "; ") + r;
-  return all;
+  return reports_locked();
 }
 
 Bootstrap::PeerTrouble BootstrapImpl::peer_trouble(double wait_s,
@@ -372,7 +376,7 @@ Bootstrap::PeerTrouble BootstrapImpl::peer_trouble(double wait_s,
   cv_.wait_for(lk, std::chrono::duration<double>(wait_s),
                [&] { return !remote_.empty() || closed() >= 0; });
   PeerTrouble t;
-  for (const std::string& r : remote_) t.reports += (t.reports.empty() ? "" : "; ") + r;
+  t.reports = reports_locked();
   t.closed = closed();
   if (t.closed >= 0) t.closed_why = closed_[t.closed];
   return t;
