@@ -29,7 +29,14 @@ enum DevOpKind : uint8_t {
   // and the peer's (a send seen from a collective kernel: mine 0).
   kDevRecvSizeMismatch = 7,
   kDevSendSizeMismatch = 8,
+  // Not an op: like kDevMismatch, for the call before this one, whose check
+  // this rank deferred (it only sent in it: kernels/prims/call_check.cuh).
+  kDevMismatchPrev = 9,
 };
+
+// Call-check line slots per sender (kernels/prims/call_check.cuh says why
+// four suffice); also the GPU proxy's, lib/engine/gpu_proxy.h.
+constexpr int kCallLines = 4;
 
 // One operation of one channel. Offsets and sizes in bytes. buf: 0 input,
 // 1 output, 2 scratch, 3 absolute (offset is an address: point-to-point).
@@ -158,16 +165,17 @@ struct FifoGeom {
   MYCOLL_HD uint64_t lc_off(int sender, int parity) const { return mb_off(sender, parity); }
 
   // Call check (kernels/prims/call_check.cuh), always present, 256-byte
-  // aligned after everything above: for sender s, parity b in {0, 1}: one
-  // 16-byte LL line, the signature of s's collective call of that parity
-  // (written by s); then one 128-byte control line of r's own: [0] the
-  // collective launches r started (u64).
+  // aligned after everything above: for sender s, slot b < kCallLines: one
+  // 16-byte LL line, the signature of s's collective call k with k mod
+  // kCallLines = b (written by s); then one 128-byte control line of r's
+  // own: [0] the collective launches r started (u64), [1] the signature of
+  // the last one when its check was deferred, else 0.
   MYCOLL_HD uint64_t call_base() const { return (mb_base() + mb_region_bytes() + 255) / 256 * 256; }
-  MYCOLL_HD uint64_t call_hdr_off(int sender, int parity) const {
-    return call_base() + (uint64_t(sender) * 2 + parity) * 16;
+  MYCOLL_HD uint64_t call_hdr_off(int sender, int slot) const {
+    return call_base() + (uint64_t(sender) * kCallLines + slot) * 16;
   }
   MYCOLL_HD uint64_t call_ctl_off() const {
-    return call_base() + (uint64_t(nranks) * 32 + 127) / 128 * 128;
+    return call_base() + (uint64_t(nranks) * kCallLines * 16 + 127) / 128 * 128;
   }
   MYCOLL_HD uint64_t call_region_bytes() const { return call_ctl_off() + 128 - call_base(); }
 

@@ -91,6 +91,7 @@ struct CollKArgs {
   int32_t nch;       // direct kernel: channels per peer stream
   int32_t nstreams;  // direct kernel: peer streams
   uint64_t sig;      // the call's signature (kernels/prims/call_check.cuh)
+  int32_t defer_check;  // ring kernel: a rank that only sends may defer its check
 };
 
 inline CollKArgs coll_kargs(Coll kind, const void* in, void* out, uint64_t bytes,

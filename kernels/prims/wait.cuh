@@ -52,9 +52,11 @@ struct GiveUp {
       __threadfence_system();
     }
   }
-  // A peer made another call (signatures of lib/engine/host_wire.h).
-  __device__ void record_mismatch(int peer, uint64_t theirs, uint64_t mine) const {
-    record(mycollInvalidUsage, peer, kDevMismatch, mine, theirs);
+  // A peer made another call (signatures of lib/engine/host_wire.h); kind
+  // kDevMismatch, or kDevMismatchPrev for the call before (deferred).
+  __device__ void record_mismatch(int peer, uint64_t theirs, uint64_t mine,
+                                  int kind = kDevMismatch) const {
+    record(mycollInvalidUsage, peer, kind, mine, theirs);
   }
 
   // The verdict on a wait that has seen no progress since `since`: 0 keep

@@ -137,13 +137,15 @@ const std::vector<EnvVar>& env_registry() {
        "for these sizes), broadcast and reduce up to 256K whenever MYCOLL_ALGO does not name "
        "their algorithm. Costs 4 x this x ranks bytes of GPU memory per rank; at most 16M. 0 "
        "disables it."},
-      {"MYCOLL_GPU_CALL_CHECK", "bool", "1",
-       "GPU: 1 = every collective kernel first compares its call (collective, datatype, op, "
-       "root, count) with every cuda_ipc peer's, so ranks that made different calls get "
-       "mycollInvalidUsage naming the peer and what differs, never a silently wrong buffer "
-       "(docs/reliability.md). 0 = no check: a mismatch then hangs until MYCOLL_TIMEOUT or "
-       "returns wrong data. What it costs: docs/performance.md (\"call check\"). Must be "
-       "alike on every rank."},
+      {"MYCOLL_GPU_CALL_CHECK", "enum", "1",
+       "GPU: 1 = every collective kernel compares its call (collective, datatype, op, root, "
+       "count) with every peer's, so ranks that made different calls get mycollInvalidUsage "
+       "naming the peer and what differs, never a silently wrong buffer (docs/reliability.md); "
+       "a ring chain's first rank (broadcast root, the rank after the reduce root), which only "
+       "sends, checks its successor at once and the others in its next collective kernel. "
+       "strict = every rank checks every peer within the call itself. 0 = no check: a mismatch "
+       "then hangs until MYCOLL_TIMEOUT or returns wrong data. What it costs: "
+       "docs/performance.md (\"call check\"). Must be alike on every rank."},
       {"MYCOLL_GPU_RING_BYTES", "bytes", "1M",
        "GPU: all-reduce, all-gather, reduce-scatter, broadcast and reduce with the ring "
        "algorithm whose whole message (all-gather's output, reduce-scatter's input) is at least "
@@ -403,9 +405,11 @@ Config Config::from_env() {
   if (c.gpu_ll_coll_bytes > (size_t(16) << 20))
     throw_error(mycollInvalidArgument, "MYCOLL_GPU_LL_COLL_BYTES must be at most 16M");
   const std::string check = trim(env_get("MYCOLL_GPU_CALL_CHECK"));
-  if (check != "0" && check != "1")
-    throw_error(mycollInvalidArgument, "MYCOLL_GPU_CALL_CHECK='" + check + "' is not 0 or 1");
-  c.gpu_call_check = check == "1";
+  if (check != "0" && check != "1" && check != "strict")
+    throw_error(mycollInvalidArgument,
+                "MYCOLL_GPU_CALL_CHECK='" + check + "' is not 0, 1 or strict");
+  c.gpu_call_check = check != "0";
+  c.gpu_call_check_strict = check == "strict";
   c.gpu_ring_bytes = parse_bytes(env_get("MYCOLL_GPU_RING_BYTES"), "MYCOLL_GPU_RING_BYTES");
   c.gpu_direct_bytes = parse_bytes(env_get("MYCOLL_GPU_DIRECT_BYTES"), "MYCOLL_GPU_DIRECT_BYTES");
   std::string proto = trim(env_get("MYCOLL_PROTO"));

@@ -26,11 +26,15 @@ mycollResult_t DeviceCommImpl::poll_error(std::string* reason) {
     // apart): wait for it before reading them.
     for (int i = 0; i < 100000 && !e.ready; ++i) std::this_thread::yield();
     const int peer = e.peer, kind = e.kind;
-    if (kind == kDevMismatch) {
+    if (kind == kDevMismatch || kind == kDevMismatchPrev) {
       const uint64_t mine = e.mine, theirs = e.theirs;
       *reason = header_mismatch_message(
           gpu_call_header(theirs), gpu_call_header(mine), peer,
-          "rank " + std::to_string(c_.rank) + ": GPU collective (counts compared modulo 2^32)");
+          "rank " + std::to_string(c_.rank) +
+              (kind == kDevMismatchPrev
+                   ? ": GPU collective before this one (this rank only sent in it and "
+                     "finished its check in the next collective; counts compared modulo 2^32)"
+                   : ": GPU collective (counts compared modulo 2^32)"));
     } else if (kind == kDevRecvSizeMismatch || kind == kDevSendSizeMismatch) {
       *reason =
           p2p_size_mismatch_message(c_.rank, peer, kind == kDevSendSizeMismatch, e.mine, e.theirs);
@@ -195,7 +199,7 @@ void DeviceCommImpl::launch(const Task& t, cudaStream_t s) {
           device_channels(coll_whole_count(t.coll, block, c_.nranks), c_.cfg.gpu_channel_bytes,
                           channels_beside_check(geom_.max_channels));
       cuda_check(launch_ring(t.coll, t.input, t.output, block, t.dtype, t.op, t.root, d_comm_,
-                             c_.nranks, nch, sig, s),
+                             c_.nranks, nch, sig, !c_.cfg.gpu_call_check_strict, s),
                  "ring kernel launch");
       return;
     }

@@ -201,7 +201,7 @@ bool GpuProxy::rx(PeerState& s) {
         }
         continue;
       }
-      if (f.type == kCall) {  // the peer's call line, into its parity's line
+      if (f.type == kCall) {  // the peer's call line k, into slot k mod kCallLines
         const uint64_t k = s.calls_in++;
         proxy_store_line(s.p.region + L_.rx_call_line(k), f.value, uint32_t(k + 1));
         continue;

@@ -41,7 +41,7 @@ namespace mycoll {
 // multiple of 8, so that the flags (8-byte atomics) and the length words
 // after the rings are aligned (GpuProxy refuses another layout). The size
 // lines (16-byte LL lines, nslots per channel, as FifoGeom::size_off) and
-// the call lines (one per parity, as FifoGeom::call_hdr_off) are the
+// the call lines (kCallLines slots, as FifoGeom::call_hdr_off) are the
 // kernel's size and call checks (kernels/prims/p2p_size.cuh, call_check.cuh)
 // for this peer: the kernel writes tx lines, the proxy forwards them as
 // size and call frames and writes what arrives into the rx lines. The call
@@ -70,8 +70,9 @@ struct ProxyLayout {
   uint64_t rx_size_line(int c, uint64_t q) const {
     return rx_size() + c * size_bytes() + q % nslots * 16;
   }
-  uint64_t tx_call_line(uint64_t k) const { return tx_call() + 16 * (k & 1); }
-  uint64_t rx_call_line(uint64_t k) const { return rx_call() + 16 * (k & 1); }
+  static_assert(kCallLines * 16 <= 64, "the call lines fit their 64 bytes");
+  uint64_t tx_call_line(uint64_t k) const { return tx_call() + 16 * (k % kCallLines); }
+  uint64_t rx_call_line(uint64_t k) const { return rx_call() + 16 * (k % kCallLines); }
   uint64_t total_bytes() const { return call_count() + 64; }
 };
 

@@ -1061,18 +1061,31 @@ namespace {
 // Mismatched GPU calls are an error, never a silently wrong buffer
 // (kernels/prims/call_check.cuh): one matching call first (no false
 // alarm), then rank 0 makes another call than the others (op, root, count
-// or datatype, chosen by MISMATCH_FIELD) on the kernel the environment
-// picks. Every rank must report InvalidUsage through
+// or datatype, chosen by MISMATCH_FIELD; "selfroot": every rank names
+// itself the root) on the kernel the environment picks, the root being
+// MISMATCH_ROOT (default 0). Every rank must report InvalidUsage through
 // mycollCommGetAsyncError long before MYCOLL_TIMEOUT (60 s here: a
 // timeout is not the expected diagnosis), name the field, and the other
-// ranks must name rank 0; the kernels end (the stream synchronises).
+// ranks must name rank 0; the kernels end (the stream synchronises). A
+// ring chain's first rank (MISMATCH_DEFERS set) checks only its successor
+// within the call: where that successor agreed with it, it learns of the
+// mismatch from the rank that found it, as RemoteError carrying that
+// rank's words.
 int mismatch_body(mycollComm_t comm, const MemOps&) {
   int rank = -1, n = 0;
   mycollCommUserRank(comm, &rank);
   mycollCommCount(comm, &n);
   const std::string coll = std::getenv("MISMATCH_COLL");
-  const std::string field = std::getenv("MISMATCH_FIELD");
+  std::string field = std::getenv("MISMATCH_FIELD");
+  const bool self_root = field == "selfroot";
+  if (self_root) field = "root";
   const size_t count = std::strtoull(std::getenv("MISMATCH_COUNT"), nullptr, 10);
+  const char* root_env = std::getenv("MISMATCH_ROOT");
+  const int root0 = root_env ? std::atoi(root_env) : 0;
+  // The rank that defers its check in the mismatched call: the chain's
+  // first in its own view (broadcast: the root; reduce: the rank after it).
+  const bool defers = std::getenv("MISMATCH_DEFERS") != nullptr &&
+                      (coll == "broadcast" ? rank == root0 : rank == (root0 + 1) % n);
   cudaStream_t s = rank_stream();
   auto st = reinterpret_cast<mycollStream_t>(s);
   void* in = nullptr;
@@ -1084,7 +1097,7 @@ int mismatch_body(mycollComm_t comm, const MemOps&) {
   auto call = [&](bool odd) {
     const bool diff = odd && rank == 0;
     const mycollRedOp_t op = diff && field == "op" ? mycollMax : mycollSum;
-    const int root = diff && field == "root" ? n - 1 : 0;
+    const int root = odd && self_root ? rank : diff && field == "root" ? n - 1 : root0;
     const size_t c = diff && field == "count" ? count / 2 : count;
     const mycollDataType_t t = diff && field == "datatype" ? mycollInt32 : mycollFloat32;
     if (coll == "allreduce") return mycollAllReduce(in, out, c, t, op, comm, st);
@@ -1103,16 +1116,20 @@ int mismatch_body(mycollComm_t comm, const MemOps&) {
   check(call(true) == mycollSuccess, "mismatched call enqueued");
   double dt = 0;
   async = wait_async_error(comm, t0, std::chrono::milliseconds(5), &dt);
-  check(async == mycollInvalidUsage,
-        std::string("mismatch reported as InvalidUsage, got ") + mycollGetErrorString(async));
+  check(async == mycollInvalidUsage || (defers && async == mycollRemoteError),
+        std::string("mismatch reported as InvalidUsage") + (defers ? " or RemoteError" : "") +
+            ", got " + mycollGetErrorString(async));
   check(dt < 15, "mismatch reported after " + std::to_string(dt) + " s");
   check(call(false) != mycollSuccess, "broken communicator refuses work");
   const std::string why = mycollGetLastError(comm);
   check(why.find("mismatch with rank") != std::string::npos && why.find(field) != std::string::npos,
         "reason '" + why + "' names the mismatch and the " + field);
-  if (rank != 0)
-    check(why.find("mismatch with rank 0,") != std::string::npos,
-          "reason '" + why + "' names rank 0");
+  // Every rank of a self-rooted call defers and finds its successor's root;
+  // a RemoteError carries the words of whichever rank's report came first.
+  const int culprit = self_root ? (rank + 1) % n : 0;
+  if ((rank != 0 || self_root) && async != mycollRemoteError)
+    check(why.find("mismatch with rank " + std::to_string(culprit) + ",") != std::string::npos,
+          "reason '" + why + "' names rank " + std::to_string(culprit));
   check(cudaStreamSynchronize(s) == cudaSuccess, "kernels ended after the mismatch");
   std::fflush(nullptr);
   _exit(failures() ? 1 : 0);
@@ -1143,6 +1160,27 @@ const MismatchCase kMismatchCases[] = {
      "root",
      size_t(1) << 20,
      {{"MYCOLL_ALGO", "ring"}, {"MYCOLL_GPU_RING_BYTES", "1"}}},
+    // The chains' first rank defers its check (kernels/prims/call_check.cuh):
+    // rank 1 as broadcast root, rank 1 after reduce root 0, every rank as
+    // its own root.
+    {"ChainBroadcastCountRoot1",
+     "broadcast",
+     "count",
+     size_t(1) << 20,
+     {{"MYCOLL_ALGO", "ring"},
+      {"MYCOLL_GPU_RING_BYTES", "1"},
+      {"MISMATCH_ROOT", "1"},
+      {"MISMATCH_DEFERS", "1"}}},
+    {"ChainReduceCount",
+     "reduce",
+     "count",
+     size_t(1) << 20,
+     {{"MYCOLL_ALGO", "ring"}, {"MYCOLL_GPU_RING_BYTES", "1"}, {"MISMATCH_DEFERS", "1"}}},
+    {"ChainBroadcastSelfRoot",
+     "broadcast",
+     "selfroot",
+     size_t(1) << 20,
+     {{"MYCOLL_ALGO", "ring"}, {"MYCOLL_GPU_RING_BYTES", "1"}, {"MISMATCH_DEFERS", "1"}}},
     {"DirectAllToAllDatatype",
      "alltoall",
      "datatype",

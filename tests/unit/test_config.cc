@@ -211,16 +211,23 @@ TEST(Config, GpuKernelLimits) {
   }
 }
 
-// The GPU call check is on unless the variable says 0; anything but 0 or 1
-// is refused, naming the variable.
+// The GPU call check is on (chains' first ranks deferring) unless the
+// variable says 0, strict without deferral; anything but 0, 1 or strict is
+// refused, naming the variable.
 TEST(Config, GpuCallCheckSwitch) {
   unsetenv("MYCOLL_GPU_CALL_CHECK");
   EXPECT_TRUE(Config::from_env().gpu_call_check);
+  EXPECT_FALSE(Config::from_env().gpu_call_check_strict);
   setenv("MYCOLL_GPU_CALL_CHECK", "0", 1);
   EXPECT_FALSE(Config::from_env().gpu_call_check);
+  EXPECT_FALSE(Config::from_env().gpu_call_check_strict);
   setenv("MYCOLL_GPU_CALL_CHECK", " 1 ", 1);
   EXPECT_TRUE(Config::from_env().gpu_call_check);
-  for (const char* bad : {"yes", "2", "", "off"}) {
+  EXPECT_FALSE(Config::from_env().gpu_call_check_strict);
+  setenv("MYCOLL_GPU_CALL_CHECK", "strict", 1);
+  EXPECT_TRUE(Config::from_env().gpu_call_check);
+  EXPECT_TRUE(Config::from_env().gpu_call_check_strict);
+  for (const char* bad : {"yes", "2", "", "off", "Strict"}) {
     setenv("MYCOLL_GPU_CALL_CHECK", bad, 1);
     try {
       (void)Config::from_env();

@@ -133,8 +133,8 @@ TEST(FifoGeom, NoMailboxWhenEveryMailboxKernelIsOff) {
 }
 
 // The call check's lines (kernels/prims/call_check.cuh) come after every
-// other region but the size lines, whatever is enabled: two 16-byte lines
-// per sender, then this rank's 128-byte control line.
+// other region but the size lines, whatever is enabled: kCallLines 16-byte
+// lines per sender, then this rank's 128-byte control line.
 TEST(FifoGeom, CallLinesFollowEveryRegionAndDoNotOverlap) {
   for (int n : {1, 2, 3, 8, 72})
     for (int32_t os : {0, 1001})
@@ -148,7 +148,7 @@ TEST(FifoGeom, CallLinesFollowEveryRegionAndDoNotOverlap) {
           EXPECT_EQ(g.call_base() % 256, 0u);
           std::vector<std::pair<uint64_t, uint64_t>> r;
           for (int s = 0; s < n; ++s)
-            for (int b = 0; b < 2; ++b) {
+            for (int b = 0; b < kCallLines; ++b) {
               EXPECT_EQ(g.call_hdr_off(s, b) % 16, 0u);  // one 16-byte LL line
               r.push_back({g.call_hdr_off(s, b), g.call_hdr_off(s, b) + 16});
             }
@@ -158,7 +158,7 @@ TEST(FifoGeom, CallLinesFollowEveryRegionAndDoNotOverlap) {
           EXPECT_EQ(r.front().first, g.call_base());
           for (size_t i = 1; i < r.size(); ++i) EXPECT_LE(r[i - 1].second, r[i].first);
           EXPECT_EQ(r.back().second, g.call_base() + g.call_region_bytes());
-          EXPECT_LE(g.call_region_bytes(), uint64_t(n) * 32 + 128 + 127);
+          EXPECT_LE(g.call_region_bytes(), uint64_t(n) * kCallLines * 16 + 128 + 127);
         }
 }
 

@@ -331,7 +331,9 @@ TEST(GpuProxy, LayoutRegionsDoNotOverlap) {
   EXPECT_EQ(L.rx_call(), L.tx_call() + 64);
   EXPECT_EQ(L.call_count(), L.rx_call() + 64);
   EXPECT_EQ(L.rx_size_line(2, 7), L.rx_size() + 2 * 5 * 16 + 2 * 16);  // slot 7 of 5: line 2
-  EXPECT_EQ(L.tx_call_line(5), L.tx_call() + 16);                      // odd call: parity 1
+  EXPECT_EQ(L.tx_call_line(5), L.tx_call() + 16);                      // call 5: slot 1 of 4
+  EXPECT_EQ(L.rx_call_line(6), L.rx_call() + 32);                      // call 6: slot 2
+  EXPECT_EQ(L.tx_call_line(7) + 16, L.rx_call());                      // slot 3 ends tx
   EXPECT_GE(L.total_bytes(), L.call_count() + 8);
 }
 
