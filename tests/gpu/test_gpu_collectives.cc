@@ -927,7 +927,7 @@ TEST(GpuDirectKernelGiveUp, TimesOutNamingThePeer) {
 // One GPU rank's failure reaches the others (lib/engine/peer_watch.h), the
 // GPU's rank-death matrix: three processes sharing the GPU(s) make one
 // matching call, then a second one (PEER_COLL: a 4 MiB all-reduce, a 4 MiB
-// broadcast from rank 0, a 12 MiB all-to-all, or a grouped 64 MiB ring
+// broadcast from rank 0, a 12 MiB all-to-all, or a grouped 256 MiB ring
 // send/recv, larger than the FIFOs) in which rank 1 fails the way
 // PEER_FAILURE names:
 //   kill, exit0, exit1  its process ends (SIGKILL, _exit(0), _exit(1));
@@ -947,7 +947,10 @@ int peer_failure_body(mycollComm_t comm) {
   const std::string coll = std::getenv("PEER_COLL");
   cudaStream_t s = rank_stream();
   auto st = reinterpret_cast<mycollStream_t>(s);
-  const size_t count = coll == "sendrecv" ? size_t(16) << 20 : size_t(1) << 20;  // floats
+  // Send/recv: 256 MiB, more than a pair's FIFOs hold (64 channels x 16
+  // slots x 64 KiB = 64 MiB on separate GPUs), so the sender waits for its
+  // receiver (at 64 MiB a sender on four H200s finished without it).
+  const size_t count = coll == "sendrecv" ? size_t(64) << 20 : size_t(1) << 20;  // floats
   float* a = nullptr;
   float* b = nullptr;
   cudaMalloc(&a, count * n * sizeof(float));
