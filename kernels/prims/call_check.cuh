@@ -39,9 +39,9 @@
 //   another root (or another collective) than it: each finds it.
 //   That rank's peer watch tells every rank within milliseconds.
 // - Data a mismatched peer put into this rank's FIFOs during call k is
-//   read only by a later kernel: a collective one settles call k first
-//   and fails with the mismatch (its buffer may be wrong, the call returns
-//   the error); a point-to-point receive waits for a size line that no
+//   read only by a later kernel: a collective one settles call k before
+//   it ends and fails with the mismatch (its buffer may be wrong, the
+//   call returns the error); a point-to-point receive waits for a size line that no
 //   collective writes (kernels/prims/p2p_size.cuh) until the report of the
 //   rank that found the mismatch stops it.
 //
