@@ -202,7 +202,7 @@ struct DevError {
   int32_t code;  // 0 none, mycollTimeout, mycollRemoteError (abort), mycollInvalidUsage (mismatch)
   int32_t peer;
   int32_t rank;
-  int32_t kind;     // DevOpKind it was waiting in, or kDevMismatch
+  int32_t kind;     // DevOpKind it was waiting in, or kDevMismatch / kDevMismatchPrev
   uint64_t mine;    // kDevMismatch: this rank's call signature
   uint64_t theirs;  // kDevMismatch: the peer's
   int32_t ready;
