@@ -86,11 +86,11 @@ struct CollKArgs {
   uint64_t bytes;
   const DevComm* comm;  // device memory
   Coll kind;
-  int32_t root;      // rooted collectives
-  int32_t avg_n;     // Avg: divide the final sum by this; 0 = no division
-  int32_t nch;       // direct kernel: channels per peer stream
-  int32_t nstreams;  // direct kernel: peer streams
-  uint64_t sig;      // the call's signature (kernels/prims/call_check.cuh)
+  int32_t root;         // rooted collectives
+  int32_t avg_n;        // Avg: divide the final sum by this; 0 = no division
+  int32_t nch;          // direct kernel: channels per peer stream
+  int32_t nstreams;     // direct kernel: peer streams
+  uint64_t sig;         // the call's signature (kernels/prims/call_check.cuh)
   int32_t defer_check;  // ring kernel: a rank that only sends may defer its check
 };
 

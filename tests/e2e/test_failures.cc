@@ -18,7 +18,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-
 class Failures : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Failures, BadArgumentsAreRejectedAndCommStaysUsable) {
@@ -111,13 +110,14 @@ TEST_P(Failures, SilentPeerTimesOutNamingIt) {
       return 0;
     }
     auto t0 = Clock::now();
-    mycollResult_t r = mycollAllReduce(a.data(), b.data(), 1000, mycollFloat32, mycollSum, comm, nullptr);
+    mycollResult_t r =
+        mycollAllReduce(a.data(), b.data(), 1000, mycollFloat32, mycollSum, comm, nullptr);
     double dt = seconds_since(t0);
     check(r == mycollTimeout, std::string("timeout, got ") + mycollGetErrorString(r));
     check(dt >= 1.5 && dt < 8,
           "timed out after about MYCOLL_TIMEOUT (" + std::to_string(dt) + " s)");
-    check(contains(mycollGetLastError(comm), "rank 1"), std::string("message names rank 1: ") +
-                                                            mycollGetLastError(comm));
+    check(contains(mycollGetLastError(comm), "rank 1"),
+          std::string("message names rank 1: ") + mycollGetLastError(comm));
     return 0;
   });
   EXPECT_EQ(describe_failures(res), "");
