@@ -319,6 +319,10 @@ struct KernelArgs {
   uint64_t sig;    // the call's signature (call_check.cuh); 0: not checked (point-to-point)
   int32_t nranks;  // divisor for Avg
   int32_t p2p;     // a point-to-point plan: sends and receives check message sizes
+  // The one peer whose call line the check compares within the call, the
+  // others' waiting for the next collective kernel (a plan in which this
+  // rank only sends: kernels/prims/call_check.cuh); -1: every peer's.
+  int32_t defer_to;
 };
 
 }  // namespace mycoll

@@ -86,12 +86,12 @@ struct CollKArgs {
   uint64_t bytes;
   const DevComm* comm;  // device memory
   Coll kind;
-  int32_t root;         // rooted collectives
-  int32_t avg_n;        // Avg: divide the final sum by this; 0 = no division
-  int32_t nch;          // direct kernel: channels per peer stream
-  int32_t nstreams;     // direct kernel: peer streams
-  uint64_t sig;         // the call's signature (kernels/prims/call_check.cuh)
-  int32_t defer_check;  // ring kernel: a rank that only sends may defer its check
+  int32_t root;      // rooted collectives
+  int32_t avg_n;     // Avg: divide the final sum by this; 0 = no division
+  int32_t nch;       // direct kernel: channels per peer stream
+  int32_t nstreams;  // direct kernel: peer streams
+  uint64_t sig;      // the call's signature (kernels/prims/call_check.cuh)
+  int32_t defer_to;  // ring kernel: the peer whose call line it compares now (-1: every peer's)
 };
 
 inline CollKArgs coll_kargs(Coll kind, const void* in, void* out, uint64_t bytes,
@@ -105,6 +105,7 @@ inline CollKArgs coll_kargs(Coll kind, const void* in, void* out, uint64_t bytes
   a.kind = kind;
   a.root = root;
   a.avg_n = avg ? nranks : 0;
+  a.defer_to = -1;
   return a;
 }
 

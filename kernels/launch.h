@@ -72,11 +72,12 @@ int ll_coll_blocks(uint64_t bytes);
 // block (> 0). Requires every peer mapped over CUDA IPC and nchannels <=
 // geom.max_channels; interleaves with plan-kernel launches (same counters).
 // In place as the API defines it; reduce writes out on the root only.
-// defer_check: a chain's first rank (it only sends) may finish its call
-// check in its next collective kernel (kernels/prims/call_check.cuh).
+// defer_to >= 0: this rank only sends in the call (a chain's first rank);
+// its call check compares that peer's line now and the others' in its next
+// collective kernel (kernels/prims/call_check.cuh).
 cudaError_t launch_ring(Coll kind, const void* in, void* out, uint64_t bytes, mycollDataType_t t,
                         mycollRedOp_t op, int root, const DevComm* comm, int nranks, int nchannels,
-                        uint64_t sig, bool defer_check, cudaStream_t stream);
+                        uint64_t sig, int defer_to, cudaStream_t stream);
 
 // Direct all-to-all / scatter / gather (kernels/colls/direct.cu): one block
 // per (stream, channel), a stream being one peer, with whom all-to-all

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include "algorithms/schedule.h"
 #include "engine/reduce.h"
 #include "kernels/device_plan.h"
 #include "kernels/dispatch.cuh"
@@ -120,11 +121,10 @@ __global__ void __launch_bounds__(kThreads, 1) direct_kernel(CollKArgs a) {
     sh.stop = 0;
   }
   __syncthreads();
-  // This channel's range [c0, c1) of the block, 16-byte aligned; the block
-  // is the peer's in the blocked buffer (at the root) or the whole buffer.
-  const uint64_t per = ((B + a.nch - 1) / a.nch + 15) / 16 * 16;
-  const uint64_t c0 = uint64_t(ch) * per < B ? uint64_t(ch) * per : B;
-  const uint64_t c1 = c0 + per < B ? c0 + per : B;
+  // This channel's range [c0, c1) of the block; the block is the peer's in
+  // the blocked buffer (at the root) or the whole buffer.
+  uint64_t c0, c1;
+  sched::channel_range(B, ch, a.nch, &c0, &c1);
   const bool blocked_in = a.kind == Coll::AllToAll || (a.kind == Coll::Scatter && r == a.root);
   const bool blocked_out = a.kind == Coll::AllToAll || (a.kind == Coll::Gather && r == a.root);
   const char* src = s.send ? a.in + (blocked_in ? uint64_t(s.peer) * B : 0) + c0 : nullptr;

@@ -130,7 +130,7 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
   // The call check runs in a block of its own (the grid's first), so no
   // channel waits for the peers' start.
   int b0 = 0;
-  if (call_check_block(cm, a.sig, &b0)) return;
+  if (call_check_block(cm, a.sig, &b0, a.defer_to)) return;
   const int ch = int(blockIdx.x) - b0;
   const FifoGeom g = cm.geom;
   const uint64_t LSB = g.ll_slot_bytes, LD = g.ll_slot_bytes / 2;  // ll data bytes per slot

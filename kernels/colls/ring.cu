@@ -146,14 +146,9 @@ __global__ void __launch_bounds__(kThreads, 1) ring_kernel(CollKArgs a) {
   const bool in_place =
       a.kind == Coll::AllGather ? a.out + uint64_t(r) * a.bytes == a.in : a.in == a.out;
   const bool chain = a.kind == Coll::Broadcast || a.kind == Coll::Reduce;
-  // A chain's first rank receives nothing: it checks its successor's call
-  // line now and every other line in its next collective kernel
-  // (kernels/prims/call_check.cuh), so it need not wait for the chain's
-  // last rank to start.
   const int chain_mode = chain ? sched::ring_prim(a.kind, n, r, a.root, 0, in_place).mode : 0;
-  const int defer_to = chain && a.defer_check && !(chain_mode & kR) ? (r + 1) % n : -1;
   int b0;  // the first channel's block (after the call check's)
-  if (call_check_block(cm, a.sig, &b0, defer_to)) return;
+  if (call_check_block(cm, a.sig, &b0, a.defer_to)) return;
   const int ch = int(blockIdx.x) - b0, nch = int(gridDim.x) - b0;
   const Chan c = make_chan(cm, (r + 1) % n, (r + n - 1) % n, ch);
   uint64_t* st_next = reinterpret_cast<uint64_t*>(cm.local + g.state_off(c.next, ch));
@@ -174,7 +169,7 @@ __global__ void __launch_bounds__(kThreads, 1) ring_kernel(CollKArgs a) {
     // laid this path out worse (reduce 7-10 % below at 8-128 MiB, 2 and 4
     // ranks on one H100; broadcast unchanged; docs/performance.md).
     uint64_t c0, c1;
-    sched::ring_channel_range(a.bytes, ch, nch, &c0, &c1);
+    sched::channel_range(a.bytes, ch, nch, &c0, &c1);
     if (c1 > c0)
       prim<T, OP, kReduce>(c, sh, chain_mode, a.in ? a.in + c0 : nullptr,
                            a.out ? a.out + c0 : nullptr, c1 - c0, a.avg_n);
@@ -214,9 +209,9 @@ cudaError_t preload_ring_kernels() {
 
 cudaError_t launch_ring(Coll kind, const void* in, void* out, uint64_t bytes, mycollDataType_t t,
                         mycollRedOp_t op, int root, const DevComm* comm, int nranks, int nchannels,
-                        uint64_t sig, bool defer_check, cudaStream_t stream) {
+                        uint64_t sig, int defer_to, cudaStream_t stream) {
   CollKArgs a = coll_kargs(kind, in, out, bytes, comm, root, op == mycollAvg, nranks, sig);
-  a.defer_check = defer_check;
+  a.defer_to = defer_to;
   const int blocks = nchannels + (sig != 0 ? 1 : 0);  // + the call check's block
   if (kind != Coll::AllGather && kind != Coll::Broadcast)
     return dispatch_dtype_op<LaunchReduce>(t, op, a, blocks, stream);

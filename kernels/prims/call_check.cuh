@@ -23,21 +23,24 @@
 //   timeout.
 //
 // A rank that only sends in its call (a ring chain's first rank: the
-// broadcast root, the rank after the reduce root; the ring kernel decides)
-// receives nothing a mismatched peer could spoil, yet waiting for every
-// peer's line would hold it until the chain's last rank has started the
-// call, which is one whole chain behind (25-40 % of a 512 KiB-16 MiB
-// broadcast on four H200s, docs/performance.md "Session 22"). Such a rank
-// *defers*: in call k it compares only its chain successor's line of k
-// and leaves the signature of k in its control line; the next collective
-// kernel of this rank, of whatever kind, first compares every peer's line
-// of k against it (kDevMismatchPrev) and only then its own call. Why no
-// mismatch goes unreported or turns into silent data:
-// - Someone finds it within call k. If any rank checks every line (does
-//   not defer), it sees the odd one out. If every rank defers, each
-//   believes it starts its own chain, so each one's successor names
-//   another root (or another collective) than it: each finds it.
-//   That rank's peer watch tells every rank within milliseconds.
+// broadcast root, the rank after the reduce root; in the plan kernel a
+// tree broadcast's root, a reduce's leaves, a gather's other ranks; the
+// host decides, lib/engine/device_comm_launch.cc) receives nothing a
+// mismatched peer could spoil, yet waiting for every peer's line would
+// hold it until the last rank has started the call, which for a chain is
+// one whole chain behind (25-40 % of a 512 KiB-16 MiB broadcast on four
+// H200s, docs/performance.md "Session 22"). Such a rank *defers*: in call
+// k it compares only the line of k of one peer it sends to, and leaves the
+// signature of k in its control line; the next collective kernel of this
+// rank, of whatever kind, first compares every peer's line of k against
+// it (kDevMismatchPrev) and only then its own call. Why no mismatch goes
+// unreported or turns into silent data:
+// - Someone finds it within call k. The peer a deferring rank checks
+//   either made another call (found now) or made the same one, in which it
+//   receives from this rank, so it does not defer and compares every line
+//   itself (if every rank defers, each believes it is the root, so each
+//   one's peer names another root than it: each finds it). The rank that
+//   finds it tells every rank through its peer watch within milliseconds.
 // - Data a mismatched peer put into this rank's FIFOs during call k is
 //   read only by a later kernel: a collective one settles call k before
 //   it ends and fails with the mismatch (its buffer may be wrong, the

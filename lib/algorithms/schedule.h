@@ -114,9 +114,9 @@ MYCOLL_SCHED_FN RingPrim ring_prim(Coll c, int n, int r, int root, int s, bool i
 // the output (each meaningful only when the mode has the bit). Returns false
 // to stop (the GPU gave up); ring_walk then returns false.
 // Channel ch of nch's range [*c0, *c1) of `bytes`, 16-byte aligned (empty
-// when the message has fewer 16-byte pieces than channels).
-MYCOLL_SCHED_FN void ring_channel_range(uint64_t bytes, int ch, int nch, uint64_t* c0,
-                                        uint64_t* c1) {
+// when the message has fewer 16-byte pieces than channels); also how the
+// direct kernel splits a peer's block over its channels.
+MYCOLL_SCHED_FN void channel_range(uint64_t bytes, int ch, int nch, uint64_t* c0, uint64_t* c1) {
   const uint64_t per = ((bytes + nch - 1) / nch + 15) / 16 * 16;
   *c0 = uint64_t(ch) * per < bytes ? uint64_t(ch) * per : bytes;
   *c1 = *c0 + per < bytes ? *c0 + per : bytes;
@@ -127,7 +127,7 @@ MYCOLL_SCHED_FN bool ring_walk(Coll c, int n, int r, int root, bool in_place, ui
                                int ch, int nch, uint64_t most, Emit&& emit) {
   const uint64_t B = bytes;
   uint64_t c0, c1;
-  ring_channel_range(B, ch, nch, &c0, &c1);
+  channel_range(B, ch, nch, &c0, &c1);
   if (c1 == c0) return true;
   if (c == Coll::AllReduce) {
     const uint64_t share = ((c1 - c0 + n - 1) / n + 15) / 16 * 16;

@@ -64,6 +64,7 @@ DevPlan& DeviceCommImpl::collective_plan(const Task& t, cudaStream_t s) {
   DevPlan p;
   p.nch = built.nch;
   p.scratch_bytes = built.scratch_bytes;
+  p.sends_only_to = built.sends_only_to;
   upload(p, built.ops, built.chan, s);
   return plans_.emplace(key, p).first->second;
 }

@@ -73,6 +73,7 @@ struct DevPlan {
   void* h_pinned = nullptr;  // source of the upload (kept: a captured copy re-reads it)
   int nch = 1;
   size_t scratch_bytes = 0;
+  int sends_only_to = -1;  // DevicePlan::sends_only_to
 };
 
 // A point-to-point batch: the LL point-to-point kernel's parameters when it

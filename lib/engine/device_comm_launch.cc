@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "algorithms/schedule.h"
 #include "base/dtype.h"
 #include "base/error.h"
 #include "base/log.h"
@@ -181,6 +182,18 @@ void DeviceCommImpl::launch_direct_kernel(const Task& t, uint64_t sig, cudaStrea
              "direct kernel launch");
 }
 
+namespace {
+
+// The ring kernel's chains: the first rank (the broadcast root, the rank
+// after the reduce root) receives nothing and sends to the next rank; -1
+// for every other rank and collective.
+int ring_sends_only_to(Coll c, int n, int r, int root) {
+  if (c != Coll::Broadcast && c != Coll::Reduce) return -1;
+  return (sched::ring_prim(c, n, r, root, 0, false).mode & sched::kR) != 0 ? -1 : (r + 1) % n;
+}
+
+}  // namespace
+
 void DeviceCommImpl::launch(const Task& t, cudaStream_t s) {
   const DevChoice k = select_device_kernel(dev_call(t), limits_);
   // What every collective kernel checks against its peers' (0: no check:
@@ -189,6 +202,10 @@ void DeviceCommImpl::launch(const Task& t, cudaStream_t s) {
       t.coll == Coll::SendRecv || !c_.cfg.gpu_call_check
           ? 0
           : gpu_call_sig(collective_header(t.coll, t.dtype, t.op, t.root, t.count, 0, 0));
+  // A rank that receives nothing in the call compares only the line of a
+  // peer it sends to within the call, the others' in its next collective
+  // kernel (kernels/prims/call_check.cuh); never with MYCOLL_GPU_CALL_CHECK=strict.
+  const bool may_defer = sig != 0 && !c_.cfg.gpu_call_check_strict;
   if (log_enabled(LogLevel::Info, Subsys::Coll))
     log_info(Subsys::Coll, "op {} {} of {} bytes: {}", t.seq, coll_name(t.coll),
              uint64_t(t.count) * dtype_size(t.dtype), describe(k));
@@ -198,9 +215,11 @@ void DeviceCommImpl::launch(const Task& t, cudaStream_t s) {
       const int nch =
           device_channels(coll_whole_count(t.coll, block, c_.nranks), c_.cfg.gpu_channel_bytes,
                           channels_beside_check(geom_.max_channels));
-      cuda_check(launch_ring(t.coll, t.input, t.output, block, t.dtype, t.op, t.root, d_comm_,
-                             c_.nranks, nch, sig, !c_.cfg.gpu_call_check_strict, s),
-                 "ring kernel launch");
+      cuda_check(
+          launch_ring(t.coll, t.input, t.output, block, t.dtype, t.op, t.root, d_comm_, c_.nranks,
+                      nch, sig,
+                      may_defer ? ring_sends_only_to(t.coll, c_.nranks, c_.rank, t.root) : -1, s),
+          "ring kernel launch");
       return;
     }
     case DevKernel::LlColl:
@@ -248,6 +267,7 @@ void DeviceCommImpl::launch(const Task& t, cudaStream_t s) {
   a.sig = sig;
   a.nranks = c_.nranks;
   a.p2p = t.coll == Coll::SendRecv;
+  a.defer_to = may_defer ? p.sends_only_to : -1;
   cuda_check(launch_plan(a, coll_reduces(t.coll), t.dtype, t.op, p.nch, s), "plan kernel launch");
 }
 

@@ -104,6 +104,13 @@ DevicePlan build_device_collective(const DeviceCollArgs& a,
     p.chan.push_back(static_cast<uint32_t>(p.ops.size()));
   }
   p.scratch_bytes = scratch * a.es;
+  for (const DevOp& op : p.ops) {
+    if (op.kind == kDevRecv || op.kind == kDevRecvReduce) {
+      p.sends_only_to = -1;
+      break;
+    }
+    if (op.kind == kDevSend && p.sends_only_to < 0) p.sends_only_to = op.peer;
+  }
   return p;
 }
 

@@ -19,6 +19,10 @@ struct DevicePlan {
   std::vector<uint32_t> chan;  // channel c's ops: [chan[c], chan[c+1])
   int nch = 1;
   size_t scratch_bytes = 0;
+  // A peer this rank sends to when it receives nothing in the call (a
+  // broadcast root, a reduce leaf, a gather's non-root): such a rank may
+  // defer its call check (kernels/prims/call_check.cuh). -1 otherwise.
+  int sends_only_to = -1;
 };
 
 // Channels for a message of `bytes`: one per channel_bytes, 1..max_channels.

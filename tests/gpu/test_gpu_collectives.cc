@@ -1070,10 +1070,13 @@ namespace {
 // mycollCommGetAsyncError long before MYCOLL_TIMEOUT (60 s here: a
 // timeout is not the expected diagnosis), name the field, and the other
 // ranks must name rank 0; the kernels end (the stream synchronises). A
-// ring chain's first rank (MISMATCH_DEFERS set) checks only its successor
-// within the call: where that successor agreed with it, it learns of the
-// mismatch from the rank that found it, as RemoteError carrying that
-// rank's words.
+// rank that only sends in its view of the call checks only a peer it sends
+// to within the call (kernels/prims/call_check.cuh): where that peer agreed
+// with it, it learns of the mismatch from the rank that found it, as
+// RemoteError carrying that rank's words. MISMATCH_DEFERS=1: such a rank
+// is a ring chain's first (the broadcast root, the rank after the reduce
+// root); =any: any rank may be (the plan kernel's trees: the root, the
+// leaves), and a self-rooted call's ranks name some other rank.
 int mismatch_body(mycollComm_t comm, const MemOps&) {
   int rank = -1, n = 0;
   mycollCommUserRank(comm, &rank);
@@ -1085,10 +1088,12 @@ int mismatch_body(mycollComm_t comm, const MemOps&) {
   const size_t count = std::strtoull(std::getenv("MISMATCH_COUNT"), nullptr, 10);
   const char* root_env = std::getenv("MISMATCH_ROOT");
   const int root0 = root_env ? std::atoi(root_env) : 0;
-  // The rank that defers its check in the mismatched call: the chain's
-  // first in its own view (broadcast: the root; reduce: the rank after it).
-  const bool defers = std::getenv("MISMATCH_DEFERS") != nullptr &&
-                      (coll == "broadcast" ? rank == root0 : rank == (root0 + 1) % n);
+  // The ranks that may defer their check in the mismatched call.
+  const char* defers_env = std::getenv("MISMATCH_DEFERS");
+  const bool any_defers = defers_env != nullptr && std::string(defers_env) == "any";
+  const bool defers =
+      defers_env != nullptr &&
+      (any_defers || (coll == "broadcast" ? rank == root0 : rank == (root0 + 1) % n));
   cudaStream_t s = rank_stream();
   auto st = reinterpret_cast<mycollStream_t>(s);
   void* in = nullptr;
@@ -1127,10 +1132,15 @@ int mismatch_body(mycollComm_t comm, const MemOps&) {
   const std::string why = mycollGetLastError(comm);
   check(why.find("mismatch with rank") != std::string::npos && why.find(field) != std::string::npos,
         "reason '" + why + "' names the mismatch and the " + field);
-  // Every rank of a self-rooted call defers and finds its successor's root;
-  // a RemoteError carries the words of whichever rank's report came first.
+  // Every rank of a self-rooted call defers and finds another root in the
+  // peer it sends to first: its chain successor, or (any_defers) a child in
+  // its own tree; a RemoteError carries the words of whichever rank's report
+  // came first.
   const int culprit = self_root ? (rank + 1) % n : 0;
-  if ((rank != 0 || self_root) && async != mycollRemoteError)
+  if (self_root && any_defers)
+    check(why.find("mismatch with rank " + std::to_string(rank) + ",") == std::string::npos,
+          "reason '" + why + "' names another rank than " + std::to_string(rank));
+  else if ((rank != 0 || self_root) && async != mycollRemoteError)
     check(why.find("mismatch with rank " + std::to_string(culprit) + ",") != std::string::npos,
           "reason '" + why + "' names rank " + std::to_string(culprit));
   check(cudaStreamSynchronize(s) == cudaSuccess, "kernels ended after the mismatch");
@@ -1192,6 +1202,23 @@ const MismatchCase kMismatchCases[] = {
       {"MYCOLL_GPU_DIRECT_BYTES", "1"},
       {"MYCOLL_GPU_LL_COLL_BYTES", "0"}}},
     {"PlanTreeOp", "allreduce", "op", 65537, {{"MYCOLL_ALGO", "tree"}}},
+    // The plan kernel's ranks that only send defer too: a tree broadcast's
+    // root (rank 1), a tree reduce's leaves, every rank as its own root.
+    {"PlanBroadcastCountRoot1",
+     "broadcast",
+     "count",
+     65537,
+     {{"MYCOLL_ALGO", "tree"}, {"MISMATCH_ROOT", "1"}, {"MISMATCH_DEFERS", "1"}}},
+    {"PlanReduceCount",
+     "reduce",
+     "count",
+     65537,
+     {{"MYCOLL_ALGO", "tree"}, {"MISMATCH_DEFERS", "any"}}},
+    {"PlanBroadcastSelfRoot",
+     "broadcast",
+     "selfroot",
+     65537,
+     {{"MYCOLL_ALGO", "tree"}, {"MISMATCH_DEFERS", "any"}}},
     // GPU buffers through host transports: the call lines travel as the
     // GPU proxy's call frames (lib/engine/gpu_proxy.h).
     {"ProxiedPlanOp", "allreduce", "op", 65537, {{"MYCOLL_TRANSPORT", "shm"}}},

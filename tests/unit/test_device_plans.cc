@@ -25,7 +25,8 @@ struct RankBufs {
 
 // Runs all ranks' plans. Reductions are int32 sums; ScaleAvg divides int32.
 // Returns "" on success, else what went wrong.
-std::string interpret(const std::vector<DevicePlan>& plans, std::vector<RankBufs>& mem, int nranks) {
+std::string interpret(const std::vector<DevicePlan>& plans, std::vector<RankBufs>& mem,
+                      int nranks) {
   struct Cursor {
     uint32_t step_begin = 0, step_end = 0;
     bool started = false;
@@ -36,7 +37,8 @@ std::string interpret(const std::vector<DevicePlan>& plans, std::vector<RankBufs
   std::vector<std::vector<Cursor>> cur(n);
   for (int r = 0; r < n; ++r) {
     cur[r].resize(plans[r].nch);
-    for (int c = 0; c < plans[r].nch; ++c) cur[r][c].step_begin = cur[r][c].step_end = plans[r].chan[c];
+    for (int c = 0; c < plans[r].nch; ++c)
+      cur[r][c].step_begin = cur[r][c].step_end = plans[r].chan[c];
   }
   auto ptr = [&](int r, uint8_t buf, uint64_t off) {
     return buf == 3 ? reinterpret_cast<char*>(off) : mem[r].bufs[buf] + off;
@@ -60,7 +62,8 @@ std::string interpret(const std::vector<DevicePlan>& plans, std::vector<RankBufs
           for (uint32_t i = k.step_begin; i < k.step_end; ++i) {  // local ops first
             const DevOp& op = p.ops[i];
             if (op.kind == kDevCopy) {
-              std::memmove(ptr(r, op.dst_buf, op.dst_off), ptr(r, op.src_buf, op.src_off), op.bytes);
+              std::memmove(ptr(r, op.dst_buf, op.dst_off), ptr(r, op.src_buf, op.src_off),
+                           op.bytes);
             } else if (op.kind == kDevReduce) {
               int32_t* d = reinterpret_cast<int32_t*>(ptr(r, op.dst_buf, op.dst_off));
               const int32_t* s = reinterpret_cast<const int32_t*>(ptr(r, op.src_buf, op.src_off));
@@ -149,7 +152,9 @@ bool expected(Coll c, int n, int r, int root, size_t count, size_t i, bool avg, 
     case Coll::AllGather: *out = value(static_cast<int>(i / count), i % count); return true;
     case Coll::Gather: *out = value(static_cast<int>(i / count), i % count); return r == root;
     case Coll::ReduceScatter: *out = sum(r * count + i); return true;
-    case Coll::AllToAll: *out = value(static_cast<int>(i / count), r * count + i % count); return true;
+    case Coll::AllToAll:
+      *out = value(static_cast<int>(i / count), r * count + i % count);
+      return true;
     case Coll::Scatter: *out = value(root, r * count + i); return true;
     default: return false;
   }
@@ -210,6 +215,28 @@ std::string run_case(Coll coll, Algo algo, int n, size_t count, int root, bool i
     mem[r].bufs[1] = reinterpret_cast<char*>(out);
     mem[r].bufs[2] = reinterpret_cast<char*>(scratch[r].data());
   }
+  // The call check's deferral (kernels/prims/call_check.cuh): a rank that
+  // names a peer receives nothing and sends to it, and that peer receives
+  // from it, so it does not defer and compares every line itself.
+  auto receives_from = [&](int q, int from) {
+    for (const DevOp& op : plans[q].ops)
+      if ((op.kind == kDevRecv || op.kind == kDevRecvReduce) && (from < 0 || op.peer == from))
+        return true;
+    return false;
+  };
+  for (int r = 0; r < n; ++r) {
+    bool sends = false;
+    for (const DevOp& op : plans[r].ops) sends = sends || op.kind == kDevSend;
+    const int p = plans[r].sends_only_to;
+    const std::string who = "rank " + std::to_string(r) + " sends_only_to " + std::to_string(p);
+    if (receives_from(r, -1) || !sends) {
+      if (p != -1) return who + ": it receives or sends nothing";
+      continue;
+    }
+    if (p < 0 || p >= n || p == r) return who + ": it only sends";
+    if (!receives_from(p, r) || plans[p].sends_only_to != -1)
+      return who + ": that peer does not receive from it";
+  }
   std::string err = interpret(plans, mem, n);
   if (!err.empty()) return err;
   for (int r = 0; r < n; ++r) {
@@ -229,8 +256,8 @@ std::string run_case(Coll coll, Algo algo, int n, size_t count, int root, bool i
 }
 
 TEST(DevicePlans, EveryCollectiveAlgorithmChannelSplitMatchesReference) {
-  const Coll colls[] = {Coll::AllReduce, Coll::Broadcast, Coll::Reduce, Coll::AllGather,
-                        Coll::ReduceScatter, Coll::AllToAll, Coll::Scatter, Coll::Gather};
+  const Coll colls[] = {Coll::AllReduce,     Coll::Broadcast, Coll::Reduce,  Coll::AllGather,
+                        Coll::ReduceScatter, Coll::AllToAll,  Coll::Scatter, Coll::Gather};
   const Algo algos[] = {Algo::Ring, Algo::Tree, Algo::Rhd, Algo::Direct, Algo::Hier, Algo::TwoShot};
   int cases = 0;
   for (Coll coll : colls)
@@ -247,15 +274,51 @@ TEST(DevicePlans, EveryCollectiveAlgorithmChannelSplitMatchesReference) {
                 for (bool avg : {false, true}) {
                   if (avg && coll != Coll::AllReduce && coll != Coll::ReduceScatter) continue;
                   std::string err = run_case(coll, algo, n, count, root, in_place, nch, avg);
-                  ASSERT_EQ(err, "") << coll_name(coll) << " " << algo_name(algo) << " n=" << n
-                                     << " count=" << count << " nch=" << nch
-                                     << (in_place ? " in-place" : "") << " root=" << root
-                                     << (avg ? " avg" : "");
+                  ASSERT_EQ(err, "")
+                      << coll_name(coll) << " " << algo_name(algo) << " n=" << n
+                      << " count=" << count << " nch=" << nch << (in_place ? " in-place" : "")
+                      << " root=" << root << (avg ? " avg" : "");
                   ++cases;
                 }
               }
     }
   EXPECT_GT(cases, 1000);
+}
+
+// Which ranks only send, and so may defer their call check: the broadcast
+// root, a gather's other ranks; nobody in an all-reduce or at the root of
+// a reduce or gather. (Every case of the test above checks the rule's
+// argument; this one that the rule fires where it should.)
+TEST(DevicePlans, RanksThatOnlySendNameAPeerTheySendTo) {
+  auto only_to = [](Coll coll, Algo algo, int n, int r, int root) {
+    DeviceCollArgs a;
+    a.coll = coll;
+    a.algo = algo;
+    a.count = 40003;
+    a.root = root;
+    a.nranks = n;
+    a.rank = r;
+    a.nch = 3;
+    return build_device_collective(a, [&](const CollArgs& c) { return build_plan(algo, c); })
+        .sends_only_to;
+  };
+  for (Algo algo : {Algo::Ring, Algo::Tree})
+    for (int n : {2, 3, 4, 8})
+      for (int r = 0; r < n; ++r) {
+        const int root = n - 1;
+        const int b = only_to(Coll::Broadcast, algo, n, r, root);
+        if (r == root)
+          EXPECT_TRUE(b >= 0 && b < n && b != r) << algo_name(algo) << " n=" << n << " got " << b;
+        else
+          EXPECT_EQ(b, -1) << algo_name(algo) << " broadcast n=" << n << " rank " << r;
+        EXPECT_EQ(only_to(Coll::AllReduce, algo, n, r, 0), -1);
+        if (r == root) EXPECT_EQ(only_to(Coll::Reduce, algo, n, r, root), -1);
+      }
+  for (int n : {2, 5})
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(only_to(Coll::Gather, Algo::Direct, n, r, 1), r == 1 ? -1 : 1) << "rank " << r;
+      if (r == 1) EXPECT_GE(only_to(Coll::Scatter, Algo::Direct, n, r, 1), 0);
+    }
 }
 
 // Point-to-point batches: every rank sends a differently sized message to
@@ -273,7 +336,8 @@ TEST(DevicePlans, PointToPointSplitMatchesOnBothSides) {
       std::vector<Op> copies;
       for (int q = 0; q < n; ++q) {
         out[r][q].resize(size_of(r, q));
-        for (size_t i = 0; i < out[r][q].size(); ++i) out[r][q][i] = static_cast<char>(r * 31 + q * 7 + i);
+        for (size_t i = 0; i < out[r][q].size(); ++i)
+          out[r][q][i] = static_cast<char>(r * 31 + q * 7 + i);
         in[r][q].assign(size_of(q, r), 0);
         Op s, v;
         s.kind = q == r ? OpKind::Copy : OpKind::Send;
@@ -297,8 +361,7 @@ TEST(DevicePlans, PointToPointSplitMatchesOnBothSides) {
     std::vector<RankBufs> mem(n);
     ASSERT_EQ(interpret(plans, mem, n), "") << n << " ranks";
     for (int r = 0; r < n; ++r)
-      for (int q = 0; q < n; ++q)
-        ASSERT_EQ(in[r][q], out[q][r]) << "rank " << r << " from " << q;
+      for (int q = 0; q < n; ++q) ASSERT_EQ(in[r][q], out[q][r]) << "rank " << r << " from " << q;
   }
 }
 
