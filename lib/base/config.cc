@@ -152,7 +152,9 @@ const std::vector<EnvVar>& env_registry() {
        "this many bytes, on a communicator whose peers are all on cuda_ipc, run in the fused "
        "ring kernel: every FIFO slot is received, reduced and forwarded to the next rank in one "
        "pass, instead of the plan kernel's step-by-step ring and pipelined chain. Smaller ones "
-       "run the plan kernel (low-latency protocol). 0 disables it."},
+       "run the plan kernel (low-latency protocol), except broadcast and reduce above 256 KiB, "
+       "where the LL kernel's flat tree stops: those always take the fused kernel's chain. 0 "
+       "disables it."},
       {"MYCOLL_GPU_DIRECT_BYTES", "bytes", "1M",
        "GPU: all-to-all (out of place), scatter and gather with the direct algorithm whose whole "
        "message (all-to-all's input, scatter's and gather's blocked buffer) is at least this "

@@ -138,8 +138,11 @@ DeviceCommImpl::DeviceCommImpl(mycollComm& c) : c_(c), dev_(c.cuda_device) {
   if (!any_proxy_ && c.nranks >= 2 && cfg.gpu_ring_bytes > 0)
     log_info(Subsys::Gpu,
              "rank {} GPU {}: fused ring kernel for ring all-reduce / all-gather / "
-             "reduce-scatter / broadcast / reduce of >= {} bytes (MYCOLL_GPU_RING_BYTES)",
-             c.rank, dev_, cfg.gpu_ring_bytes);
+             "reduce-scatter of >= {} bytes (MYCOLL_GPU_RING_BYTES), broadcast / reduce of "
+             ">= {} / {} bytes",
+             c.rank, dev_, cfg.gpu_ring_bytes,
+             std::min<uint64_t>(cfg.gpu_ring_bytes, kLlBroadcastBytes + 1),
+             std::min<uint64_t>(cfg.gpu_ring_bytes, kLlReduceBytes + 1));
   if (!any_proxy_ && c.nranks >= 2 && cfg.gpu_direct_bytes > 0)
     log_info(Subsys::Gpu,
              "rank {} GPU {}: direct kernel for all-to-all / scatter / gather of >= {} bytes "

@@ -21,14 +21,21 @@ bool ring_kernel_size(const DevLimits& l, uint64_t whole) {
   return !l.any_proxy && l.ring_bytes > 0 && whole >= l.ring_bytes;
 }
 
+// Broadcast and reduce (the chain) take the fused ring kernel also
+// wherever the LL kernel's flat tree stops: between the two the plan
+// kernel's pipelined chain took twice as long at 512 KiB on four H200s
+// (docs/performance.md, "Session 25").
 bool ring_row(const DevCall& c, const DevLimits& l, uint64_t whole) {
   if (c.algo != Algo::Ring) return false;
+  const bool chain_size = !l.any_proxy && l.ring_bytes > 0;
   switch (c.coll) {
     case Coll::AllReduce:
     case Coll::AllGather:
-    case Coll::ReduceScatter:
+    case Coll::ReduceScatter: return ring_kernel_size(l, whole);
     case Coll::Broadcast:
-    case Coll::Reduce: return ring_kernel_size(l, whole);
+      return ring_kernel_size(l, whole) || (chain_size && whole > l.ll_bcast_bytes);
+    case Coll::Reduce:
+      return ring_kernel_size(l, whole) || (chain_size && whole > l.ll_reduce_bytes);
     default: return false;
   }
 }

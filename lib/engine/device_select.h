@@ -9,6 +9,8 @@
 // Rows, tried in this order (the first that accepts the call serves it):
 //   kernel   schedule         protocol  collectives            when
 //   ring     ring / chain     simple    AR AG RS BC RD         algo ring, whole >= ring_bytes
+//                                                              (BC/RD also above ll_bcast /
+//                                                              ll_reduce bytes)
 //   ll_coll  direct / flat    ll        AG RS A2A; BC RD       algo direct; BC/RD not forced,
 //                                                              whole <= ll_coll_bytes (BC/RD
 //                                                              <= ll_bcast / ll_reduce bytes)

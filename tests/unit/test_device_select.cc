@@ -51,6 +51,11 @@ DevKernel expected(const DevCall& c, const DevLimits& l) {
                          c.coll == Coll::Reduce;
   if (!l.any_proxy && c.algo == Algo::Ring && l.ring_bytes && ring_coll && whole >= l.ring_bytes)
     return DevKernel::Ring;
+  // The chains also where the LL kernel stops.
+  if (!l.any_proxy && c.algo == Algo::Ring && l.ring_bytes &&
+      ((c.coll == Coll::Broadcast && whole > l.ll_bcast_bytes) ||
+       (c.coll == Coll::Reduce && whole > l.ll_reduce_bytes)))
+    return DevKernel::Ring;
   if (l.ll_coll_bytes && whole <= l.ll_coll_bytes) {
     if ((c.coll == Coll::AllGather || c.coll == Coll::ReduceScatter || c.coll == Coll::AllToAll) &&
         c.algo == Algo::Direct)
@@ -81,6 +86,7 @@ TEST(DeviceSelect, EveryCallMatchesTheTable) {
                                        (64 << 10) + 1,
                                        256 << 10,
                                        (256 << 10) + 1,
+                                       512 << 10,
                                        (1 << 20) - 1,
                                        1 << 20,
                                        (2 << 20) + 3,
