@@ -141,8 +141,9 @@ const std::vector<EnvVar>& env_registry() {
        "GPU: 1 = every collective kernel compares its call (collective, datatype, op, root, "
        "count) with every peer's, so ranks that made different calls get mycollInvalidUsage "
        "naming the peer and what differs, never a silently wrong buffer (docs/reliability.md); "
-       "a ring chain's first rank (broadcast root, the rank after the reduce root), which only "
-       "sends, checks its successor at once and the others in its next collective kernel. "
+       "a rank that only sends in the call (a ring chain's first rank, a tree broadcast's root, "
+       "a reduce's leaves, a gather's other ranks) checks one peer it sends to at once and the "
+       "others in its next collective kernel. "
        "strict = every rank checks every peer within the call itself. 0 = no check: a mismatch "
        "then hangs until MYCOLL_TIMEOUT or returns wrong data. What it costs: "
        "docs/performance.md (\"call check\"). Must be alike on every rank."},
