@@ -135,14 +135,6 @@ DeviceCommImpl::DeviceCommImpl(mycollComm& c) : c_(c), dev_(c.cuda_device) {
              "rank {} GPU {}: two-shot all-reduce enabled for messages <= {} bytes with the "
              "twoshot algorithm (MYCOLL_GPU_TWOSHOT_BYTES)",
              c.rank, dev_, geom_.ts_bytes);
-  if (!any_proxy_ && c.nranks >= 2 && cfg.gpu_ring_bytes > 0)
-    log_info(Subsys::Gpu,
-             "rank {} GPU {}: fused ring kernel for ring all-reduce / all-gather / "
-             "reduce-scatter of >= {} bytes (MYCOLL_GPU_RING_BYTES), broadcast / reduce of "
-             ">= {} / {} bytes",
-             c.rank, dev_, cfg.gpu_ring_bytes,
-             std::min<uint64_t>(cfg.gpu_ring_bytes, kLlBroadcastBytes + 1),
-             std::min<uint64_t>(cfg.gpu_ring_bytes, kLlReduceBytes + 1));
   if (!any_proxy_ && c.nranks >= 2 && cfg.gpu_direct_bytes > 0)
     log_info(Subsys::Gpu,
              "rank {} GPU {}: direct kernel for all-to-all / scatter / gather of >= {} bytes "
@@ -168,6 +160,13 @@ DeviceCommImpl::DeviceCommImpl(mycollComm& c) : c_(c), dev_(c.cuda_device) {
   limits_.ll_coll_bytes = uint64_t(std::max(geom_.lc_bytes, 0));
   limits_.ll_bcast_bytes = kLlBroadcastBytes;
   limits_.ll_reduce_bytes = kLlReduceBytes;
+  if (c.nranks >= 2 && ring_kernel_from(Coll::AllReduce, limits_) > 0)
+    log_info(Subsys::Gpu,
+             "rank {} GPU {}: fused ring kernel for ring all-reduce / all-gather / "
+             "reduce-scatter of >= {} bytes (MYCOLL_GPU_RING_BYTES), broadcast / reduce of "
+             ">= {} / {} bytes",
+             c.rank, dev_, ring_kernel_from(Coll::AllReduce, limits_),
+             ring_kernel_from(Coll::Broadcast, limits_), ring_kernel_from(Coll::Reduce, limits_));
   start_watch();
 }
 

@@ -1,5 +1,7 @@
 #include "engine/device_select.h"
 
+#include <algorithm>
+
 namespace mycoll {
 
 const char* dev_kernel_name(DevKernel k) {
@@ -18,26 +20,13 @@ namespace {
 
 // Whether the fused ring kernel takes a ring call of `whole` bytes.
 bool ring_kernel_size(const DevLimits& l, uint64_t whole) {
-  return !l.any_proxy && l.ring_bytes > 0 && whole >= l.ring_bytes;
+  const uint64_t from = ring_kernel_from(Coll::AllReduce, l);
+  return from > 0 && whole >= from;
 }
 
-// Broadcast and reduce (the chain) take the fused ring kernel also
-// wherever the LL kernel's flat tree stops: between the two the plan
-// kernel's pipelined chain took twice as long at 512 KiB on four H200s
-// (docs/performance.md, "Session 25").
 bool ring_row(const DevCall& c, const DevLimits& l, uint64_t whole) {
-  if (c.algo != Algo::Ring) return false;
-  const bool chain_size = !l.any_proxy && l.ring_bytes > 0;
-  switch (c.coll) {
-    case Coll::AllReduce:
-    case Coll::AllGather:
-    case Coll::ReduceScatter: return ring_kernel_size(l, whole);
-    case Coll::Broadcast:
-      return ring_kernel_size(l, whole) || (chain_size && whole > l.ll_bcast_bytes);
-    case Coll::Reduce:
-      return ring_kernel_size(l, whole) || (chain_size && whole > l.ll_reduce_bytes);
-    default: return false;
-  }
+  const uint64_t from = ring_kernel_from(c.coll, l);
+  return c.algo == Algo::Ring && from > 0 && whole >= from;
 }
 
 // A reduce sender writes the whole buffer to the root, which fits the
@@ -63,6 +52,22 @@ bool direct_row(const DevCall& c, const DevLimits& l, uint64_t whole) {
 }
 
 }  // namespace
+
+// Broadcast and reduce (the chain) take the fused ring kernel also
+// wherever the LL kernel's flat tree stops: between the two the plan
+// kernel's pipelined chain took twice as long at 512 KiB on four H200s
+// (docs/performance.md, "Session 25").
+uint64_t ring_kernel_from(Coll c, const DevLimits& l) {
+  if (l.any_proxy || l.ring_bytes == 0) return 0;
+  switch (c) {
+    case Coll::AllReduce:
+    case Coll::AllGather:
+    case Coll::ReduceScatter: return l.ring_bytes;
+    case Coll::Broadcast: return std::min(l.ring_bytes, l.ll_bcast_bytes + 1);
+    case Coll::Reduce: return std::min(l.ring_bytes, l.ll_reduce_bytes + 1);
+    default: return 0;
+  }
+}
 
 DevChoice select_device_kernel(const DevCall& c, const DevLimits& l) {
   DevChoice r;

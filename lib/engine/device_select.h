@@ -65,6 +65,10 @@ struct DevChoice {
 
 DevChoice select_device_kernel(const DevCall& call, const DevLimits& lim);
 
+// The smallest whole message of collective c with the ring algorithm that
+// the fused ring kernel takes (the ring row's threshold; 0: never).
+uint64_t ring_kernel_from(Coll c, const DevLimits& lim);
+
 // The automatic algorithm of a GPU communicator whose peers are all on
 // cuda_ipc (!lim.any_proxy), measured on H200s (docs/algorithms.md): every
 // step of a plan costs a FIFO hand-over, so the kernels the table above

@@ -116,6 +116,23 @@ TEST(DeviceSelect, EveryCallMatchesTheTable) {
   EXPECT_GT(checked, 10000);
 }
 
+// The ring row's threshold as the setup log reports it: ring_bytes, and
+// for the chains where the LL kernel stops; never behind the proxy or off.
+TEST(DeviceSelect, RingKernelThresholds) {
+  DevLimits l = defaults(4);
+  EXPECT_EQ(ring_kernel_from(Coll::AllGather, l), 1u << 20);
+  EXPECT_EQ(ring_kernel_from(Coll::Broadcast, l), (256u << 10) + 1);
+  EXPECT_EQ(ring_kernel_from(Coll::Reduce, l), (256u << 10) + 1);
+  EXPECT_EQ(ring_kernel_from(Coll::AllToAll, l), 0u);
+  l.ring_bytes = 128 << 10;
+  EXPECT_EQ(ring_kernel_from(Coll::Broadcast, l), 128u << 10);
+  l.any_proxy = true;
+  EXPECT_EQ(ring_kernel_from(Coll::AllReduce, l), 0u);
+  l.any_proxy = false;
+  l.ring_bytes = 0;
+  EXPECT_EQ(ring_kernel_from(Coll::Reduce, l), 0u);
+}
+
 TEST(DeviceSelect, NamesScheduleAndProtocol) {
   const DevLimits l = defaults(4);
   EXPECT_EQ(describe(select_device_kernel(call(Coll::AllReduce, Algo::Ring, 1 << 24), l)),
