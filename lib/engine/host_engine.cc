@@ -382,8 +382,8 @@ class Exec {
       if (s.hdr_done == 0) {
         const bool inline_payload = sizeof(MsgHeader) + s.bytes <= st_->rec_max[s.op->peer];
         const size_t read_min = comm_->cfg.shm_read_bytes;
-        if (!inline_payload && read_min > 0 && s.bytes >= read_min && !coll_reduces(s.hdr.coll) &&
-            c.remote_read_ok()) {
+        if (!inline_payload && read_min > 0 && s.bytes >= read_min &&
+            !header_coll_reduces(s.hdr.coll) && c.remote_read_ok()) {
           MsgHeader h = s.hdr;
           h.pad = kPayloadRemote;
           const uint64_t addr = reinterpret_cast<uintptr_t>(s.src);

@@ -11,18 +11,7 @@
 #include "engine/reduce.h"
 
 namespace mycoll {
-namespace {
-
-bool is_reducing(Coll c) {
-  return c == Coll::AllReduce || c == Coll::Reduce || c == Coll::ReduceScatter;
-}
-bool is_rooted(Coll c) {
-  return c == Coll::Broadcast || c == Coll::Reduce || c == Coll::Scatter || c == Coll::Gather;
-}
-
-}  // namespace
-
-bool coll_reduces(uint8_t c) { return c < kNumColls && is_reducing(static_cast<Coll>(c)); }
+bool header_coll_reduces(uint8_t c) { return c < kNumColls && coll_reduces(static_cast<Coll>(c)); }
 
 MsgHeader collective_header(Coll coll, mycollDataType_t dtype, mycollRedOp_t op, int root,
                             size_t count, size_t bytes, uint64_t seq) {
@@ -30,8 +19,8 @@ MsgHeader collective_header(Coll coll, mycollDataType_t dtype, mycollRedOp_t op,
   h.magic = kMsgMagic;
   h.coll = static_cast<uint8_t>(coll);
   h.dtype = static_cast<uint8_t>(dtype);
-  h.op = is_reducing(coll) ? static_cast<uint8_t>(op) : kNone;
-  h.root = is_rooted(coll) ? root : -1;
+  h.op = coll_reduces(coll) ? static_cast<uint8_t>(op) : kNone;
+  h.root = coll_is_rooted(coll) ? root : -1;
   h.count = count;
   h.bytes = bytes;
   h.seq = seq;

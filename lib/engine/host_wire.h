@@ -54,8 +54,9 @@ constexpr uint8_t kPayloadRemote = 1;
 // Largest single remote read (the loop moves other transfers in between).
 constexpr size_t kRemoteReadChunkBytes = 4 * 1024 * 1024;
 
-// Whether collective c's receivers reduce what arrives.
-bool coll_reduces(uint8_t c);
+// Whether a header's collective (MsgHeader::coll, any byte) reduces what
+// arrives: coll_reduces (algorithms/plan.h) for a valid collective.
+bool header_coll_reduces(uint8_t c);
 
 // The header of a collective's message (seq = the call number).
 MsgHeader collective_header(Coll coll, mycollDataType_t dtype, mycollRedOp_t op, int root,
