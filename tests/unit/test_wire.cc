@@ -484,6 +484,34 @@ TEST(WireRecord, Refused) {
 
 // ---- the fuzz target's corpus
 
+// ---- the collective header's fields per collective
+
+// A header carries the op only where the collective reduces and the root
+// only where it is rooted (written out here, not taken from plan.h), and
+// the engine's check of a received header's collective byte says "reduces"
+// for exactly the three reducing collectives, whatever byte arrives.
+TEST(WireHeader, OpAndRootOnlyWhereTheCollectiveHasThem) {
+  const Coll reducing[] = {Coll::AllReduce, Coll::Reduce, Coll::ReduceScatter};
+  const Coll rooted[] = {Coll::Broadcast, Coll::Reduce, Coll::Scatter, Coll::Gather};
+  auto in = [](Coll c, const auto& set) {
+    return std::find(std::begin(set), std::end(set), c) != std::end(set);
+  };
+  for (int b = 0; b < kNumColls; ++b) {
+    const Coll c = static_cast<Coll>(b);
+    const MsgHeader h = collective_header(c, mycollFloat32, mycollMax, 3, 7, 28, 9);
+    EXPECT_EQ(h.op, in(c, reducing) ? static_cast<uint8_t>(mycollMax) : kNone) << coll_name(c);
+    EXPECT_EQ(h.root, in(c, rooted) ? 3 : -1) << coll_name(c);
+    EXPECT_EQ(h.coll, b);
+    EXPECT_EQ(h.count, 7u);
+    EXPECT_EQ(h.bytes, 28u);
+    EXPECT_EQ(h.seq, 9u);
+  }
+  for (int b = 0; b < 256; ++b) {
+    const bool want = b < kNumColls && in(static_cast<Coll>(b), reducing);
+    EXPECT_EQ(header_coll_reduces(static_cast<uint8_t>(b)), want) << "byte " << b;
+  }
+}
+
 // ---- the GPU path's call signature (kernels/prims/call_check.cuh)
 
 // Every collective's signature round-trips to the fields the kernels
