@@ -482,8 +482,6 @@ TEST(WireRecord, Refused) {
   }
 }
 
-// ---- the fuzz target's corpus
-
 // ---- the collective header's fields per collective
 
 // A header carries the op only where the collective reduces and the root
@@ -588,6 +586,8 @@ TEST(GpuP2pSize, MismatchMessageNamesPeerAndBothSizes) {
   EXPECT_EQ(k.rfind("rank 2: GPU kernel sending to rank 3: mismatch with rank 3,", 0), 0u) << k;
   EXPECT_EQ(k.find("send of"), std::string::npos) << k;
 }
+
+// ---- the fuzz target's corpus
 
 TEST(WireFuzzCorpus, EveryCommittedInputRunsClean) {
   const std::string dir = std::string(MYCOLL_SOURCE_DIR) + "/tests/fuzz/corpus/wire";
