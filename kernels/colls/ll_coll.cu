@@ -257,60 +257,87 @@ __global__ void __launch_bounds__(kThreads) ll_coll_kernel(CollKArgs a) {
   const int next = me + 1 < n ? me + 1 : 0;
 
   const bool root = me == a.root;
-  // Sends and acks first, then the call check (kernels/prims/call_check.cuh),
-  // then what reads a peer's line: the checker warp's wait delays no line a
-  // peer waits for.
-  switch (a.kind) {
-    case Coll::AllGather: send_lines(x, a.in, 0, next, n - 1); break;
-    case Coll::ReduceScatter:
-    case Coll::AllToAll: send_lines(x, a.in, a.bytes, next, n - 1); break;
-    case Coll::Broadcast:
-      if (root)
-        send_lines(x, a.in, 0, next, n - 1);
-      else
-        send_acks(x, -1);
-      break;
-    case Coll::Reduce:
-      if (!root) send_lines(x, a.in, 0, a.root, 1);
-      send_acks(x, root ? -1 : a.root);
-      break;
-    default: break;  // the host launches only the collectives above
-  }
-  dev::call_check(cm, a.sig, call);
+  const bool in_place = a.in == a.out;
+  // What this rank does in this launch, as data, so that each step below is
+  // one call site: every step inlined once keeps the kernel's code small
+  // (it has to come through the instruction cache at every launch).
+  // Sends: input lines (block p at in + p * send_stride) to ndst peers from
+  // send_first; acks to every peer but ack_skip (kNone: none).
+  constexpr int kNone = -2;
+  int ndst = 0, send_first = next, ack_skip = kNone;
+  uint64_t send_stride = 0;
+  // Receives: a local copy (copy_in to copy_out), the lines of nsrc senders
+  // from recv_first (block s to out + s * recv_stride), or the rank-order
+  // fold of every sender's lines with mine (reduce_in); then the acks of
+  // every peer but wait_skip (kNone: none).
+  const char* copy_in = nullptr;
+  char* copy_out = nullptr;
+  int nsrc = 0, recv_first = next, wait_skip = kNone;
+  uint64_t recv_stride = 0;
+  const char* reduce_in = nullptr;
+  bool barrier = false;
   switch (a.kind) {
     case Coll::AllGather:
-      if (a.in != a.out + uint64_t(me) * a.bytes)
-        copy_lines(x, a.in, a.out + uint64_t(me) * a.bytes);
-      recv_lines(x, next, n - 1, a.out, a.bytes);
+    case Coll::AllToAll: {
+      const bool a2a = a.kind == Coll::AllToAll;
+      ndst = n - 1;
+      send_stride = a2a ? a.bytes : 0;
+      const char* own = a2a ? a.in + uint64_t(me) * a.bytes : a.in;
+      if (own != a.out + uint64_t(me) * a.bytes) {
+        copy_in = own;
+        copy_out = a.out + uint64_t(me) * a.bytes;
+      }
+      // In place all-to-all: this block's reads of its input lines before
+      // its writes.
+      barrier = a2a && in_place;
+      nsrc = n - 1;
+      recv_stride = a.bytes;
       break;
+    }
     case Coll::ReduceScatter:
-      reduce_lines<T, OP>(x, a.in + uint64_t(me) * a.bytes, a.out, a.avg_n);
+      ndst = n - 1;
+      send_stride = a.bytes;
+      reduce_in = a.in + uint64_t(me) * a.bytes;
       break;
     case Coll::Broadcast:
       if (root) {
-        if (a.in != a.out) copy_lines(x, a.in, a.out);
-        wait_acks(x, -1);
+        ndst = n - 1;
+        if (!in_place) {
+          copy_in = a.in;
+          copy_out = a.out;
+        }
+        wait_skip = -1;
       } else {
-        recv_lines(x, a.root, 1, a.out, 0);  // stride 0: the root's lines land at out
-        wait_acks(x, a.root);
+        ack_skip = -1;
+        nsrc = 1;  // stride 0: the root's lines land at out
+        recv_first = a.root;
+        wait_skip = a.root;
       }
       break;
     case Coll::Reduce:
-      if (root)
-        reduce_lines<T, OP>(x, a.in, a.out, a.avg_n);
-      else
-        wait_acks(x, -1);
+      if (root) {
+        reduce_in = a.in;
+        ack_skip = -1;
+      } else {
+        ndst = 1;
+        send_first = a.root;
+        ack_skip = a.root;
+        wait_skip = -1;
+      }
       break;
-    case Coll::AllToAll:
-      // In place: this block's reads of its input lines before its writes.
-      if (a.in == a.out)
-        __syncthreads();
-      else
-        copy_lines(x, a.in + uint64_t(me) * a.bytes, a.out + uint64_t(me) * a.bytes);
-      recv_lines(x, next, n - 1, a.out, a.bytes);
-      break;
-    default: break;
+    default: break;  // the host launches only the collectives above
   }
+  // Sends and acks first, then the call check (kernels/prims/call_check.cuh),
+  // then what reads a peer's line: the checker warp's wait delays no line a
+  // peer waits for.
+  if (ndst) send_lines(x, a.in, send_stride, send_first, ndst);
+  if (ack_skip != kNone) send_acks(x, ack_skip);
+  dev::call_check(cm, a.sig, call);
+  if (copy_in) copy_lines(x, copy_in, copy_out);
+  if (barrier) __syncthreads();
+  if (nsrc) recv_lines(x, recv_first, nsrc, a.out, recv_stride);
+  if (reduce_in) reduce_lines<T, OP>(x, reduce_in, a.out, a.avg_n);
+  if (wait_skip != kNone) wait_acks(x, wait_skip);
 
   // The last block done moves the epoch on (kernels/prims/epoch.cuh).
   dev::epoch_end(ctl, ep);

@@ -38,11 +38,15 @@ __device__ __forceinline__ bool load_line(const char* p, uint32_t flag, uint64_t
 }
 
 // Up to 8 bytes of a user buffer (any alignment), little-endian packed; the
-// bytes past `valid` are 0.
+// bytes past `valid` are 0. The byte loops (a message's last line, an
+// unaligned buffer) stay loops: unrolled at every inlined call they were
+// most of the LL collective kernel's code, and its small calls were slower
+// for it (docs/performance.md, "Session 27: a smaller LL kernel").
 __device__ __forceinline__ uint64_t load8(const char* p, int valid) {
   if (valid == 8 && (reinterpret_cast<uintptr_t>(p) & 7) == 0)
     return *reinterpret_cast<const uint64_t*>(p);
   uint64_t v = 0;
+#pragma unroll 1
   for (int i = 0; i < valid; ++i) v |= uint64_t(static_cast<uint8_t>(p[i])) << (8 * i);
   return v;
 }
@@ -52,6 +56,7 @@ __device__ __forceinline__ void store8(char* p, uint64_t v, int valid) {
     *reinterpret_cast<uint64_t*>(p) = v;
     return;
   }
+#pragma unroll 1
   for (int i = 0; i < valid; ++i) p[i] = static_cast<char>(v >> (8 * i));
 }
 
