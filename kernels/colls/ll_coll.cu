@@ -202,30 +202,9 @@ __device__ void wait_acks(const Ctx& x, int skip) {
 // every peer s and of my own input (block), reduced in rank order into out.
 template <typename T, int OP>
 __device__ void reduce_lines(const Ctx& x, const char* mine_in, char* out, int avg_n) {
-  for (uint32_t l0 = threadIdx.x; l0 < x.range && !dev::stop_raised(x.stop);
-       l0 += blockDim.x * kRU) {
-    uint64_t acc[kRU], mine[kRU];
-    bool want[kRU];
-#pragma unroll
-    for (int u = 0; u < kRU; ++u) {
-      const uint64_t l = x.lbeg + l0 + u * blockDim.x;
-      want[u] = l0 + u * blockDim.x < x.range;
-      // In place, out aliases mine_in: read before the store below.
-      mine[u] = want[u] ? ll::load8(mine_in + l * 8, x.valid(l)) : 0;
-    }
-    auto at = [&](int s, int u) {
-      return x.buf(x.local, s) + (x.lbeg + l0 + u * blockDim.x) * uint64_t(16);
-    };
-    if (!ll::fold_lines<T, OP, kRU, kSrc>(x.n, x.me, want, mine, at, x.flag, x.spin, acc)) return;
-#pragma unroll
-    for (int u = 0; u < kRU; ++u) {
-      if (!want[u]) continue;
-      const uint64_t l = x.lbeg + l0 + u * blockDim.x;
-      uint64_t r = acc[u];
-      if (avg_n) r = ll::div_avg8<T>(r, avg_n);
-      ll::store8(out + l * 8, r, x.valid(l));
-    }
-  }
+  ll::fold_range<T, OP, kRU, kSrc>(
+      x.n, x.me, x.lbeg, x.lbeg + x.range, x.bytes, mine_in, out,
+      [&](int s) { return x.buf(x.local, s); }, avg_n, x.flag, x.spin);
 }
 
 template <typename T, int OP>

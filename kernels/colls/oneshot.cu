@@ -84,28 +84,10 @@ __global__ void __launch_bounds__(kThreads) oneshot_kernel(CollKArgs a) {
   dev::call_check(cm, a.sig, call);
 
   // 2. Everyone's lines, reduced in rank order, into my output.
-  for (uint64_t l0 = lbeg + threadIdx.x; l0 < lend && !dev::stop_raised(&s_stop); l0 += nt * kU) {
-    uint64_t acc[kU], mine[kU];
-    bool want[kU];
-#pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      const uint64_t l = l0 + u * nt;
-      want[u] = l < lend;
-      mine[u] = want[u] ? ll::load8(a.in + l * 8, valid_of(l)) : 0;
-    }
-    auto at = [&](int s, int u) {
-      return local + mb_base + (uint64_t(s) * 2 + parity) * slot_bytes + (l0 + u * nt) * 16;
-    };
-    if (!ll::fold_lines<T, OP, kU, kSrc>(n, me, want, mine, at, flag, spin, acc)) break;
-#pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      const uint64_t l = l0 + u * nt;
-      if (l >= lend) continue;
-      uint64_t r = acc[u];
-      if (a.avg_n) r = ll::div_avg8<T>(r, a.avg_n);
-      ll::store8(a.out + l * 8, r, valid_of(l));
-    }
-  }
+  ll::fold_range<T, OP, kU, kSrc>(
+      n, me, uint32_t(lbeg), uint32_t(lend), a.bytes, a.in, a.out,
+      [&](int s) { return local + mb_base + (uint64_t(s) * 2 + parity) * slot_bytes; }, a.avg_n,
+      flag, spin);
 
   // 3. The last block done moves the epoch on (see the top of the file).
   dev::epoch_end(ctl, ep);
