@@ -262,6 +262,22 @@ struct DevComm {
   const DevPeer* peers;     // per peer (device array)
   volatile int32_t* abort;  // host-mapped: nonzero -> give up
   DevError* error;          // host-mapped
+  // Computed once on the host from geom (set_offsets): the kernels' first
+  // instructions would otherwise redo geom's arithmetic, 64-bit divisions by
+  // nranks included, at every launch.
+  uint64_t mb_base;  // geom.mb_base(): the mailbox in every inbox
+  uint64_t mb_slot;  // geom.mb_slot_bytes(): one (sender, parity) slot
+  uint64_t ts_half;  // geom.ts_part_bytes(): the two-shot's second half of a slot
+  char* mb_ctl;      // local + geom.ctl_off(): my mailbox epoch line
+  char* call_ctl;    // local + geom.call_ctl_off(): my call-check control line
+
+  void set_offsets() {
+    mb_base = geom.mb_base();
+    mb_slot = geom.mb_slot_bytes();
+    ts_half = geom.ts_part_bytes();
+    mb_ctl = local + geom.ctl_off();
+    call_ctl = local + geom.call_ctl_off();
+  }
 };
 
 // The low-latency point-to-point kernel (kernels/colls/p2p.cu): one thread

@@ -112,8 +112,9 @@ cudaError_t launch_p2p_ll(const P2pLlCommon& c, const P2pLlKey* keys, const uint
 // default (CUDA_MODULE_LOADING=LAZY), and loading may synchronise the whole
 // context: a rank launching a kernel for the first time would wait for the
 // kernels of other ranks sharing the GPU in this process, which wait for
-// it. The device engine calls these at init, before its first exchange
-// with the other ranks, so no rank of the communicator runs a kernel yet.
+// it. The device engine calls these at init, then meets the other ranks in
+// a barrier (lib/engine/device_comm_setup.cc), so no rank of the
+// communicator runs a kernel before every rank's kernels are loaded.
 cudaError_t preload_plan_kernels();
 cudaError_t preload_ring_kernels();  // fused ring and chain kernels
 cudaError_t preload_direct_kernels();

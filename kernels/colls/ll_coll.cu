@@ -216,12 +216,12 @@ __global__ void __launch_bounds__(kThreads) ll_coll_kernel(CollKArgs a) {
   x.cm = a.comm;
   x.n = cm.nranks;
   x.me = cm.rank;
-  x.base = cm.geom.mb_base();
-  x.slot_bytes = cm.geom.mb_slot_bytes();
+  x.base = cm.mb_base;
+  x.slot_bytes = cm.mb_slot;
   x.local = cm.local;
   x.bytes = a.bytes;
   x.stop = &s_stop;
-  char* const ctl = cm.local + cm.geom.ctl_off();
+  char* const ctl = cm.mb_ctl;
   x.spin = ll::Spin{dev::GiveUp::of(cm), dev::globaltimer(), &s_stop};
   const uint64_t call = dev::call_begin(cm, a.sig);
   if (threadIdx.x == 0) s_stop = 0;

@@ -44,9 +44,9 @@ __global__ void __launch_bounds__(kThreads) oneshot_kernel(CollKArgs a) {
   const DevComm& cm = *a.comm;
   // In registers: the LL asm's memory clobbers would reload them from cm.
   const int n = cm.nranks, me = cm.rank;
-  const uint64_t mb_base = cm.geom.mb_base(), slot_bytes = cm.geom.mb_slot_bytes();
+  const uint64_t mb_base = cm.mb_base, slot_bytes = cm.mb_slot;
   const char* const local = cm.local;
-  char* const ctl = cm.local + cm.geom.ctl_off();
+  char* const ctl = cm.mb_ctl;
   const ll::Spin spin{dev::GiveUp::of(cm), dev::globaltimer(), &s_stop};
   const uint64_t call = dev::call_begin(cm, a.sig);
   if (threadIdx.x == 0) s_stop = 0;

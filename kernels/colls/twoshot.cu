@@ -91,10 +91,10 @@ __global__ void __launch_bounds__(kThreads) twoshot_kernel(CollKArgs a) {
   __shared__ int s_stop;
   const DevComm& cm = *a.comm;
   // In registers: the LL asm's memory clobbers would reload them from cm.
-  const FifoGeom g = cm.geom;
+  const uint64_t mb_base = cm.mb_base, slot_bytes = cm.mb_slot, half = cm.ts_half;
   const int n = cm.nranks, me = cm.rank;
   const char* const local = cm.local;
-  char* const ctl = cm.local + g.ctl_off();
+  char* const ctl = cm.mb_ctl;
   const ll::Spin spin{dev::GiveUp::of(cm), dev::globaltimer(), &s_stop};
   const uint64_t call = dev::call_begin(cm, a.sig);
   if (threadIdx.x == 0) s_stop = 0;
@@ -102,6 +102,8 @@ __global__ void __launch_bounds__(kThreads) twoshot_kernel(CollKArgs a) {
   dev::call_check(cm, a.sig, call);
   const uint32_t flag = ep.flag;
   const int parity = ep.parity;
+  // Sender s's slot of this launch's parity (FifoGeom::mb_off).
+  auto slot_of = [&](int s) { return mb_base + (uint64_t(s) * 2 + parity) * slot_bytes; };
   const uint64_t lines = (a.bytes + 7) / 8;
   const Parts parts(lines, n);
   const uint32_t per = (parts.max_len() + gridDim.x - 1) / gridDim.x;
@@ -125,7 +127,7 @@ __global__ void __launch_bounds__(kThreads) twoshot_kernel(CollKArgs a) {
   };
 
   // A. My input lines of every other part to its owner (loads first).
-  const uint64_t a_send = g.ts_a_off(me, parity);
+  const uint64_t a_send = slot_of(me);
   for (uint32_t i0 = threadIdx.x; i0 < items; i0 += nt * kSend) {
     uint64_t v[kSend];
 #pragma unroll
@@ -151,7 +153,7 @@ __global__ void __launch_bounds__(kThreads) twoshot_kernel(CollKArgs a) {
   // every peer.
   const uint64_t mine0 = parts.start(me);
   const uint32_t mend = o1 < parts.len(me) ? o1 : parts.len(me);
-  const uint64_t b_send = g.ts_b_off(me, parity);
+  const uint64_t b_send = slot_of(me) + half;
   for (uint32_t q0 = o0 + threadIdx.x; q0 < mend && !dev::stop_raised(&s_stop); q0 += nt * kU) {
     uint64_t acc[kU], mine[kU];
     bool want[kU];
@@ -161,9 +163,7 @@ __global__ void __launch_bounds__(kThreads) twoshot_kernel(CollKArgs a) {
       want[u] = o < mend;
       mine[u] = want[u] ? load_in(mine0 + o) : 0;
     }
-    auto at = [&](int s, int u) {
-      return local + g.ts_a_off(s, parity) + uint64_t(q0 + u * nt) * 16;
-    };
+    auto at = [&](int s, int u) { return local + slot_of(s) + uint64_t(q0 + u * nt) * 16; };
     if (!ll::fold_lines<T, OP, kU, kSrc>(n, me, want, mine, at, flag, spin, acc)) break;
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
@@ -199,7 +199,7 @@ __global__ void __launch_bounds__(kThreads) twoshot_kernel(CollKArgs a) {
       const int s = peer_of(i, false);
       const uint32_t o = o0 + i % cnt;
       if (o < parts.len(s))
-        ok[u] = ll::load_line(local + g.ts_b_off(s, parity) + uint64_t(o) * 16, flag, &v[u]);
+        ok[u] = ll::load_line(local + slot_of(s) + half + uint64_t(o) * 16, flag, &v[u]);
     }
     bool quit = false;
 #pragma unroll
@@ -210,7 +210,7 @@ __global__ void __launch_bounds__(kThreads) twoshot_kernel(CollKArgs a) {
       const uint32_t o = o0 + i % cnt;
       if (o >= parts.len(s)) continue;
       if (!ok[u] && !quit &&
-          !spin.wait(local + g.ts_b_off(s, parity) + uint64_t(o) * 16, flag, &v[u], s))
+          !spin.wait(local + slot_of(s) + half + uint64_t(o) * 16, flag, &v[u], s))
         quit = true;
       if (!quit) store_out(parts.start(s) + o, v[u]);
     }

@@ -98,9 +98,7 @@ __device__ __forceinline__ bool call_checker() {
 
 // The control line: [0] the collective launches this rank started, [1] the
 // signature of the last one when its check was deferred, else 0.
-__device__ __forceinline__ char* call_ctl(const DevComm& cm) {
-  return cm.local + cm.geom.call_ctl_off();
-}
+__device__ __forceinline__ char* call_ctl(const DevComm& cm) { return cm.call_ctl; }
 
 // The checker warp's first half: counts the call and writes its lines into
 // the peers' inboxes; returns the call's number k.

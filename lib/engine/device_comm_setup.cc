@@ -19,9 +19,13 @@ namespace mycoll {
 namespace devcomm {
 namespace {
 
-// Every kernel loaded on `dev` before this rank's first exchange with its
-// peers (kernels/launch.h says why), once per device and process; other
-// threads initialising on the same device wait until it is done.
+// Every kernel loaded on `dev` (kernels/launch.h says why), once per device
+// and process; other threads initialising on the same device wait until it
+// is done. Called after the inbox and the other device allocations of the
+// first communicator on `dev`: loaded first, the kernels' code (tens of MB)
+// would move those allocations with every change of any kernel's size, and
+// small calls measured 0.1-0.3 us slower or faster for code they never run
+// (docs/performance.md, "Session 29").
 void preload_kernels_once(int dev) {
   static std::mutex mu;
   static std::vector<int> done;
@@ -49,7 +53,6 @@ void cuda_check(cudaError_t e, const char* what) {
 
 DeviceCommImpl::DeviceCommImpl(mycollComm& c) : c_(c), dev_(c.cuda_device) {
   cuda_check(cudaSetDevice(dev_), "cudaSetDevice(" + std::to_string(dev_) + ")");
-  preload_kernels_once(dev_);
   const Config& cfg = c.cfg;
   geom_.nranks = c.nranks;
   geom_.max_channels = cfg.gpu_channels;
@@ -114,6 +117,7 @@ DeviceCommImpl::DeviceCommImpl(mycollComm& c) : c_(c), dev_(c.cuda_device) {
   dc.abort = static_cast<volatile int32_t*>(dp);
   dc.error = reinterpret_cast<DevError*>(static_cast<char*>(dp) + 16);
   init_p2p_ll(dc, use);
+  dc.set_offsets();
   cuda_check(cudaMalloc(&d_comm_, sizeof(DevComm)), "cudaMalloc");
   init_copy(d_comm_, &dc, sizeof(dc));
   cuda_check(cudaStreamSynchronize(init_stream_), "cudaStreamSynchronize (init copies)");
@@ -167,6 +171,10 @@ DeviceCommImpl::DeviceCommImpl(mycollComm& c) : c_(c), dev_(c.cuda_device) {
              ">= {} / {} bytes",
              c.rank, dev_, ring_kernel_from(Coll::AllReduce, limits_),
              ring_kernel_from(Coll::Broadcast, limits_), ring_kernel_from(Coll::Reduce, limits_));
+  // Then a barrier: no rank returns from init, so none launches a kernel,
+  // before every rank of the communicator has its kernels loaded.
+  preload_kernels_once(dev_);
+  c.bootstrap->barrier();
   start_watch();
 }
 

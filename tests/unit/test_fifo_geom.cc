@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -189,3 +190,31 @@ TEST(FifoGeom, SizeLinesAreLastOneLinePerSlot) {
 }
 
 }  // namespace
+
+// The offsets the kernels read from DevComm (computed once on the host, so
+// no kernel divides by nranks at launch) are the geometry's, for odd rank
+// counts and every mix of mailbox users.
+TEST(FifoGeom, DevCommOffsetsAreTheGeometrys) {
+  static char inbox[1];
+  for (int n : {2, 3, 5, 8})
+    for (auto [os, ts, lc] : {std::tuple{65536, 0, 0}, std::tuple{0, 4194304, 0},
+                              std::tuple{0, 0, 262151}, std::tuple{65536, 4194304, 262151}}) {
+      DevComm dc{};
+      dc.geom = geom(n, os, ts);
+      dc.geom.lc_bytes = lc;
+      dc.local = inbox;
+      dc.set_offsets();
+      const FifoGeom& g = dc.geom;
+      SCOPED_TRACE(testing::Message() << n << " ranks, os " << os << " ts " << ts << " lc " << lc);
+      EXPECT_EQ(dc.mb_base, g.mb_off(0, 0));
+      EXPECT_EQ(dc.mb_base + 3 * dc.mb_slot, g.mb_off(1, 1));
+      EXPECT_EQ(dc.mb_base + (2 * uint64_t(n) - 1) * dc.mb_slot, g.mb_off(n - 1, 1));
+      EXPECT_EQ(dc.ts_half, g.ts_b_off(n - 1, 0) - g.ts_a_off(n - 1, 0));
+      EXPECT_EQ(dc.mb_ctl - inbox, int64_t(g.ctl_off()));
+      EXPECT_EQ(dc.call_ctl - inbox, int64_t(g.call_ctl_off()));
+      EXPECT_GT(dc.mb_slot, 0u);
+      // The epoch line right after the last slot, the call lines after it.
+      EXPECT_EQ(uint64_t(dc.mb_ctl - inbox), g.mb_off(n - 1, 1) + dc.mb_slot);
+      EXPECT_GE(uint64_t(dc.call_ctl - inbox), uint64_t(dc.mb_ctl - inbox) + 128);
+    }
+}
