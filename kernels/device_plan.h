@@ -73,19 +73,17 @@ MYCOLL_HD inline uint64_t p2p_msg_bytes(const DevOp& op) {
 //          same for the ll ring)
 //   state: for peer s, channel c: r's own counters: data slots sent to s,
 //          received from s; ll slots sent to s, received from s
-//   mb:    the mailbox of the one-shot, two-shot and LL-collective kernels
-//          (kernels/colls/oneshot.cu, twoshot.cu, ll_coll.cu), only when
-//          one of os_bytes, ts_bytes, lc_bytes > 0, 256-byte aligned: for
-//          sender s, parity b in {0, 1}: one slot of mb_slot_bytes() of LL
-//          lines written by s, laid out by whichever of the three kernels
-//          runs that launch (one-shot: s's whole input, 8 data bytes per
-//          16-byte line; two-shot: an A part, s's input lines of r's part,
-//          then a B part, s's reduced lines of part s; LL collectives: the
-//          lines s sends r, line 0 also carrying broadcast's and reduce's
-//          acks); then one 128-byte control line of r's own, the one launch
-//          epoch of the three kernels (kernels/prims/epoch.cuh): [0] epoch
-//          (u64, launches completed), [8] blocks done (u32, the launch in
-//          flight)
+//   mb:    the mailbox of the LL kernel (kernels/colls/ll_coll.cu), only
+//          when one of os_bytes, ts_bytes, lc_bytes > 0, 256-byte aligned:
+//          for sender s, parity b in {0, 1}: one slot of mb_slot_bytes() of
+//          LL lines written by s, laid out by the schedule of that launch
+//          (one-shot all-reduce: s's whole input, 8 data bytes per 16-byte
+//          line; two-shot: s's input lines of r's part, then s's reduced
+//          lines of part s; the other collectives: the lines s sends r,
+//          line 0 also carrying broadcast's and reduce's acks); then one
+//          128-byte control line of r's own, the launch epoch
+//          (kernels/prims/epoch.cuh): [0] epoch (u64, launches completed),
+//          [8] blocks done (u32, the launch in flight)
 //   call:  the call check's lines (call_base() below)
 //   size:  point-to-point message sizes (kernels/prims/p2p_size.cuh), for
 //          sender s, channel c: nslots LL lines beside s's data ring, then
@@ -125,10 +123,16 @@ struct FifoGeom {
   MYCOLL_HD uint64_t os_line_bytes() const {
     return os_bytes > 0 ? (uint64_t(os_bytes) + 7) / 8 * 16 : 0;
   }
-  // Two-shot: the largest part of the largest message, in LL lines (a
-  // message of L lines is cut into nranks parts of whole lines).
+  // Two-shot all-reduce of `bytes`: its L lines, at least n counted, cut
+  // into n parts of ceil(L / n) lines (the last ones may reach past the
+  // message); a slot holds a sender's part, then its reduced part.
+  MYCOLL_HD static uint64_t ts_part_lines_of(uint64_t bytes, int n) {
+    const uint64_t lines = (bytes + 7) / 8 < uint64_t(n) ? uint64_t(n) : (bytes + 7) / 8;
+    return (lines + n - 1) / n;
+  }
+  // The largest part of the largest message, in LL lines.
   MYCOLL_HD uint64_t ts_part_lines() const {
-    return ts_bytes > 0 ? ((uint64_t(ts_bytes) + 7) / 8 + nranks - 1) / nranks : 0;
+    return ts_bytes > 0 ? ts_part_lines_of(uint64_t(ts_bytes), nranks) : 0;
   }
   MYCOLL_HD uint64_t ts_part_bytes() const { return ts_part_lines() * 16; }
 
@@ -141,7 +145,7 @@ struct FifoGeom {
   }
 
   // The mailbox: one slot per (sender, parity), as large as the largest of
-  // the three kernels' needs, then the epoch control line.
+  // the LL kernel's schedules needs, then the epoch control line.
   MYCOLL_HD uint64_t mb_slot_bytes() const {
     uint64_t m = os_line_bytes();
     if (2 * ts_part_bytes() > m) m = 2 * ts_part_bytes();
@@ -156,13 +160,6 @@ struct FifoGeom {
   MYCOLL_HD uint64_t mb_region_bytes() const {
     return mb_slot_bytes() > 0 ? uint64_t(nranks) * 2 * mb_slot_bytes() + 128 : 0;
   }
-  // Each kernel's view of sender s's slot of parity b.
-  MYCOLL_HD uint64_t os_off(int sender, int parity) const { return mb_off(sender, parity); }
-  MYCOLL_HD uint64_t ts_a_off(int sender, int parity) const { return mb_off(sender, parity); }
-  MYCOLL_HD uint64_t ts_b_off(int sender, int parity) const {
-    return mb_off(sender, parity) + ts_part_bytes();
-  }
-  MYCOLL_HD uint64_t lc_off(int sender, int parity) const { return mb_off(sender, parity); }
 
   // Call check (kernels/prims/call_check.cuh), always present, 256-byte
   // aligned after everything above: for sender s, slot b < kCallLines: one
@@ -267,14 +264,12 @@ struct DevComm {
   // nranks included, at every launch.
   uint64_t mb_base;  // geom.mb_base(): the mailbox in every inbox
   uint64_t mb_slot;  // geom.mb_slot_bytes(): one (sender, parity) slot
-  uint64_t ts_half;  // geom.ts_part_bytes(): the two-shot's second half of a slot
   char* mb_ctl;      // local + geom.ctl_off(): my mailbox epoch line
   char* call_ctl;    // local + geom.call_ctl_off(): my call-check control line
 
   void set_offsets() {
     mb_base = geom.mb_base();
     mb_slot = geom.mb_slot_bytes();
-    ts_half = geom.ts_part_bytes();
     mb_ctl = local + geom.ctl_off();
     call_ctl = local + geom.call_ctl_off();
   }

@@ -92,6 +92,8 @@ struct CollKArgs {
   int32_t nstreams;  // direct kernel: peer streams
   uint64_t sig;      // the call's signature (kernels/prims/call_check.cuh)
   int32_t defer_to;  // ring kernel: the peer whose call line it compares now (-1: every peer's)
+  int32_t two_shot;  // LL kernel, all-reduce: reduce-scatter + all-gather of parts of `bytes`
+  uint32_t clip;     // LL kernel: no user byte at or past this offset (two-shot: the message)
 };
 
 inline CollKArgs coll_kargs(Coll kind, const void* in, void* out, uint64_t bytes,
@@ -106,6 +108,7 @@ inline CollKArgs coll_kargs(Coll kind, const void* in, void* out, uint64_t bytes
   a.root = root;
   a.avg_n = avg ? nranks : 0;
   a.defer_to = -1;
+  a.clip = ~uint32_t(0);
   return a;
 }
 

@@ -1,5 +1,5 @@
 // Host entry to the collective kernels (kernels/colls/: plan.cu, ring.cu,
-// direct.cu, oneshot.cu, twoshot.cu, ll_coll.cu, p2p.cu), all built over the
+// direct.cu, ll_coll.cu, p2p.cu), all built over the
 // primitives of kernels/prims/. The device engine's selection table
 // (lib/engine/device_select.h) decides which one serves a call.
 // `sig` (KernelArgs::sig for the plan kernel) is the call's signature,
@@ -23,42 +23,23 @@ cudaError_t launch_plan(const KernelArgs& a, bool reduce, mycollDataType_t t, my
 int plan_kernel_threads();
 int plan_kernel_max_step_ops();
 
-// One-shot all-reduce (kernels/colls/oneshot.cu): out = in_0 <op> ... <op>
-// in_{n-1} in rank order, in one kernel through the inboxes' os regions.
-// Requires 0 < bytes <= comm's geom.os_bytes, every peer mapped over CUDA IPC,
-// and every rank making the same sequence of one-shot calls. out may be in.
-cudaError_t launch_oneshot(const void* in, void* out, uint64_t bytes, mycollDataType_t t,
-                           mycollRedOp_t op, const DevComm* comm, int nranks, int max_blocks,
-                           uint64_t sig, cudaStream_t stream);
-// Thread blocks the one-shot kernel uses for a message of `bytes` (the
-// launch takes at most max_blocks of them: ranks sharing a GPU).
-int oneshot_blocks(uint64_t bytes);
-
-// Two-shot all-reduce (kernels/colls/twoshot.cu): the same result as
-// launch_oneshot, as a reduce-scatter and an all-gather of LL lines in one
-// kernel through the inboxes' ts regions. Requires 0 < bytes <= comm's
-// geom.ts_bytes, every peer mapped over CUDA IPC, and every rank making the
-// same sequence of one-shot and two-shot calls (they share one epoch). out
-// may be in.
-cudaError_t launch_twoshot(const void* in, void* out, uint64_t bytes, mycollDataType_t t,
-                           mycollRedOp_t op, const DevComm* comm, int nranks, int max_blocks,
-                           uint64_t sig, cudaStream_t stream);
-// Thread blocks the two-shot kernel uses for a message of `bytes` (at most
-// max_blocks at launch; every rank must pass the same max_blocks).
-int twoshot_blocks(uint64_t bytes, int nranks);
-// LL all-gather / reduce-scatter / broadcast / reduce / all-to-all
-// (kernels/colls/ll_coll.cu), in one kernel through the inboxes' lc regions.
-// `bytes` is one block: all-gather's input, reduce-scatter's output,
-// broadcast's and reduce's buffer, all-to-all's count elements. Requires 0 <
-// the collective's whole message (n x bytes; broadcast, reduce: bytes) <=
-// geom.lc_bytes, every peer mapped over CUDA IPC and every rank making the
-// same sequence of LL-collective calls. In place as the API defines it
-// (all-gather: in = out + rank x bytes; reduce-scatter: out = in + rank x
-// bytes; broadcast, reduce, all-to-all: in = out). Reduce writes out on the
-// root only (other ranks may pass null).
-cudaError_t launch_ll_coll(Coll kind, const void* in, void* out, uint64_t bytes, mycollDataType_t t,
-                           mycollRedOp_t op, int root, const DevComm* comm, int nranks,
-                           int max_blocks, uint64_t sig, cudaStream_t stream);
+// The LL kernel (kernels/colls/ll_coll.cu), every mailbox schedule in one
+// kernel through the inboxes' mailbox: all-reduce in one shot or, with
+// two_shot, as a reduce-scatter and an all-gather of parts (the same bits
+// either way) / all-gather / reduce-scatter / broadcast / reduce /
+// all-to-all. `bytes` is one block: all-reduce's, broadcast's and reduce's
+// buffer, all-gather's input, reduce-scatter's output, all-to-all's count
+// elements. Requires 0 < the collective's whole message (n x bytes;
+// all-reduce, broadcast, reduce: bytes) <= geom.lc_bytes (all-reduce:
+// geom.os_bytes, two-shot geom.ts_bytes), every peer mapped over CUDA IPC
+// and every rank making the same sequence of LL-kernel calls. In place as
+// the API defines it (all-gather: in = out + rank x bytes; reduce-scatter:
+// out = in + rank x bytes; all-reduce, broadcast, reduce, all-to-all: in =
+// out). Reduce writes out on the root only (other ranks may pass null).
+// Every rank must pass the same max_blocks.
+cudaError_t launch_ll_coll(Coll kind, bool two_shot, const void* in, void* out, uint64_t bytes,
+                           mycollDataType_t t, mycollRedOp_t op, int root, const DevComm* comm,
+                           int nranks, int max_blocks, uint64_t sig, cudaStream_t stream);
 // Thread blocks the LL-collective kernel uses for a block of `bytes` (at
 // most max_blocks at launch).
 int ll_coll_blocks(uint64_t bytes);
@@ -119,8 +100,6 @@ cudaError_t preload_plan_kernels();
 cudaError_t preload_ring_kernels();  // fused ring and chain kernels
 cudaError_t preload_direct_kernels();
 cudaError_t preload_ll_coll_kernels();
-cudaError_t preload_oneshot_kernels();
-cudaError_t preload_twoshot_kernels();
 cudaError_t preload_p2p_kernels();
 
 }  // namespace mycoll

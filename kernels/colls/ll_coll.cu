@@ -1,23 +1,46 @@
-// LL all-gather, reduce-scatter, broadcast, reduce and all-to-all for small
-// messages on GPU communicators whose peers are all mapped over CUDA IPC:
-// each collective is one kernel and about one NVLink trip, instead of the
-// plan kernel's FIFO steps. The design is the one-shot all-reduce's
-// (kernels/colls/oneshot.cu): LL lines (kernels/prims/ll.cuh), a flag from
-// the device-side epoch and two mailbox slots (parities) per sender in every
-// inbox, both shared with the one-shot and two-shot kernels
-// (kernels/prims/epoch.cuh).
+// The LL kernel: every mailbox schedule for small and mid-size messages on
+// GPU communicators whose peers are all mapped over CUDA IPC, each one
+// kernel and about one NVLink trip (two for the two-shot all-reduce)
+// instead of the plan kernel's FIFO steps: all-reduce in one shot or two
+// (reduce-scatter + all-gather), all-gather, reduce-scatter, broadcast,
+// reduce and all-to-all. LL lines (kernels/prims/ll.cuh), a flag from the
+// device-side epoch and two mailbox slots (parities) per sender in every
+// inbox (kernels/prims/epoch.cuh).
 //
-// `bytes` below is one block: all-gather's input (block r of the output),
-// reduce-scatter's output (block j of the input goes to rank j), broadcast's
-// and reduce's whole buffer, all-to-all's count elements (block j of the
-// input goes to rank j, block s of the output comes from rank s). Lines are
-// 8 data bytes; block b of a launch handles one contiguous range of lines of
-// every block.
+// `bytes` below is one block: the one-shot all-reduce's, broadcast's and
+// reduce's whole buffer, all-gather's input (block r of the output),
+// reduce-scatter's output (block j of the input goes to rank j),
+// all-to-all's count elements (block j of the input goes to rank j, block
+// s of the output comes from rank s), the two-shot all-reduce's part (see
+// below). Lines are 8 data bytes; block b of a launch handles one
+// contiguous range of lines of every block.
 //
-// Protocol of launch number e (the mailbox kernels' epoch; every rank runs
-// the same sequence of mailbox launches, so epochs agree): flag f(e),
-// parity b = e & 1; rank r writes into peer p's inbox at lc(sender r,
-// parity b), its mailbox slot:
+// Protocol of launch number e (the mailbox's epoch; every rank runs the same
+// sequence of mailbox launches, so epochs agree): flag f(e), parity b = e &
+// 1; rank r writes into peer p's inbox at lc(sender r, parity b), its
+// mailbox slot:
+//   all-reduce, one shot: its input, to every peer; it reduces lc(s, b) of
+//                   its own inbox for every peer s with its own input in
+//                   rank order 0..n-1 into the output, so every rank
+//                   computes bit-identical results (Avg: the sum divided by
+//                   n). In place: a barrier puts the block's reads of its
+//                   input lines (for its sends) before its writes.
+//   all-reduce, two shots: the message's L lines (at least n counted) are
+//                   cut into n parts of P = ceil(L / n) lines, part j
+//                   belonging to rank j; the last parts' lines past the
+//                   message carry zeros and are never stored. Rank r writes
+//                   part p of its input to rank p at lc(r, b) (a
+//                   reduce-scatter), reduces lc(s, b) of its inbox for every
+//                   peer s with its own part in rank order into its output
+//                   and writes each result line at once to every peer p at
+//                   lc(r, b) + 16 P (its second half), then takes part s of
+//                   the output from lc(s, b) + 16 P for every peer s (an
+//                   all-gather). Only rank j computes part j, so every rank
+//                   ends with the same bits; each rank sends 2(n-1)/n of the
+//                   message instead of one shot's n-1. In place: the barrier
+//                   of the one-shot case puts the block's reads of the other
+//                   parts (its sends) before its writes of them; a thread
+//                   reads its own part's line before writing it.
 //   all-gather:     its input, to every peer; it copies its input to output
 //                   block r (unless in place) and takes block s of the output
 //                   from lc(s, b) of its own inbox for every peer s.
@@ -40,8 +63,9 @@
 //                   from lc(root, b).
 //   reduce:         every other rank writes its input to the root; the root
 //                   reduces lc(s, b) for every peer s with its own input in
-//                   rank order 0..n-1 into its output (Avg: the sum divided
-//                   by n, like reduce-scatter). Other ranks write no output.
+//                   rank order 0..n-1 into its output (Avg: the sum divided by
+//                   n, like reduce-scatter). Other ranks write no output.
+//
 // Acks: a rank that sends no data to peer p in a launch (broadcast: every
 // non-root to every peer; reduce: the root to every peer, a non-root to every
 // other non-root) writes one ack line instead, line 0 of its own lc(r, b) in
@@ -54,8 +78,8 @@
 // in the same launch (data or an ack).
 //
 // Why every rank waits for a line from EVERY peer (data or an ack): two
-// parities suffice only then (the argument is kernels/prims/epoch.cuh's,
-// for all three mailbox kernels). Were a rank to wait only for the rank it
+// parities suffice only then (the argument is kernels/prims/epoch.cuh's).
+// Were a rank to wait only for the rank it
 // gets data from (a broadcast non-root only for the root, a reduce non-root
 // for a root ack), r could finish launch e+1 while a third rank p still
 // reads r's epoch-e lines, and r's epoch-(e+2) lines would replace them (p
@@ -63,10 +87,17 @@
 // the data to be consumed: it says its writer's launch e+1 has started, so
 // its launch e, the reader of the other parity, is over.
 //
-// Epoch update and giving up are as in the one-shot kernel: the last block of
-// a launch to finish moves the epoch on; every wait reads the host-mapped
-// abort flag every 64K spins and checks MYCOLL_TIMEOUT, records DevError
-// (kind kDevRecv) and stops the block.
+// Blocks: block g of a launch waits only on lines that block g of a peer
+// writes before it waits on anything (its sends, acks and, in the two-shot
+// all-reduce, the fold's results, which wait only on sends), and block 0's
+// acks, never on another block of its own launch: the grid needs no
+// co-residency. With blocks dispatched in index order, the lowest unfinished
+// index is resident on every rank, so it completes.
+//
+// Epoch update and giving up (kernels/prims/epoch.cuh, wait.cuh): the last
+// block of a launch to finish moves the epoch on; every wait reads the
+// host-mapped abort flag every 64K spins and checks MYCOLL_TIMEOUT, records
+// DevError (kind kDevRecv) and stops the block.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -84,10 +115,17 @@ namespace {
 
 constexpr int kThreads = 512;
 constexpr int kMaxBlocks = 32;
-constexpr uint64_t kBlockLines = 256;  // another block per this many lines
-constexpr int kU = 4;                  // copies: lines per thread and round of polls
-constexpr int kRU = 2;                 // reduce-scatter: lines per thread and round
-constexpr int kSrc = 8;                // reduce-scatter: sources polled at once
+constexpr uint64_t kBlockLines = 256;    // another block per this many lines
+constexpr int kTsMaxBlocks = 128;        // two-shot all-reduce (H200: 132 SMs)
+constexpr uint64_t kTsBlockLines = 128;  // two-shot: another block per this many lines of a part
+constexpr int kU = 4;                    // copies: lines per thread and round of polls
+constexpr int kRU = 2;                   // folds: lines per thread and round
+// Folds: sources polled at once. 4 rather than 8: a smaller kernel whose
+// small calls were 0.15-0.45 us faster on two H200s, and the two-shot's
+// results stored from the fold's registers without spilling
+// (docs/performance.md, "Session 28"); 8 ranks poll in two rounds.
+constexpr int kSrc = 4;
+constexpr int kMoveOp = -1;  // the byte mover's instantiation (below)
 
 // One block's view of a launch, in registers (the LL asm's memory clobbers
 // would reload values read through cm).
@@ -95,7 +133,8 @@ struct Ctx {
   const DevComm* cm;
   int n, me, parity;
   uint32_t flag;
-  uint64_t base, slot_bytes, bytes;  // the mailbox (FifoGeom::mb_*), this launch's bytes
+  uint64_t base, slot_bytes, bytes;  // the mailbox (FifoGeom::mb_*), this launch's block bytes
+  uint32_t clip;                     // no user byte at or past this offset (two-shot: the message)
   uint32_t lbeg, range;              // this block's lines [lbeg, lbeg + range)
   char* local;
   int* stop;
@@ -105,12 +144,24 @@ struct Ctx {
   __device__ char* buf(char* inbox, int s) const {
     return inbox + base + (uint64_t(s) * 2 + parity) * slot_bytes;
   }
-  __device__ int valid(uint64_t l) const { return bytes - l * 8 < 8 ? int(bytes - l * 8) : 8; }
+  // Bytes of line l of the block at byte offset `off` of a user buffer:
+  // the block's `bytes`, cut at clip (0 for the two-shot all-reduce's lines
+  // past the message).
+  // Offsets fit 32 bits: FifoGeom's lc, os and ts bytes are int32. Only
+  // the two-shot all-reduce clips (kClip).
+  template <bool kClip>
+  __device__ int valid(uint32_t off, uint32_t l) const {
+    if (!kClip) return ll::bytes_in_line(bytes, l);
+    const uint32_t at = off + l * 8;
+    const int v = ll::bytes_in_line(bytes, l);
+    return at >= clip ? 0 : (clip - at < uint32_t(v) ? int(clip - at) : v);
+  }
 };
 
 // My lines to ndst peers p = first, first + 1, ... (mod n): line l of
 // in + p * in_stride into p's lc(me, b). Items (peer, line) spread over the
 // threads; every input load of a round before its stores.
+template <bool kClip>
 __device__ void send_lines(const Ctx& x, const char* in, uint64_t in_stride, int first, int ndst) {
   char* const* remote = x.cm->remote;
   const uint32_t items = x.range * uint32_t(ndst);
@@ -125,7 +176,8 @@ __device__ void send_lines(const Ctx& x, const char* in, uint64_t in_stride, int
       const int k = int(i / x.range);
       l[u] = x.lbeg + i % x.range;
       p[u] = first + k < x.n ? first + k : first + k - x.n;
-      v[u] = ll::load8(in + uint64_t(p[u]) * in_stride + uint64_t(l[u]) * 8, x.valid(l[u]));
+      const uint64_t off = uint64_t(p[u]) * in_stride;
+      v[u] = ll::load8(in + off + uint64_t(l[u]) * 8, x.valid<kClip>(off, l[u]));
     }
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
@@ -139,14 +191,17 @@ __device__ void send_lines(const Ctx& x, const char* in, uint64_t in_stride, int
 __device__ void copy_lines(const Ctx& x, const char* in, char* out) {
   for (uint32_t i = threadIdx.x; i < x.range; i += blockDim.x) {
     const uint64_t l = x.lbeg + i;
-    ll::store8(out + l * 8, ll::load8(in + l * 8, x.valid(l)), x.valid(l));
+    const int v = x.valid<false>(0, l);
+    ll::store8(out + l * 8, ll::load8(in + l * 8, v), v);
   }
 }
 
 // From nsrc senders s = first, first + 1, ... (mod n) of my inbox: line l of
-// lc(s, b) into out + s * out_stride. All loads of a round issued before
-// waiting on any.
-__device__ void recv_lines(const Ctx& x, int first, int nsrc, char* out, uint64_t out_stride) {
+// lc(s, b) + from into out + s * out_stride. All loads of a round issued
+// before waiting on any.
+template <bool kClip>
+__device__ void recv_lines(const Ctx& x, int first, int nsrc, uint64_t from, char* out,
+                           uint64_t out_stride) {
   const uint32_t items = x.range * uint32_t(nsrc);
   for (uint32_t i0 = threadIdx.x; i0 < items && !dev::stop_raised(x.stop); i0 += blockDim.x * kU) {
     uint64_t v[kU] = {};
@@ -161,7 +216,7 @@ __device__ void recv_lines(const Ctx& x, int first, int nsrc, char* out, uint64_
       const int k = int(i / x.range);
       l[u] = x.lbeg + i % x.range;
       s[u] = first + k < x.n ? first + k : first + k - x.n;
-      ok[u] = ll::load_line(x.buf(x.local, s[u]) + uint64_t(l[u]) * 16, x.flag, &v[u]);
+      ok[u] = ll::load_line(x.buf(x.local, s[u]) + from + uint64_t(l[u]) * 16, x.flag, &v[u]);
     }
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
@@ -169,10 +224,12 @@ __device__ void recv_lines(const Ctx& x, int first, int nsrc, char* out, uint64_
       if (i >= items) continue;
       if (!ok[u]) {
         uint64_t w;
-        if (!x.spin.wait(x.buf(x.local, s[u]) + uint64_t(l[u]) * 16, x.flag, &w, s[u])) return;
+        if (!x.spin.wait(x.buf(x.local, s[u]) + from + uint64_t(l[u]) * 16, x.flag, &w, s[u]))
+          return;
         v[u] = w;
       }
-      ll::store8(out + uint64_t(s[u]) * out_stride + uint64_t(l[u]) * 8, v[u], x.valid(l[u]));
+      const uint64_t off = uint64_t(s[u]) * out_stride;
+      ll::store8(out + off + uint64_t(l[u]) * 8, v[u], x.valid<kClip>(off, l[u]));
     }
   }
 }
@@ -198,17 +255,13 @@ __device__ void wait_acks(const Ctx& x, int skip) {
   }
 }
 
-// Reduce-scatter's and reduce's receive: this block's lines of lc(s, b) for
-// every peer s and of my own input (block), reduced in rank order into out.
-template <typename T, int OP>
-__device__ void reduce_lines(const Ctx& x, const char* mine_in, char* out, int avg_n) {
-  ll::fold_range<T, OP, kRU, kSrc>(
-      x.n, x.me, x.lbeg, x.lbeg + x.range, x.bytes, mine_in, out,
-      [&](int s) { return x.buf(x.local, s); }, avg_n, x.flag, x.spin);
-}
-
+// OP kMoveOp: the byte mover (all-gather, all-to-all, broadcast; T
+// uint8_t); any other OP: the reductions (all-reduce, reduce-scatter,
+// reduce) of T. Each instantiation compiles only its own collectives'
+// steps: the smaller the kernel, the faster its small calls.
 template <typename T, int OP>
 __global__ void __launch_bounds__(kThreads) ll_coll_kernel(CollKArgs a) {
+  constexpr bool kMove = OP == kMoveOp;
   __shared__ uint64_t s_epoch;
   __shared__ int s_stop;
   const DevComm& cm = *a.comm;
@@ -220,6 +273,7 @@ __global__ void __launch_bounds__(kThreads) ll_coll_kernel(CollKArgs a) {
   x.slot_bytes = cm.mb_slot;
   x.local = cm.local;
   x.bytes = a.bytes;
+  x.clip = a.clip;
   x.stop = &s_stop;
   char* const ctl = cm.mb_ctl;
   x.spin = ll::Spin{dev::GiveUp::of(cm), dev::globaltimer(), &s_stop};
@@ -245,77 +299,132 @@ __global__ void __launch_bounds__(kThreads) ll_coll_kernel(CollKArgs a) {
   constexpr int kNone = -2;
   int ndst = 0, send_first = next, ack_skip = kNone;
   uint64_t send_stride = 0;
-  // Receives: a local copy (copy_in to copy_out), the lines of nsrc senders
-  // from recv_first (block s to out + s * recv_stride), or the rank-order
-  // fold of every sender's lines with mine (reduce_in); then the acks of
-  // every peer but wait_skip (kNone: none).
+  // Receives: a local copy (copy_in to copy_out); the rank-order fold of
+  // every sender's lines with mine (block at fold_off of in and out), each
+  // result line also sent to nfan peers from next, at lc(me, b) + half; the
+  // lines of nsrc senders from recv_first (lc(s, b) + half, block s to out
+  // + s * recv_stride); then the acks of every peer but wait_skip (kNone:
+  // none).
   const char* copy_in = nullptr;
   char* copy_out = nullptr;
+  bool fold = false;
+  uint64_t fold_off = 0, half = 0;
+  int nfan = 0;
   int nsrc = 0, recv_first = next, wait_skip = kNone;
   uint64_t recv_stride = 0;
-  const char* reduce_in = nullptr;
-  bool barrier = false;
-  switch (a.kind) {
-    case Coll::AllGather:
-    case Coll::AllToAll: {
-      const bool a2a = a.kind == Coll::AllToAll;
-      ndst = n - 1;
-      send_stride = a2a ? a.bytes : 0;
-      const char* own = a2a ? a.in + uint64_t(me) * a.bytes : a.in;
-      if (own != a.out + uint64_t(me) * a.bytes) {
-        copy_in = own;
-        copy_out = a.out + uint64_t(me) * a.bytes;
-      }
-      // In place all-to-all: this block's reads of its input lines before
-      // its writes.
-      barrier = a2a && in_place;
-      nsrc = n - 1;
-      recv_stride = a.bytes;
-      break;
-    }
-    case Coll::ReduceScatter:
-      ndst = n - 1;
-      send_stride = a.bytes;
-      reduce_in = a.in + uint64_t(me) * a.bytes;
-      break;
-    case Coll::Broadcast:
-      if (root) {
+  bool barrier = false, barrier_first = false;
+  if constexpr (kMove) {  // the collectives that move bytes
+    switch (a.kind) {
+      case Coll::AllGather:
+      case Coll::AllToAll: {
+        const bool a2a = a.kind == Coll::AllToAll;
         ndst = n - 1;
-        if (!in_place) {
-          copy_in = a.in;
-          copy_out = a.out;
+        send_stride = a2a ? a.bytes : 0;
+        const char* own = a2a ? a.in + uint64_t(me) * a.bytes : a.in;
+        if (own != a.out + uint64_t(me) * a.bytes) {
+          copy_in = own;
+          copy_out = a.out + uint64_t(me) * a.bytes;
         }
-        wait_skip = -1;
-      } else {
-        ack_skip = -1;
-        nsrc = 1;  // stride 0: the root's lines land at out
-        recv_first = a.root;
-        wait_skip = a.root;
+        // In place all-to-all: this block's reads of its input lines before
+        // its writes.
+        barrier = a2a && in_place;
+        nsrc = n - 1;
+        recv_stride = a.bytes;
+        break;
       }
-      break;
-    case Coll::Reduce:
-      if (root) {
-        reduce_in = a.in;
-        ack_skip = -1;
-      } else {
-        ndst = 1;
-        send_first = a.root;
-        ack_skip = a.root;
-        wait_skip = -1;
-      }
-      break;
-    default: break;  // the host launches only the collectives above
+      case Coll::Broadcast:
+        if (root) {
+          ndst = n - 1;
+          if (!in_place) {
+            copy_in = a.in;
+            copy_out = a.out;
+          }
+          wait_skip = -1;
+        } else {
+          ack_skip = -1;
+          nsrc = 1;  // stride 0: the root's lines land at out
+          recv_first = a.root;
+          wait_skip = a.root;
+        }
+        break;
+      default: break;  // the host launches only the collectives above
+    }
+  } else {  // the reductions
+    switch (a.kind) {
+      case Coll::AllReduce:
+        ndst = n - 1;
+        fold = true;
+        if (a.two_shot) {  // parts of a.bytes: a reduce-scatter, then an all-gather
+          send_stride = a.bytes;
+          fold_off = uint64_t(me) * a.bytes;
+          half = (a.bytes / 8) * 16;
+          nfan = n - 1;
+          nsrc = n - 1;
+          recv_stride = a.bytes;
+        }
+        // In place, one shot, n > 2: the block's reads of its input lines
+        // (sends, a (peer, line) item per thread) before its writes (fold, a
+        // line per thread), ahead of the call check so no warp waits for the
+        // checker's compare. At n = 2 the thread that sends line l folds it,
+        // and so does the two-shot's at any n: its sends read the other parts,
+        // its receives write them, item (peer, line) by the same thread.
+        barrier_first = in_place && !a.two_shot && n > 2;
+        break;
+      case Coll::ReduceScatter:
+        ndst = n - 1;
+        send_stride = a.bytes;
+        fold = true;  // input block me, into out (block 0)
+        break;
+      case Coll::Reduce:
+        if (root) {
+          fold = true;
+          ack_skip = -1;
+        } else {
+          ndst = 1;
+          send_first = a.root;
+          ack_skip = a.root;
+          wait_skip = -1;
+        }
+        break;
+      default: break;
+    }
   }
   // Sends and acks first, then the call check (kernels/prims/call_check.cuh),
   // then what reads a peer's line: the checker warp's wait delays no line a
   // peer waits for.
-  if (ndst) send_lines(x, a.in, send_stride, send_first, ndst);
+  if (ndst) send_lines<!kMove>(x, a.in, send_stride, send_first, ndst);
   if (ack_skip != kNone) send_acks(x, ack_skip);
+  if (barrier_first) __syncthreads();
   dev::call_check(cm, a.sig, call);
-  if (copy_in) copy_lines(x, copy_in, copy_out);
-  if (barrier) __syncthreads();
-  if (nsrc) recv_lines(x, recv_first, nsrc, a.out, recv_stride);
-  if (reduce_in) reduce_lines<T, OP>(x, reduce_in, a.out, a.avg_n);
+  if constexpr (kMove) {
+    if (copy_in) copy_lines(x, copy_in, copy_out);
+    if (barrier) __syncthreads();
+  }
+  // This block's lines, folded, before the receives (two-shot peers wait
+  // for the results): each result line to my output and, two-shot, at
+  // once to every peer (with kSrc 8 these stores spilled registers; read
+  // back from the output after the fold instead, two-shot calls of 128
+  // KiB-4 MiB were 0.1-0.6 us slower).
+  if constexpr (!kMove) {
+    if (fold) {
+      const char* fin = a.in + (a.kind == Coll::ReduceScatter ? uint64_t(me) * a.bytes : fold_off);
+      char* fout = a.out + fold_off;
+      char* const* remote = cm.remote;
+      ll::fold_range<T, OP, kRU, kSrc>(
+          n, me, x.lbeg, x.lbeg + x.range,
+          [&](uint32_t l) { return ll::load8(fin + uint64_t(l) * 8, x.valid<true>(fold_off, l)); },
+          [&](int s) { return x.buf(x.local, s); },
+          [&](uint32_t l, uint64_t r) {
+            for (int k = 0; k < nfan; ++k) {
+              const int p = next + k < n ? next + k : next + k - n;
+              ll::store_line(x.buf(remote[p], me) + half + uint64_t(l) * 16, r, x.flag);
+            }
+            ll::store8(fout + uint64_t(l) * 8, r, x.valid<true>(fold_off, l));
+          },
+          a.avg_n, x.flag, x.spin);
+    }
+  }
+  if (nsrc) recv_lines<!kMove>(x, recv_first, nsrc, half, a.out, recv_stride);
   if (wait_skip != kNone) wait_acks(x, wait_skip);
 
   // The last block done moves the epoch on (kernels/prims/epoch.cuh).
@@ -326,21 +435,34 @@ MYCOLL_DEFINE_LAUNCH(Launch, CollKArgs, kThreads, ll_coll_kernel<T, OP>)
 
 }  // namespace
 
-cudaError_t preload_ll_coll_kernels() { return preload_dtype_op<Launch>(); }
+cudaError_t preload_ll_coll_kernels() {
+  const cudaError_t e = Launch<uint8_t, kMoveOp>::preload();
+  return e != cudaSuccess ? e : preload_dtype_op<Launch>();
+}
 
 int ll_coll_blocks(uint64_t bytes) {
   return blocks_for_lines((bytes + 7) / 8, kBlockLines, kMaxBlocks);
 }
 
-cudaError_t launch_ll_coll(Coll kind, const void* in, void* out, uint64_t bytes, mycollDataType_t t,
-                           mycollRedOp_t op, int root, const DevComm* comm, int nranks,
-                           int max_blocks, uint64_t sig, cudaStream_t stream) {
-  const bool reduce = kind == Coll::ReduceScatter || kind == Coll::Reduce;
-  const CollKArgs a =
+cudaError_t launch_ll_coll(Coll kind, bool two_shot, const void* in, void* out, uint64_t bytes,
+                           mycollDataType_t t, mycollRedOp_t op, int root, const DevComm* comm,
+                           int nranks, int max_blocks, uint64_t sig, cudaStream_t stream) {
+  const bool reduce =
+      kind == Coll::AllReduce || kind == Coll::ReduceScatter || kind == Coll::Reduce;
+  if (two_shot && kind != Coll::AllReduce) return cudaErrorInvalidValue;
+  CollKArgs a =
       coll_kargs(kind, in, out, bytes, comm, root, reduce && op == mycollAvg, nranks, sig);
-  const int nb = std::max(1, std::min(ll_coll_blocks(bytes), max_blocks));
+  int nb = ll_coll_blocks(bytes);
+  if (two_shot) {
+    const uint64_t part = FifoGeom::ts_part_lines_of(bytes, nranks);
+    a.two_shot = 1;
+    a.bytes = part * 8;
+    a.clip = uint32_t(bytes);
+    nb = blocks_for_lines(part, kTsBlockLines, kTsMaxBlocks);
+  }
+  nb = std::max(1, std::min(nb, max_blocks));
   // Moving bytes needs no element type: one instantiation serves them all.
-  if (!reduce) return Launch<uint8_t, mycollSum>::run(a, nb, stream);
+  if (!reduce) return Launch<uint8_t, kMoveOp>::run(a, nb, stream);
   return dispatch_dtype_op<Launch>(t, op, a, nb, stream);
 }
 

@@ -95,7 +95,7 @@ __device__ void send_key(const P2pLlParams<K, S>& p, const P2pLlKey& key, int* s
 #pragma unroll
       for (int u = 0; u < kL; ++u) {
         const uint32_t l = r0 + u * nt + tid;
-        valid[u] = l < lines ? (nb - l * 8 < 8 ? int(nb - l * 8) : 8) : 0;
+        valid[u] = l < lines ? ll::bytes_in_line(nb, l) : 0;
         if (valid[u]) v[u] = ll::load8(src + uint64_t(l) * 8, valid[u]);
       }
       if (r0 == 0) {
@@ -159,7 +159,7 @@ __device__ void recv_key(const P2pLlParams<K, S>& p, const P2pLlKey& key, int* s
         ok[u] = true;
         valid[u] = 0;
         if (l >= lines) continue;
-        valid[u] = nb - l * 8 < 8 ? int(nb - l * 8) : 8;
+        valid[u] = ll::bytes_in_line(nb, l);
         line[u] = key.ring + line_off(l, bmod, slots, lps, lsb);
         flag[u] = uint32_t(base + l / lps + 1);
         ok[u] = ll::load_line(line[u], flag[u], &v[u]);

@@ -310,7 +310,7 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
               const uint64_t l = L - llpre[k];  // line within the op
               const uint64_t slot = l / LPS;
               const uint64_t seq = sh.llbase[k] + slot;
-              valid[u] = op.bytes - l * 8 < 8 ? int(op.bytes - l * 8) : 8;
+              valid[u] = ll::bytes_in_line(op.bytes, l);
               flag[u] = uint32_t(seq + 1);
               kind[u] = op.kind;
               peer[u] = op.peer;

@@ -50,11 +50,10 @@
 //
 // Where the checker runs: in latency kernels the last warp of block 0
 // (call_begin before the first barrier; call_check after that warp's share
-// of the sends and before its receives in the one-shot and LL kernels, so
-// its wait delays no line a peer waits for; right after the first barrier
-// in the two-shot kernel, where that measured faster: on four H200s the
-// check before the sends cost the LL kernels 1-4 us more per call than
-// after them, docs/performance.md "Session 17"); in the bandwidth
+// of the sends and before its receives in the LL kernel, so its wait delays
+// no line a peer waits for: on four H200s the check before the sends cost
+// the LL collectives 1-4 us more per call than after them,
+// docs/performance.md "Session 17"); in the bandwidth
 // kernels and the plan kernel a block of its own (call_check_block), so the
 // data path never waits for the peers' start (on one shared H100 the
 // in-block check cost a chain broadcast 13-20 us per call, the plan kernel's

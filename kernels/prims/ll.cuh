@@ -37,6 +37,12 @@ __device__ __forceinline__ bool load_line(const char* p, uint32_t flag, uint64_t
   return f0 == flag && f1 == flag;
 }
 
+// Data bytes in line l of a message of `bytes` (8 a line, the last one
+// partial); l below the message's line count.
+__device__ __forceinline__ int bytes_in_line(uint64_t bytes, uint64_t l) {
+  return bytes - l * 8 < 8 ? int(bytes - l * 8) : 8;
+}
+
 // Up to 8 bytes of a user buffer (any alignment), little-endian packed; the
 // bytes past `valid` are 0. The byte loops (a message's last line, an
 // unaligned buffer) stay loops: unrolled at every inlined call they were
@@ -149,22 +155,19 @@ __device__ __forceinline__ bool fold_lines(int n, int me, const bool (&want)[kU]
   return true;
 }
 
-// Lines [lbeg, lend) of a message of `bytes` (8 bytes a line, the last one
-// partial): out = the rank-order fold (fold_lines) of my input `in` and
-// every peer s's LL line at from(s) + 16 l (s's slot of my inbox), Avg
-// dividing by avg_n (0: none). Thread t takes lines lbeg + t + j *
-// blockDim.x, kU of them a round, and reads each of its input lines before
-// writing it, so out may be in. Line numbers fit 32 bits: the config caps
-// what the mailbox kernels move at 64 MiB (MYCOLL_GPU_*_BYTES). False when
-// a wait gave up.
-template <typename T, int OP, int kU, int kSrc, typename From>
+// Lines [lbeg, lend): emit(l, r) with r = the rank-order fold
+// (fold_lines) of mine(l) (my own line) and every peer s's LL line at
+// from(s) + 16 l (s's slot of my inbox), Avg dividing by avg_n (0: none).
+// Thread t takes lines lbeg + t + j * blockDim.x, kU of them a round, and
+// reads each of its own lines before emitting it, so emit may overwrite
+// what mine read. Line numbers fit 32 bits: the config caps what the
+// mailbox kernels move at 64 MiB (MYCOLL_GPU_*_BYTES). False when a wait
+// gave up.
+template <typename T, int OP, int kU, int kSrc, typename Mine, typename From, typename Emit>
 __device__ __forceinline__ bool fold_range(int n, int me, uint32_t lbeg, uint32_t lend,
-                                           uint64_t bytes, const char* in, char* out, From from,
-                                           int avg_n, uint32_t flag, const Spin& spin) {
+                                           Mine mine_of, From from, Emit emit, int avg_n,
+                                           uint32_t flag, const Spin& spin) {
   const uint32_t nt = blockDim.x;
-  auto valid = [&](uint32_t l) {
-    return bytes - uint64_t(l) * 8 < 8 ? int(bytes - uint64_t(l) * 8) : 8;
-  };
   for (uint32_t l0 = lbeg + threadIdx.x; l0 < lend && !dev::stop_raised(spin.stop); l0 += nt * kU) {
     uint64_t acc[kU], mine[kU];
     bool want[kU];
@@ -172,18 +175,16 @@ __device__ __forceinline__ bool fold_range(int n, int me, uint32_t lbeg, uint32_
     for (int u = 0; u < kU; ++u) {
       const uint32_t l = l0 + u * nt;
       want[u] = l < lend;
-      // In place, out aliases in: read before the store below.
-      mine[u] = want[u] ? load8(in + uint64_t(l) * 8, valid(l)) : 0;
+      mine[u] = want[u] ? mine_of(l) : 0;
     }
     auto at = [&](int s, int u) { return from(s) + uint64_t(l0 + u * nt) * 16; };
     if (!fold_lines<T, OP, kU, kSrc>(n, me, want, mine, at, flag, spin, acc)) return false;
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
       if (!want[u]) continue;
-      const uint32_t l = l0 + u * nt;
       uint64_t r = acc[u];
       if (avg_n) r = div_avg8<T>(r, avg_n);
-      store8(out + uint64_t(l) * 8, r, valid(l));
+      emit(l0 + u * nt, r);
     }
   }
   return true;

@@ -223,21 +223,11 @@ void DeviceCommImpl::launch(const Task& t, cudaStream_t s) {
       return;
     }
     case DevKernel::LlColl:
-      cuda_check(launch_ll_coll(t.coll, t.input, t.output, block, t.dtype, t.op, t.root, d_comm_,
-                                c_.nranks, block_budget_, sig, s),
-                 "LL collective kernel launch");
+      cuda_check(launch_ll_coll(t.coll, k.two_shot, t.input, t.output, block, t.dtype, t.op, t.root,
+                                d_comm_, c_.nranks, block_budget_, sig, s),
+                 "LL kernel launch");
       return;
     case DevKernel::Direct: launch_direct_kernel(t, sig, s); return;
-    case DevKernel::OneShot:
-      cuda_check(launch_oneshot(t.input, t.output, block, t.dtype, t.op, d_comm_, c_.nranks,
-                                block_budget_, sig, s),
-                 "one-shot kernel launch");
-      return;
-    case DevKernel::TwoShot:
-      cuda_check(launch_twoshot(t.input, t.output, block, t.dtype, t.op, d_comm_, c_.nranks,
-                                block_budget_, sig, s),
-                 "two-shot kernel launch");
-      return;
     case DevKernel::Plan: break;
   }
   DevPlan* pp = nullptr;

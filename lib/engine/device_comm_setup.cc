@@ -32,8 +32,7 @@ void preload_kernels_once(int dev) {
   std::lock_guard<std::mutex> g(mu);
   if (std::find(done.begin(), done.end(), dev) != done.end()) return;
   for (cudaError_t e : {preload_plan_kernels(), preload_ring_kernels(), preload_direct_kernels(),
-                        preload_ll_coll_kernels(), preload_oneshot_kernels(),
-                        preload_twoshot_kernels(), preload_p2p_kernels()})
+                        preload_ll_coll_kernels(), preload_p2p_kernels()})
     if (e != cudaSuccess)
       throw_error(mycollUnhandledCudaError, std::string("loading the GPU kernels on device ") +
                                                 std::to_string(dev) + ": " + cudaGetErrorString(e));
@@ -68,7 +67,7 @@ DeviceCommImpl::DeviceCommImpl(mycollComm& c) : c_(c), dev_(c.cuda_device) {
   }
   // Decisions every rank must take alike, from whether ANY rank has a peer
   // behind a host transport: the channels a collective is split over (the
-  // proxy count then) and whether the one-shot and two-shot kernels run
+  // proxy count then) and whether the LL kernel's all-reduce runs
   // (only where every peer is reachable over NVLink/PCIe).
   std::vector<int32_t> proxied(c.nranks, all_ipc ? 0 : 1);
   c.bootstrap->allgather(proxied.data(), sizeof(int32_t));

@@ -10,8 +10,6 @@ const char* dev_kernel_name(DevKernel k) {
     case DevKernel::Ring: return "ring";
     case DevKernel::LlColl: return "ll_coll";
     case DevKernel::Direct: return "direct";
-    case DevKernel::OneShot: return "oneshot";
-    case DevKernel::TwoShot: return "twoshot";
   }
   return "?";
 }
@@ -83,9 +81,9 @@ DevChoice select_device_kernel(const DevCall& c, const DevLimits& l) {
   }
   if (direct_row(c, l, whole)) return DevChoice{DevKernel::Direct, "direct", "simple"};
   if (c.coll == Coll::AllReduce && c.algo == Algo::Direct && c.block_bytes <= l.oneshot_bytes)
-    return DevChoice{DevKernel::OneShot, "direct", "ll"};
+    return DevChoice{DevKernel::LlColl, "direct", "ll"};
   if (c.coll == Coll::AllReduce && c.algo == Algo::TwoShot && c.block_bytes <= l.twoshot_bytes)
-    return DevChoice{DevKernel::TwoShot, "rs+ag", "ll"};
+    return DevChoice{DevKernel::LlColl, "rs+ag", "ll", true};
   r.schedule = algo_name(c.algo);
   return r;
 }

@@ -16,8 +16,8 @@
 //                                                              <= ll_bcast / ll_reduce bytes)
 //   direct   direct           simple    A2A SC GA              algo direct, whole >= direct_bytes,
 //                                                              a resident grid (channels > 0)
-//   oneshot  direct           ll        AR                     algo direct, bytes <= oneshot_bytes
-//   twoshot  direct (RS+AG)   ll        AR                     algo twoshot, bytes <= twoshot_bytes
+//   ll_coll  direct (1 shot)  ll        AR                     algo direct, bytes <= oneshot_bytes
+//   ll_coll  rs+ag (2 shots)  ll        AR                     algo twoshot, bytes <= twoshot_bytes
 //   plan     the algorithm's  per message (ll up to MYCOLL_GPU_LL_BYTES on a channel, else simple)
 //            plan (ring, tree, rhd, direct, hier)
 // Send/receive batches are not in the table: the batch builder picks the LL
@@ -32,7 +32,7 @@
 
 namespace mycoll {
 
-enum class DevKernel : uint8_t { Plan, Ring, LlColl, Direct, OneShot, TwoShot };
+enum class DevKernel : uint8_t { Plan, Ring, LlColl, Direct };
 const char* dev_kernel_name(DevKernel k);  // "plan", "ring", "ll_coll", ...
 
 // What this communicator's kernels can take, fixed at init (0 = row off).
@@ -61,6 +61,7 @@ struct DevChoice {
   DevKernel kernel = DevKernel::Plan;
   const char* schedule = "plan";  // ring, chain, direct, flat tree, rs+ag, plan
   const char* proto = "per message";
+  bool two_shot = false;  // ll_coll all-reduce: reduce-scatter + all-gather
 };
 
 DevChoice select_device_kernel(const DevCall& call, const DevLimits& lim);
@@ -73,8 +74,8 @@ uint64_t ring_kernel_from(Coll c, const DevLimits& lim);
 // cuda_ipc (!lim.any_proxy), measured on H200s (docs/algorithms.md): every
 // step of a plan costs a FIFO hand-over, so the kernels the table above
 // offers decide up to tens of MiB. `whole` is the whole message.
-//   all-reduce: direct (the one-shot kernel) up to lim.oneshot_bytes (n <= 8);
-//     twoshot (its kernel) up to lim.twoshot_bytes; direct while the n-1
+//   all-reduce: direct (the LL kernel's one shot) up to lim.oneshot_bytes
+//     (n <= 8); twoshot (the LL kernel's two shots) up to lim.twoshot_bytes; direct while the n-1
 //     copies stay within 1 MiB (n <= 8); rhd up to 8 MiB (n > 2; 4 MiB at
 //     3-4 ranks when the fused ring kernel takes the size); ring.
 //   all-gather, reduce-scatter: direct (the LL-collective kernel) up to

@@ -226,8 +226,8 @@ int rooted_after_others_full(mycollComm_t comm, const MemOps& mem) {
 // Collectives of one communicator issued back to back on three streams, no
 // host synchronisation in between (FSDP issues all-gathers and
 // reduce-scatters from different streams): they must run in issue order as
-// with NCCL. All-reduce (one-shot and two-shot kernels), all-gather (LL
-// kernel) and broadcast (plan kernel) into separate outputs, checked after.
+// with NCCL. All-reduce (the LL kernel's one-shot and two-shot), all-gather
+// (LL kernel) and broadcast (plan kernel) into separate outputs, checked after.
 int streams_in_issue_order(mycollComm_t comm, const MemOps&) {
   int n = 0, rank = 0;
   mycollCommCount(comm, &n);
@@ -582,14 +582,14 @@ INSTANTIATE_TEST_SUITE_P(Gpu, GpuOneShot, ::testing::Values(2, 3, 4, 8),
 
 namespace {
 
-// The two-shot all-reduce kernel (messages <= MYCOLL_GPU_TWOSHOT_BYTES with
-// the twoshot algorithm). A limit of 3 MiB + 24 bytes: parts of unequal
-// length, and at 2 GPUs more than one round of phase B per thread, at 8 more
-// than one round of phases A and C. Every dtype x op over small counts and
-// line counts around n (parts of one line, parts without a message line);
-// the largest count that fits and one more (the twoshot plan) every op out
-// of place, Sum in place; then 500 calls alternating two sizes with inputs
-// changing every call (both buffer parities, stale lines would show).
+// The LL kernel's two-shot all-reduce (messages <= MYCOLL_GPU_TWOSHOT_BYTES
+// with the twoshot algorithm). A limit of 3 MiB + 24 bytes: the last part
+// cut by the message's end, and at 2 GPUs more than one round of the fold
+// per thread, at 8 more than one round of the sends and receives. Every dtype x op over small
+// counts and line counts around n (parts of one line, parts without a message line); the largest
+// count that fits and one more (the twoshot plan) every op out of place, Sum in place; then 500
+// calls alternating two sizes with inputs changing every call (both buffer parities, stale lines
+// would show).
 constexpr size_t kTwoShotBytes = (size_t(3) << 20) + 24;
 
 int twoshot_matrix(mycollComm_t comm, const MemOps& mem) {
@@ -626,8 +626,8 @@ int twoshot_matrix(mycollComm_t comm, const MemOps& mem) {
 }
 
 // The automatic rule with the default limits: 1 KiB runs the one-shot
-// kernel, 1 MiB the two-shot kernel; 300 calls alternating, so launches of
-// both kernels interleave on one stream and share the epoch.
+// schedule, 1 MiB the two-shot one; 300 calls alternating, so launches of
+// both interleave on one stream and share the epoch.
 int oneshot_twoshot_mix(mycollComm_t comm, const MemOps& mem) {
   return alternating_allreduces(comm, mem, "mix ", 300, 256, (size_t(1) << 20) / 4, 7, 5, 1);
 }
@@ -720,14 +720,14 @@ int ll_coll_matrix(mycollComm_t comm, const MemOps& mem) {
   return 0;
 }
 
-// The one mailbox and launch epoch of the one-shot, two-shot and LL
-// kernels (kernels/prims/epoch.cuh): with the automatic rule, a 1 KiB
-// all-reduce runs the one-shot kernel, a 1 MiB one the two-shot kernel, and
-// the five LL collectives up to kLlCollBytes run the LL kernel; 280 calls
-// cycle through all seven so every kernel follows every other on both
-// parities of the shared slots, inputs changing every call (Uint32 sums,
-// Int32 products now and then), so a line left by any kernel two launches
-// back would show in a result.
+// The one mailbox and launch epoch of the LL kernel's schedules
+// (kernels/prims/epoch.cuh): with the automatic rule, a 1 KiB all-reduce
+// runs the one-shot schedule, a 1 MiB one the two-shot schedule, and the
+// five LL collectives up to kLlCollBytes their own; 280 calls cycle through
+// all seven so every schedule follows every other on both parities of the
+// shared slots, inputs changing every call (Uint32 sums, Int32 products now
+// and then), so a line left by any schedule two launches back would show in
+// a result.
 int mailbox_mix(mycollComm_t comm, const MemOps& mem) {
   int n = 0;
   mycollCommCount(comm, &n);

@@ -40,7 +40,13 @@ DevCall call(Coll c, Algo a, uint64_t block, bool forced = false, int direct_ch 
 }
 
 // The table of device_select.h, written again as plain conditions.
-DevKernel expected(const DevCall& c, const DevLimits& l) {
+// (kernel, whether the LL kernel runs the two-shot all-reduce)
+struct Want {
+  DevKernel kernel;
+  bool two_shot = false;
+  Want(DevKernel k, bool ts = false) : kernel(k), two_shot(ts) {}
+};
+Want expected(const DevCall& c, const DevLimits& l) {
   if (l.nranks < 2 || c.block_bytes == 0 || c.coll == Coll::SendRecv) return DevKernel::Plan;
   const bool blocked = c.coll == Coll::AllGather || c.coll == Coll::ReduceScatter ||
                        c.coll == Coll::AllToAll || c.coll == Coll::Scatter ||
@@ -70,9 +76,9 @@ DevKernel expected(const DevCall& c, const DevLimits& l) {
       whole >= l.direct_bytes && c.direct_channels > 0)
     return DevKernel::Direct;
   if (c.coll == Coll::AllReduce && c.algo == Algo::Direct && c.block_bytes <= l.oneshot_bytes)
-    return DevKernel::OneShot;
+    return DevKernel::LlColl;
   if (c.coll == Coll::AllReduce && c.algo == Algo::TwoShot && c.block_bytes <= l.twoshot_bytes)
-    return DevKernel::TwoShot;
+    return Want(DevKernel::LlColl, true);
   return DevKernel::Plan;
 }
 
@@ -105,10 +111,11 @@ TEST(DeviceSelect, EveryCallMatchesTheTable) {
               for (int dch : {0, 3}) {
                 const DevCall c = call(Coll(ci), Algo(ai), b, forced, dch);
                 const DevChoice k = select_device_kernel(c, l);
-                ASSERT_EQ(k.kernel, expected(c, l))
+                const Want w = expected(c, l);
+                ASSERT_TRUE(k.kernel == w.kernel && k.two_shot == w.two_shot)
                     << coll_name(c.coll) << " " << algo_name(c.algo) << " " << b << " bytes, " << n
                     << " ranks, proxy " << proxy << ", forced " << forced << ", direct channels "
-                    << dch << ": got " << describe(k);
+                    << dch << ": got " << describe(k) << (k.two_shot ? " (two shots)" : "");
                 ++checked;
               }
     }
@@ -146,9 +153,9 @@ TEST(DeviceSelect, NamesScheduleAndProtocol) {
   EXPECT_EQ(describe(select_device_kernel(call(Coll::AllToAll, Algo::Direct, 1 << 20), l)),
             "direct kernel (direct schedule, simple protocol)");
   EXPECT_EQ(describe(select_device_kernel(call(Coll::AllReduce, Algo::Direct, 8), l)),
-            "oneshot kernel (direct schedule, ll protocol)");
+            "ll_coll kernel (direct schedule, ll protocol)");
   EXPECT_EQ(describe(select_device_kernel(call(Coll::AllReduce, Algo::TwoShot, 1 << 20), l)),
-            "twoshot kernel (rs+ag schedule, ll protocol)");
+            "ll_coll kernel (rs+ag schedule, ll protocol)");
   EXPECT_EQ(describe(select_device_kernel(call(Coll::AllReduce, Algo::Tree, 1 << 20), l)),
             "plan kernel (tree schedule, per message protocol)");
 }
@@ -268,7 +275,7 @@ TEST(DeviceAlgo, LlCollSizesAreDirect) {
   EXPECT_EQ(chosen("ring,allgather:auto", Coll::AllGather, 1024, l4), Algo::Direct);
 }
 
-// All-reduce that fits the one-shot kernel is direct (the kernel runs only
+// All-reduce that fits the one-shot schedule is direct (the LL kernel runs it only
 // for direct), even past the 1 MiB-of-copies bound; n > 8 never.
 TEST(DeviceAlgo, OneShotSizesAreDirect) {
   for (int n : {2, 3, 4, 8}) {
@@ -286,7 +293,7 @@ TEST(DeviceAlgo, OneShotSizesAreDirect) {
   EXPECT_EQ(chosen("ring", Coll::AllReduce, 1024, kernels(4, 64 * KiB, 0, 0)), Algo::Ring);
 }
 
-// All-reduce above the one-shot kernel's size that fits the two-shot kernel
+// All-reduce above the one-shot size that fits the two-shot schedule
 // is twoshot (the kernel runs only for twoshot), for any n >= 2; larger sizes
 // keep rhd up to 8 MiB beyond 4 ranks (4 MiB at 3-4), then the ring (the
 // fused ring kernel).
@@ -301,7 +308,7 @@ TEST(DeviceAlgo, TwoShotSizesAreTwoShot) {
   const DevLimits l4 = kernels(4, 64 * KiB, 4 * MiB, 0);
   for (int n : {2, 4, 8})
     EXPECT_EQ(chosen("", Coll::AllReduce, 1024, kernels(n, 64 * KiB, 4 * MiB, 0)), Algo::Direct);
-  // Above the two-shot kernel: the ring up to 4 ranks, rhd up to 8 MiB beyond.
+  // Above the two-shot size: the ring up to 4 ranks, rhd up to 8 MiB beyond.
   EXPECT_EQ(chosen("", Coll::AllReduce, 8 * MiB, l4), Algo::Ring);
   EXPECT_EQ(chosen("", Coll::AllReduce, 8 * MiB, kernels(3, 64 * KiB, 4 * MiB, 0)), Algo::Ring);
   EXPECT_EQ(chosen("", Coll::AllReduce, 8 * MiB, kernels(8, 64 * KiB, 4 * MiB, 0)), Algo::Rhd);
@@ -317,7 +324,7 @@ TEST(DeviceAlgo, TwoShotSizesAreTwoShot) {
   DevLimits no_ring = kernels(4, 64 * KiB, 0, 0);
   no_ring.ring_bytes = 0;  // the plan's ring: rhd keeps its 8 MiB
   EXPECT_EQ(device_auto_algo(Coll::AllReduce, 8 * MiB, no_ring), Algo::Rhd);
-  // One-shot off: small all-reduce goes to the two-shot kernel.
+  // One-shot off: small all-reduce goes to the two-shot schedule.
   EXPECT_EQ(device_auto_algo(Coll::AllReduce, 8, kernels(4, 0, 4 * MiB, 0)), Algo::TwoShot);
   EXPECT_EQ(device_auto_algo(Coll::AllReduce, 16 * MiB, kernels(8, 64 * KiB, 4 * MiB, 0)),
             Algo::Ring);
@@ -337,9 +344,12 @@ TEST(DeviceAlgo, TheRuleFeedsTheTable) {
         const Algo a = device_algo(AlgoPolicy::parse(""), c, whole, l);
         EXPECT_TRUE(algo_supports(a, c)) << coll_name(c) << " " << algo_name(a);
         if (c == Coll::AllReduce && whole <= l.oneshot_bytes)
-          EXPECT_EQ(select_device_kernel(call(c, a, block), l).kernel, DevKernel::OneShot);
-        if (c == Coll::AllReduce && whole > l.oneshot_bytes && whole <= l.twoshot_bytes)
-          EXPECT_EQ(select_device_kernel(call(c, a, block), l).kernel, DevKernel::TwoShot);
+          EXPECT_EQ(select_device_kernel(call(c, a, block), l).kernel, DevKernel::LlColl);
+        if (c == Coll::AllReduce && whole > l.oneshot_bytes && whole <= l.twoshot_bytes) {
+          const DevChoice k = select_device_kernel(call(c, a, block), l);
+          EXPECT_EQ(k.kernel, DevKernel::LlColl);
+          EXPECT_TRUE(k.two_shot);
+        }
         // Two ranks leave the LL kernel above 1 MiB for the ring kernel.
         const uint64_t ll_most =
             n == 2 ? std::min<uint64_t>(l.ll_coll_bytes, MiB) : l.ll_coll_bytes;
