@@ -27,6 +27,7 @@ std::string NetnsHosts::up(const std::string& tag, int n, const std::string& sub
     run_script("down " + std::to_string(n) + " " + prefix_, "/dev/null");
     return "could not create network namespaces (see " + log + ")";
   }
+  std::remove(log.c_str());  // kept only when it explains a failure
   up_ = true;
   return "";
 }
