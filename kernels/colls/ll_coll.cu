@@ -23,8 +23,9 @@
 //                   its own inbox for every peer s with its own input in
 //                   rank order 0..n-1 into the output, so every rank
 //                   computes bit-identical results (Avg: the sum divided by
-//                   n). In place: a barrier puts the block's reads of its
-//                   input lines (for its sends) before its writes.
+//                   n). In place at n > 2: a barrier puts the block's reads
+//                   of its input lines (for its sends) before its writes; at
+//                   n = 2 the thread that sends line l folds it.
 //   all-reduce, two shots: the message's L lines (at least n counted) are
 //                   cut into n parts of P = ceil(L / n) lines, part j
 //                   belonging to rank j; the last parts' lines past the
@@ -37,10 +38,11 @@
 //                   the output from lc(s, b) + 16 P for every peer s (an
 //                   all-gather). Only rank j computes part j, so every rank
 //                   ends with the same bits; each rank sends 2(n-1)/n of the
-//                   message instead of one shot's n-1. In place: the barrier
-//                   of the one-shot case puts the block's reads of the other
-//                   parts (its sends) before its writes of them; a thread
-//                   reads its own part's line before writing it.
+//                   message instead of one shot's n-1. In place, with no
+//                   barrier: the sends and the receives number their (part,
+//                   line) items alike, so the thread that writes a line of
+//                   another part read it for its send, and a thread reads
+//                   its own part's line before writing it.
 //   all-gather:     its input, to every peer; it copies its input to output
 //                   block r (unless in place) and takes block s of the output
 //                   from lc(s, b) of its own inbox for every peer s.
@@ -146,9 +148,8 @@ struct Ctx {
   }
   // Bytes of line l of the block at byte offset `off` of a user buffer:
   // the block's `bytes`, cut at clip (0 for the two-shot all-reduce's lines
-  // past the message).
-  // Offsets fit 32 bits: FifoGeom's lc, os and ts bytes are int32. Only
-  // the two-shot all-reduce clips (kClip).
+  // past the message; only it clips, kClip). Offsets fit 32 bits:
+  // FifoGeom's lc, os and ts bytes are int32.
   template <bool kClip>
   __device__ int valid(uint32_t off, uint32_t l) const {
     if (!kClip) return ll::bytes_in_line(bytes, l);
