@@ -11,10 +11,14 @@
 //
 // Failure model: an operation that cannot complete (peer link closed, send
 // error, timeout) marks this bootstrap failed, sends a best-effort kAbort
-// frame with the reason over every outgoing link and shuts every socket
-// down, then throws. A rank receiving kAbort does the same (forwarding the
-// original reason), so a dead rank turns into a RemoteError naming it on
-// every rank instead of a hang.
+// frame (a failure report: its origin, whom it waited for, the reason) over
+// every link and shuts the write side of its outgoing links, then throws;
+// so does a communicator's own failure (fail_with). A rank receiving a
+// report marks itself failed and passes the report on (once per origin)
+// but keeps its links open, so that its own report, when its own wait
+// fails a moment later, still goes out: a dead rank turns into a
+// RemoteError naming it on every rank instead of a hang, and root_cause
+// follows the reports' waits to it (bootstrap/blame.h).
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -30,6 +34,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "bootstrap/admission.h"
+#include "bootstrap/blame.h"
 #include "bootstrap/wire.h"
 
 namespace mycoll {
@@ -48,6 +53,8 @@ class BootstrapImpl final : public Bootstrap {
   BootstrapImpl(const UniqueIdData& id, int rank, int nranks, double timeout_s)
       : id_(id), rank_(rank), nranks_(nranks), timeout_s_(timeout_s) {
     closed_.resize(nranks);
+    back_gone_.resize(nranks);
+    told_.resize(nranks, false);
     incoming_present_.resize(nranks, false);
     for (int i = 0; i < nranks; ++i) out_.push_back(std::make_unique<Outgoing>());
   }
@@ -70,9 +77,20 @@ class BootstrapImpl final : public Bootstrap {
   void barrier() override;
   void send(int peer, const void* data, size_t bytes) override;
   void recv(int peer, void* data, size_t bytes) override;
-  void abort() override { abort_internal("rank " + std::to_string(rank_) + " aborted", true); }
-  void fail_with(const std::string& reason) override { abort_internal(reason, true, true); }
+  void abort() override {
+    abort_internal(own_report("rank " + std::to_string(rank_) + " aborted"), Source::kLocal);
+  }
+  void fail_with(const std::string& reason, const std::vector<int>& waits_for) override {
+    abort_internal(own_report(reason, waits_for), Source::kOwn);
+    // The ranks that only link to this one reach it through the I/O
+    // thread: give it a moment to send, so a process that ends right after
+    // its failure (as launchers make it) still tells them why.
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait_for(lk, std::chrono::milliseconds(200),
+                 [&] { return tell_back_sent_ >= tell_back_pushed_ || stop_.load(); });
+  }
   std::string remote_failure(double wait_s) override;
+  Cause root_cause(const std::vector<int>& waits_for, double wait_s) override;
   PeerTrouble peer_trouble(double wait_s, const std::vector<bool>& watched) override;
 
  private:
@@ -104,12 +122,32 @@ class BootstrapImpl final : public Bootstrap {
   void io_accept(std::vector<std::unique_ptr<ServerHandshake>>& pending, net::RejectLog& rejects);
   void io_admit(ServerHandshake& hs, std::vector<std::unique_ptr<Incoming>>& links);
   bool io_read(Incoming& in);  // false: link ended
-  void io_link_closed(int peer, const std::string& why);
+  // way_back: the way back of the outgoing link to peer ended (the peer
+  // closed its end: its process or bootstrap ended); noted for blame only.
+  void io_link_closed(int peer, const std::string& why, bool way_back = false);
   // The failure reports received ("; "-joined, first first); mu_ held.
   std::string reports_locked() const {
     std::string all;
-    for (const std::string& r : remote_) all += (all.empty() ? "" : "; ") + r;
+    for (const Report& r : remote_) all += (all.empty() ? "" : "; ") + r.text;
     return all;
+  }
+  // Per rank, why its link ended ("" open): the incoming link, else the way
+  // back of the outgoing one; mu_ held.
+  std::vector<std::string> gone_locked() const {
+    std::vector<std::string> g(nranks_);
+    for (int p = 0; p < nranks_; ++p) g[p] = closed_[p].empty() ? back_gone_[p] : closed_[p];
+    return g;
+  }
+  // This rank's report: waits_for cleaned to distinct other ranks.
+  Report own_report(const std::string& text, const std::vector<int>& waits_for = {}) const {
+    Report r;
+    r.origin = rank_;
+    r.text = text.empty() ? "rank " + std::to_string(rank_) + " aborted" : text;
+    for (int w : waits_for)
+      if (w >= 0 && w < nranks_ && w != rank_ && r.waits_for.size() < kMaxReportWaits &&
+          std::find(r.waits_for.begin(), r.waits_for.end(), w) == r.waits_for.end())
+        r.waits_for.push_back(w);
+    return r;
   }
   void wake_io() {
     if (wake_.valid()) {
@@ -127,13 +165,18 @@ class BootstrapImpl final : public Bootstrap {
     return "rank " + std::to_string(peer) +
            (peer < static_cast<int>(table_.size()) ? " (" + table_[peer].str() + ")" : "");
   }
-  // Marks the bootstrap failed (first reason wins), tells the peers, shuts
-  // every socket down. Never throws.
-  // own: this rank's own report, sent even when the bootstrap already
-  // failed (by a peer's report), once.
-  void abort_internal(const std::string& reason, bool propagate, bool own = false) noexcept;
-  [[noreturn]] void fail(mycollResult_t code, const std::string& msg) {
-    abort_internal(msg, true);
+  // Where a report comes from: a peer's, passed on (kRelay); this rank's
+  // bootstrap failing or being aborted (kLocal); the communicator's own
+  // failure (kOwn).
+  enum class Source { kRelay, kLocal, kOwn };
+  // Marks the bootstrap failed (first reason wins) and tells the peers: a
+  // relay once per origin, kLocal when it is the first failure, kOwn once
+  // (also after a relay). kLocal and kOwn then shut the write side of every
+  // outgoing link. Never throws.
+  void abort_internal(const Report& rep, Source src) noexcept;
+  // waiting_for: the peer the failed operation waited for (-1 none).
+  [[noreturn]] void fail(mycollResult_t code, const std::string& msg, int waiting_for = -1) {
+    abort_internal(own_report(msg, {waiting_for}), Source::kLocal);
     throw Error(code, msg);
   }
 
@@ -155,13 +198,16 @@ class BootstrapImpl final : public Bootstrap {
   std::mutex mu_;  // guards everything below
   std::condition_variable cv_;
   std::map<std::pair<int, uint32_t>, std::deque<std::vector<uint8_t>>> queues_;
-  std::vector<std::string> closed_;  // why peer's incoming link ended ("" = not ended)
+  std::vector<std::string> closed_;     // why peer's incoming link ended ("" = not ended)
+  std::vector<std::string> back_gone_;  // why the way back of the link to peer ended
   std::vector<bool> incoming_present_;
-  std::string failed_;                  // non-empty: unusable, with the root cause
-  std::vector<std::string> remote_;     // failure reports received from peers
-  std::vector<std::string> tell_back_;  // reports the I/O thread sends up incoming links
-  bool own_told_ = false;               // this rank's own report went out
-  std::string own_;                     // ... and what it said (echoes are not news)
+  std::string failed_;                           // non-empty: unusable, with the root cause
+  std::vector<Report> remote_;                   // reports received, first per origin, first first
+  std::vector<std::vector<uint8_t>> tell_back_;  // reports the I/O thread sends up incoming links
+  uint64_t tell_back_pushed_ = 0, tell_back_sent_ = 0;  // ... how many so far, and sent
+  std::vector<bool> told_;                              // per origin: its report was passed on
+  bool own_told_ = false;                               // this rank's own (kOwn) report went out
+  bool shut_ = false;                                   // outgoing links' write sides shut
 
   std::vector<std::unique_ptr<Outgoing>> out_;
 };
@@ -282,16 +328,24 @@ void BootstrapImpl::io_loop() {
   while (!stop_.load()) {
     // Reports for the ranks that send to this one (they may have no other
     // link to it): up their links, in the reverse direction.
-    std::vector<std::string> tell;
+    std::vector<std::vector<uint8_t>> tell;
     {
       std::lock_guard<std::mutex> lk(mu_);
       tell.swap(tell_back_);
     }
-    for (const std::string& why : tell)
+    for (const std::vector<uint8_t>& report : tell)
       for (auto& in : links) {
-        const std::vector<uint8_t> frame = seal_frame(in->back_mac, kAbort, why.data(), why.size());
+        const std::vector<uint8_t> frame =
+            seal_frame(in->back_mac, kAbort, report.data(), report.size());
         (void)!::send(in->get(), frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       }
+    if (!tell.empty()) {
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        tell_back_sent_ += tell.size();
+      }
+      cv_.notify_all();
+    }
     for (int p = 0; p < nranks_; ++p) {
       int f = out_[p]->raw.load();
       if (f >= 0 && !back[p]) {
@@ -320,7 +374,9 @@ void BootstrapImpl::io_loop() {
       }
     int rc = ::poll(fds.data(), fds.size(), wake.poll_ms());
     if (rc < 0 && errno != EINTR) {
-      abort_internal(std::string("bootstrap I/O thread: poll: ") + std::strerror(errno), true);
+      abort_internal(own_report("rank " + std::to_string(rank_) +
+                                ": bootstrap I/O thread: poll: " + std::strerror(errno)),
+                     Source::kLocal);
       break;
     }
     if (fds[0].revents) {
@@ -363,6 +419,34 @@ std::string BootstrapImpl::remote_failure(double wait_s) {
   std::unique_lock<std::mutex> lk(mu_);
   cv_.wait_for(lk, std::chrono::duration<double>(wait_s), [&] { return !remote_.empty(); });
   return reports_locked();
+}
+
+Bootstrap::Cause BootstrapImpl::root_cause(const std::vector<int>& waits_for, double wait_s) {
+  Cause c;
+  const Report mine = own_report("", waits_for);
+  if (mine.waits_for.empty()) {
+    c.reports = remote_failure(wait_s);
+    return c;
+  }
+  std::unique_lock<std::mutex> lk(mu_);
+  Blame b;
+  std::vector<std::string> gone;
+  BlameView v;
+  v.self = rank_;
+  v.waits_for = mine.waits_for;
+  v.reports = &remote_;
+  v.gone = &gone;
+  cv_.wait_for(lk, std::chrono::duration<double>(wait_s), [&] {
+    gone = gone_locked();
+    b = find_root_cause(v);
+    return b.settled;
+  });
+  c.root = b.text;
+  for (const Report& r : remote_) {
+    const bool used = std::find(b.roots.begin(), b.roots.end(), r.origin) != b.roots.end();
+    if (!used) c.reports += (c.reports.empty() ? "" : "; ") + r.text;
+  }
+  return c;
 }
 
 Bootstrap::PeerTrouble BootstrapImpl::peer_trouble(double wait_s,
@@ -423,10 +507,11 @@ void BootstrapImpl::io_admit(ServerHandshake& hs, std::vector<std::unique_ptr<In
             hs.peer().str());
 }
 
-void BootstrapImpl::io_link_closed(int peer, const std::string& why) {
+void BootstrapImpl::io_link_closed(int peer, const std::string& why, bool way_back) {
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (closed_[peer].empty()) closed_[peer] = why;
+    std::string& at = way_back ? back_gone_[peer] : closed_[peer];
+    if (at.empty()) at = why;
   }
   cv_.notify_all();
 }
@@ -438,15 +523,16 @@ bool BootstrapImpl::io_read(Incoming& in) {
     uint8_t* dst = in.reader.buffer(&want);
     ssize_t k = ::recv(in.get(), dst, want, MSG_DONTWAIT);
     if (k == 0) {
-      if (!way_back)
-        io_link_closed(in.rank, in.reader.mid_frame() ? "closed in the middle of a message"
-                                                      : "closed (process exited or aborted?)");
+      io_link_closed(in.rank,
+                     in.reader.mid_frame() ? "closed in the middle of a message"
+                                           : "closed (process exited or aborted?)",
+                     way_back);
       return false;
     }
     if (k < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
-      if (!way_back) io_link_closed(in.rank, std::string("socket error: ") + std::strerror(errno));
+      io_link_closed(in.rank, std::string("socket error: ") + std::strerror(errno), way_back);
       return false;
     }
     const FrameReader::Status st = in.reader.advance(static_cast<size_t>(k));
@@ -467,15 +553,26 @@ bool BootstrapImpl::io_read(Incoming& in) {
     const uint32_t kind = in.reader.header().kind;
     std::vector<uint8_t> payload = in.reader.take_payload();
     if (kind == kAbort) {
-      std::string reason(payload.begin(), payload.end());
-      log_warn(Subsys::Bootstrap, "rank {}: rank {} failed: {}", rank_, in.rank, reason);
+      Report r;
+      std::string bad;
+      if (!parse_report(payload.data(), payload.size(), nranks_, &r, &bad)) {
+        r = Report{};
+        r.origin = in.rank;
+        r.text =
+            "rank " + std::to_string(in.rank) + " sent a malformed failure report (" + bad + ")";
+      }
+      if (r.origin == in.rank)
+        log_warn(Subsys::Bootstrap, "rank {}: rank {} failed: {}", rank_, r.origin, r.text);
+      else
+        log_warn(Subsys::Bootstrap, "rank {}: rank {} failed (passed on by rank {}): {}", rank_,
+                 r.origin, in.rank, r.text);
       {
         std::lock_guard<std::mutex> lk(mu_);
-        if (reason != own_ && std::find(remote_.begin(), remote_.end(), reason) == remote_.end() &&
-            remote_.size() < 16)
-          remote_.push_back(reason);
+        const bool known = std::any_of(remote_.begin(), remote_.end(),
+                                       [&](const Report& x) { return x.origin == r.origin; });
+        if (r.origin != rank_ && !known && remote_.size() < 64) remote_.push_back(r);
       }
-      abort_internal(reason, true);
+      abort_internal(r, Source::kRelay);
       continue;
     }
     {
@@ -489,19 +586,34 @@ bool BootstrapImpl::io_read(Incoming& in) {
 
 // ------------------------------------------------------------- failure ----
 
-void BootstrapImpl::abort_internal(const std::string& reason, bool propagate, bool own) noexcept {
-  bool first = false, tell = false;
-  const std::string why = reason.empty() ? "aborted" : reason;
+void BootstrapImpl::abort_internal(const Report& rep, Source src) noexcept {
+  bool tell = false, shut = false;
+  std::vector<uint8_t> payload;
+  try {
+    payload = encode_report(rep);
+  } catch (...) {  // out of memory: mark failed, tell no one
+  }
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (failed_.empty()) {
-      failed_ = why;
-      first = true;
+    const bool first = failed_.empty();
+    if (first) failed_ = rep.text.empty() ? "aborted" : rep.text;
+    switch (src) {
+      case Source::kRelay:
+        tell = rep.origin >= 0 && rep.origin < nranks_ && !told_[rep.origin];
+        if (tell) told_[rep.origin] = true;
+        break;
+      case Source::kLocal: tell = first; break;
+      case Source::kOwn:
+        tell = !own_told_;
+        own_told_ = true;
+        break;
     }
-    tell = propagate && (first || (own && !own_told_));
-    if (own && !own_told_) own_ = why;
-    if (own) own_told_ = true;
-    if (tell && tell_back_.size() < 16) tell_back_.push_back(why);
+    tell = tell && !payload.empty();
+    if (src != Source::kRelay && !shut_) shut = shut_ = true;
+    if (tell && tell_back_.size() < 64) {
+      tell_back_.push_back(payload);
+      ++tell_back_pushed_;
+    }
   }
   cv_.notify_all();
   aborted_.store(true);
@@ -510,12 +622,13 @@ void BootstrapImpl::abort_internal(const std::string& reason, bool propagate, bo
     for (auto& o : out_) {
       std::unique_lock<std::mutex> lk(o->mu, std::try_to_lock);
       if (lk.owns_lock() && o->fd.valid()) {
-        const std::vector<uint8_t> frame = seal_frame(o->mac, kAbort, why.data(), why.size());
+        const std::vector<uint8_t> frame =
+            seal_frame(o->mac, kAbort, payload.data(), payload.size());
         (void)!::send(o->fd.get(), frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       }
     }
   }
-  if (first) {
+  if (shut) {
     // Write side only: the way back may still bring other ranks' reports.
     for (auto& o : out_) {
       int f = o->raw.load();
@@ -604,7 +717,7 @@ void BootstrapImpl::send_frame(int peer, uint32_t kind, const void* data, size_t
       why = failed_;
     }
     if (!why.empty()) fail(mycollRemoteError, what + ": aborted: " + why);
-    fail(code, err);
+    fail(code, err, peer);
   }
 }
 
@@ -614,6 +727,7 @@ std::vector<uint8_t> BootstrapImpl::recv_frame(int peer, uint32_t kind, const De
                            " waiting for " + peer_name(peer);
   mycollResult_t code;
   std::string err;
+  int waited = -1;  // the failure is the peer's (its link ended, or silence)
   {
     std::unique_lock<std::mutex> lk(mu_);
     auto& q = queues_[{peer, kind}];
@@ -631,17 +745,19 @@ std::vector<uint8_t> BootstrapImpl::recv_frame(int peer, uint32_t kind, const De
       if (!closed_[peer].empty()) {
         code = mycollRemoteError;
         err = what + ": its link " + closed_[peer];
+        waited = peer;
         break;
       }
       if (cv_.wait_until(lk, d.at) == std::cv_status::timeout && q.empty() && failed_.empty() &&
           closed_[peer].empty()) {
         code = mycollTimeout;
         err = what + fmt::format(": timed out after {:.1f} s", timeout_s_);
+        waited = peer;
         break;
       }
     }
   }
-  fail(code, err);
+  fail(code, err, waited);
 }
 
 void BootstrapImpl::allgather(void* data, size_t bytes) {

@@ -83,8 +83,11 @@ class Bootstrap {
   // Root cause propagation: like abort(), with `reason` sent to every rank
   // this one has a link with (who pass it on), so a rank that learns of a
   // failure from a neighbour can report what happened first.
-  virtual void fail_with(const std::string& reason) {
+  // waits_for: the ranks this one was waiting for when it failed (a peer
+  // that made no progress, or whose connection ended), if any.
+  virtual void fail_with(const std::string& reason, const std::vector<int>& waits_for = {}) {
     (void)reason;
+    (void)waits_for;
     abort();
   }
   // Failure reports received from other ranks ("; "-joined, first first),
@@ -92,6 +95,19 @@ class Bootstrap {
   virtual std::string remote_failure(double wait_s) {
     (void)wait_s;
     return "";
+  }
+  // After fail_with: why this rank's wait for `waits_for` failed, found by
+  // following the waits through the reports received (bootstrap/blame.h),
+  // waiting up to wait_s for the answer to settle; and the reports received
+  // besides. With no waits_for: no root, the reports, waiting up to wait_s
+  // for one.
+  struct Cause {
+    std::string root;     // "" none found
+    std::string reports;  // the other reports, "; "-joined, first first
+  };
+  virtual Cause root_cause(const std::vector<int>& waits_for, double wait_s) {
+    (void)waits_for;
+    return Cause{"", remote_failure(wait_s)};
   }
   // What a communicator that is busy on the GPU, with no host call waiting
   // on any link, watches for (lib/engine/peer_watch.h): failure reports

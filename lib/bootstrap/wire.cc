@@ -224,6 +224,61 @@ bool parse_peer_hello(const uint8_t* p, size_t len, int nranks, int self, PeerHe
   return true;
 }
 
+std::vector<uint8_t> encode_report(const Report& r) {
+  ReportHeader h{r.origin,
+                 static_cast<uint32_t>(std::min<size_t>(r.waits_for.size(), kMaxReportWaits))};
+  const size_t text = std::min<size_t>(r.text.size(), kMaxTextBytes);
+  std::vector<uint8_t> out(sizeof(h) + h.nwait * sizeof(int32_t) + text);
+  std::memcpy(out.data(), &h, sizeof(h));
+  for (uint32_t i = 0; i < h.nwait; ++i) {
+    const int32_t w = r.waits_for[i];
+    std::memcpy(out.data() + sizeof(h) + i * sizeof(w), &w, sizeof(w));
+  }
+  if (text > 0)
+    std::memcpy(out.data() + sizeof(h) + h.nwait * sizeof(int32_t), r.text.data(), text);
+  return out;
+}
+
+bool parse_report(const uint8_t* p, size_t len, int nranks, Report* out, std::string* why) {
+  ReportHeader h;
+  if (len < sizeof(h)) {
+    *why = "a failure report of " + std::to_string(len) + " bytes";
+    return false;
+  }
+  std::memcpy(&h, p, sizeof(h));
+  if (h.origin < 0 || h.origin >= nranks) {
+    *why =
+        "a failure report from rank " + std::to_string(h.origin) + " of " + std::to_string(nranks);
+    return false;
+  }
+  if (h.nwait > kMaxReportWaits || len - sizeof(h) < h.nwait * sizeof(int32_t)) {
+    *why = "a failure report naming " + std::to_string(h.nwait) + " awaited ranks in " +
+           std::to_string(len) + " bytes";
+    return false;
+  }
+  Report r;
+  r.origin = h.origin;
+  for (uint32_t i = 0; i < h.nwait; ++i) {
+    int32_t w;
+    std::memcpy(&w, p + sizeof(h) + i * sizeof(w), sizeof(w));
+    if (w < 0 || w >= nranks || w == h.origin ||
+        std::find(r.waits_for.begin(), r.waits_for.end(), w) != r.waits_for.end()) {
+      *why = "a failure report from rank " + std::to_string(h.origin) + " waiting for rank " +
+             std::to_string(w);
+      return false;
+    }
+    r.waits_for.push_back(w);
+  }
+  const size_t at = sizeof(h) + h.nwait * sizeof(int32_t);
+  if (len - at > kMaxTextBytes) {
+    *why = "a failure report with " + std::to_string(len - at) + " bytes of text";
+    return false;
+  }
+  r.text.assign(reinterpret_cast<const char*>(p) + at, len - at);
+  *out = std::move(r);
+  return true;
+}
+
 }  // namespace bswire
 
 UniqueIdData unpack_unique_id(const mycollUniqueId& id) {

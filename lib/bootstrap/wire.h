@@ -8,7 +8,8 @@
 //                  or kRootError {code, text}; then the root closes.
 // Peer links (ring + lazy p2p), one per direction and pair:
 //   sender -> receiver  authentication (role kRolePeer), then PeerHello,
-//                       then frames kColl / kP2p {payload} or kAbort {text}.
+//                       then frames kColl / kP2p {payload} or kAbort
+//                       {ReportHeader, waits_for[nwait], text}.
 // After the handshake every message on these links is authenticated with
 // the connection's session key (FrameMac below): a hello is followed by a
 // 16-byte tag, and so is every frame (header, payload, tag). A byte changed,
@@ -43,6 +44,7 @@ constexpr const char* kRolePeer = "mycoll-bootstrap-peer";
 constexpr int32_t kMaxRanks = 1 << 20;
 constexpr uint64_t kMaxFrameBytes = 1ull << 32;  // kColl / kP2p (setup-time data)
 constexpr uint64_t kMaxTextBytes = 64 * 1024;    // kRootError / kAbort text
+constexpr uint32_t kMaxReportWaits = 8;          // kAbort: ranks a report says it waited for
 
 // Time a freshly accepted connection gets to authenticate and announce
 // itself: net::kPreAuthSeconds (bootstrap/admission.h).
@@ -53,7 +55,7 @@ enum FrameKind : uint32_t {
   kRootError = 3,
   kColl = 10,   // allgather / barrier traffic
   kP2p = 11,    // Bootstrap::send / recv
-  kAbort = 12,  // sender failed or aborted; payload = reason text
+  kAbort = 12,  // a rank failed or aborted: a failure report (ReportHeader ...)
 };
 
 struct FrameHeader {
@@ -96,6 +98,14 @@ struct TableHeader {
   uint32_t pad;
 };
 
+// kAbort payload: ReportHeader, then nwait int32 ranks (whom the failed rank
+// was waiting for: a peer that made no progress, or whose connection
+// ended), then the text. Relayed reports keep their origin.
+struct ReportHeader {
+  int32_t origin;  // the rank whose failure this is
+  uint32_t nwait;  // at most kMaxReportWaits
+};
+
 // kRootError payload: ErrorHeader then the message text.
 struct ErrorHeader {
   int32_t code;  // mycollResult_t
@@ -108,7 +118,7 @@ constexpr uint64_t max_frame_bytes(uint32_t kind, int nranks) {
     case kRootTable:
       return sizeof(TableHeader) + static_cast<uint64_t>(nranks > 0 ? nranks : 0) * net::kAddrBytes;
     case kRootError: return sizeof(ErrorHeader) + kMaxTextBytes;
-    case kAbort: return kMaxTextBytes;
+    case kAbort: return sizeof(ReportHeader) + kMaxReportWaits * sizeof(int32_t) + kMaxTextBytes;
     case kColl:
     case kP2p: return kMaxFrameBytes;
     default: return 0;
@@ -244,6 +254,19 @@ bool open_hello(FrameMac& mac, const uint8_t* p, size_t len, size_t hello_bytes,
 // false with the reason in *why.
 bool parse_peer_hello(const uint8_t* p, size_t len, int nranks, int self, PeerHello* out,
                       std::string* why);
+
+// A failure report (kAbort), decoded.
+struct Report {
+  int origin = -1;
+  std::vector<int> waits_for;  // distinct ranks other than origin
+  std::string text;
+};
+// kAbort's payload for r (waits_for cut to kMaxReportWaits, text to
+// kMaxTextBytes).
+std::vector<uint8_t> encode_report(const Report& r);
+// A kAbort payload on a link of a communicator of nranks. On failure
+// returns false with the reason in *why.
+bool parse_report(const uint8_t* p, size_t len, int nranks, Report* out, std::string* why);
 
 }  // namespace bswire
 }  // namespace mycoll

@@ -82,11 +82,17 @@ struct mycollComm {
   std::vector<uint64_t> p2p_sent, p2p_recvd;
 
   // Marks the communicator broken with a reason and tells peers (shuts down
-  // every connection so their waits end promptly).
-  void fail(mycollResult_t code, const std::string& reason);
-  // After fail(): `own` plus the failure reports other ranks sent (waiting
-  // up to wait_s for one), which then also becomes the sticky reason.
-  std::string with_remote_cause(const std::string& own, double wait_s);
+  // every connection so their waits end promptly). waits_for: the ranks the
+  // failed operation was waiting for (a silent peer, a connection that
+  // ended), which the report carries so that other ranks can follow the
+  // waits to the root cause.
+  void fail(mycollResult_t code, const std::string& reason, const std::vector<int>& waits_for = {});
+  // After fail(): `own` plus the root cause found by following the waits
+  // from waits_for through the other ranks' reports, and those reports
+  // (waiting up to wait_s for the cause to settle, or with no waits_for for
+  // a report), which then also becomes the sticky reason.
+  std::string with_remote_cause(const std::string& own, const std::vector<int>& waits_for,
+                                double wait_s);
   // Abort, first half: marks the communicator aborted and makes every
   // blocked and future operation on it give up promptly (kernels, transport
   // connections, bootstrap). Frees nothing; safe while calls are in flight.

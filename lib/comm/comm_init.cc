@@ -18,7 +18,8 @@
 
 using namespace mycoll;
 
-void mycollComm::fail(mycollResult_t code, const std::string& reason) {
+void mycollComm::fail(mycollResult_t code, const std::string& reason,
+                      const std::vector<int>& waits_for) {
   {
     std::lock_guard<std::mutex> g(err_mu);
     if (async_error.load() == mycollSuccess) async_reason = reason;
@@ -31,7 +32,8 @@ void mycollComm::fail(mycollResult_t code, const std::string& reason) {
   if (first && bootstrap)
     bootstrap->fail_with(reason.find("rank " + std::to_string(rank)) != std::string::npos
                              ? reason
-                             : "rank " + std::to_string(rank) + ": " + reason);
+                             : "rank " + std::to_string(rank) + ": " + reason,
+                         waits_for);
   for (auto& c : conns)
     if (c) c->shutdown();
   if (flight && !flight_dumped.exchange(true)) {
@@ -44,10 +46,17 @@ void mycollComm::fail(mycollResult_t code, const std::string& reason) {
   }
 }
 
-std::string mycollComm::with_remote_cause(const std::string& own, double wait_s) {
-  std::string theirs = bootstrap ? bootstrap->remote_failure(wait_s) : "";
-  if (theirs.empty() || theirs == own) return own;
-  std::string msg = own + "; first failure, reported by the peers: " + theirs;
+std::string mycollComm::with_remote_cause(const std::string& own, const std::vector<int>& waits_for,
+                                          double wait_s) {
+  if (!bootstrap) return own;
+  const Bootstrap::Cause c = bootstrap->root_cause(waits_for, wait_s);
+  std::string msg = own;
+  if (!c.root.empty()) msg += "; root cause: " + c.root;
+  if (!c.reports.empty() && c.reports != own)
+    msg += (c.root.empty() ? "; first failure, reported by the peers: "
+                           : "; reported by the other ranks: ") +
+           c.reports;
+  if (msg == own) return own;
   std::lock_guard<std::mutex> g(err_mu);
   async_reason = msg;
   return msg;

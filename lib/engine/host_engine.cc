@@ -103,6 +103,7 @@ class Exec {
 
   // One pass over the current step. Returns true if any byte moved.
   bool advance() {
+    cur_ = nullptr;
     bool moved = false;
     std::vector<OpState>& ops = st_->ops;
     while (!finished()) {
@@ -134,6 +135,7 @@ class Exec {
   // every pass once backing off). The idle time counts from the first
   // such call after the last progress.
   void idle_check(Clock::time_point now) {
+    cur_ = nullptr;
     if (comm_->aborted.load()) throw_error(mycollRemoteError, where() + ": communicator aborted");
     if (!idle_since_valid_) {
       idle_since_ = now;
@@ -147,7 +149,11 @@ class Exec {
     }
     if (idle > kCheckAliveAfterS) {
       for (auto& s : st_->ops)
-        if (!s.complete) s.conn->check_alive();
+        if (!s.complete) {
+          cur_ = &s;
+          s.conn->check_alive();
+        }
+      cur_ = nullptr;
       if (comm_->flight) record_waiting();
     }
     if (idle > comm_->cfg.timeout_s)
@@ -164,7 +170,17 @@ class Exec {
       record_waiting();
       comm_->flight->failed((*tasks_)[task_].seq);
     }
-    return host_fail(comm_, e);
+    // Whom the failed wait was for: the peer of the operation that failed
+    // (its connection ended, it sent garbage), else, for a timeout, the
+    // peers of every unfinished operation.
+    std::vector<int> waits_for;
+    if (cur_) {
+      waits_for.push_back(cur_->op->peer);
+    } else if (e.code() == mycollTimeout) {
+      for (const OpState& s : st_->ops)
+        if (!s.complete) waits_for.push_back(s.op->peer);
+    }
+    return host_fail(comm_, e, waits_for);
   }
 
   std::string where() const {
@@ -375,6 +391,7 @@ class Exec {
   }
 
   bool do_send(OpState& s) {
+    cur_ = &s;
     Connection& c = *s.conn;
     bool moved = false;
     if (s.records) {
@@ -462,6 +479,7 @@ class Exec {
   }
 
   bool do_recv(OpState& s) {
+    cur_ = &s;
     Connection& c = *s.conn;
     bool moved = false;
     if (s.records) {
@@ -548,6 +566,7 @@ class Exec {
   Clock::time_point idle_since_;
   Clock::time_point step_t0_;
   double next_wait_report_ = 1.0;  // TRACE: idle seconds of the next "waiting" line
+  const OpState* cur_ = nullptr;   // the operation being moved or checked (whom a throw blames)
 };
 
 // The progress loop over every communicator's Exec (see run_host).

@@ -49,6 +49,10 @@ class FastRun {
                      comm_->nranks);
   }
 
+  // After a throw: the peers the failed wait was for (the transfer that
+  // failed; for a timeout, every unfinished one).
+  const std::vector<int>& waits_for() const { return waits_for_; }
+
   std::string where() const {
     return std::string(coll_name(p_.coll)) + " (" + algo_name(p_.algo) + ", " +
            std::to_string(p_.count) + " x " + dtype_name(p_.dtype) + ", step " +
@@ -95,7 +99,14 @@ class FastRun {
         if (done.has(i)) continue;
         const FastPlan::Xfer& x = p_.xfers[st.xfer_begin + i];
         if (x.prev >= 0 && !done.has(x.prev)) continue;  // its pair's earlier message first
-        if (x.kind == OpKind::Send ? send(x) : recv(x)) {
+        bool ok;
+        try {
+          ok = x.kind == OpKind::Send ? send(x) : recv(x);
+        } catch (const Error&) {
+          waits_for_.assign(1, x.peer);
+          throw;
+        }
+        if (ok) {
           done.set(i);
           moved = true;
           --left;
@@ -152,12 +163,17 @@ class FastRun {
     const double idle = std::chrono::duration<double>(now - idle_since_).count();
     if (idle > kCheckAliveAfterS)
       for (uint32_t i = st.xfer_begin; i < st.xfer_end; ++i)
-        if (!done.has(i - st.xfer_begin)) p_.xfers[i].conn->check_alive();
+        if (!done.has(i - st.xfer_begin)) {
+          waits_for_.assign(1, p_.xfers[i].peer);
+          p_.xfers[i].conn->check_alive();
+        }
+    waits_for_.clear();
     if (idle > comm_->cfg.timeout_s) {
       std::string w;
       for (uint32_t i = st.xfer_begin; i < st.xfer_end; ++i) {
         if (done.has(i - st.xfer_begin)) continue;
         const FastPlan::Xfer& x = p_.xfers[i];
+        waits_for_.push_back(x.peer);
         w += std::string(w.empty() ? "while " : ", ") +
              (x.kind == OpKind::Send ? "sending to" : "receiving from") + " rank " +
              std::to_string(x.peer) + " (" + x.conn->describe() + ", 0/" + std::to_string(x.bytes) +
@@ -177,6 +193,7 @@ class FastRun {
   size_t step_ = 0;
   bool idle_valid_ = false;
   Clock::time_point idle_since_;
+  std::vector<int> waits_for_;
 };
 
 // Sets each transfer's prev: the last earlier transfer of the step in the
@@ -313,7 +330,7 @@ void run_fast(mycollComm* comm, const FastPlan& plan, const FastCall& call) {
   try {
     run.run();
   } catch (const Error& e) {
-    throw host_fail(comm, e);
+    throw host_fail(comm, e, run.waits_for());
   }
 }
 

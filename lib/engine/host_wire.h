@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "algorithms/plan.h"
 #include "base/error.h"
@@ -156,9 +157,10 @@ inline bool idle_check_due(unsigned idle_passes) {
 constexpr double kCheckAliveAfterS = 0.005;
 
 // Marks comm broken with e and returns the error to report: for a lost or
-// silent peer, with the root cause other ranks reported (a rank that failed
-// first says why before closing its connections, so the messenger is not
-// blamed).
-Error host_fail(mycollComm* comm, const Error& e);
+// silent peer, with the root cause found by following the waits from
+// waits_for (the peers the failed operation waited for) through the other
+// ranks' reports (a rank that failed first says why, and whom it waited
+// for, before closing its connections, so the messenger is not blamed).
+Error host_fail(mycollComm* comm, const Error& e, const std::vector<int>& waits_for);
 
 }  // namespace mycoll

@@ -14,6 +14,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "common/death_matrix.h"
 #include "common/multiproc.h"
@@ -55,6 +57,48 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values("shm", "socket", "ucx"),
                        ::testing::Values(Op::AllReduce, Op::Broadcast, Op::AllToAll, Op::SendRecv)),
     cell_name);
+
+// Issue 14 item 8 as a loaded CI met it: in the chain 0-1-2 of grouped
+// send/recv over sockets rank 2 stops; rank 0 waits for rank 1, rank 1 for
+// rank 2. Rank 0 gets the shorter MYCOLL_TIMEOUT, so its report ("no
+// progress ... receiving from rank 1") goes out first, and rank 1 hears it
+// before its own wait times out. Both must still name rank 2 as the root
+// cause: rank 1's report says it waited for rank 2, and rank 0 follows it.
+TEST(DeathChain, AnEarlierTimeoutUpTheChainStillNamesTheStoppedRank) {
+  LaunchOptions opt;
+  opt.nranks = kRanks;
+  opt.init_comm = false;
+  opt.env = {{"MYCOLL_TRANSPORT", "socket"}};
+  opt.timeout_s = 60;
+  auto res = run_ranks(opt, [&](mycollComm_t, int rank, int n, const mycollUniqueId& id) {
+    setenv("MYCOLL_TIMEOUT", rank == 0 ? "4" : "4.5", 1);
+    mycollComm_t comm = nullptr;
+    check(mycollCommInitRank(&comm, n, id, rank) == mycollSuccess, "init");
+    std::vector<float> a(kRanks * 4096, 1.0f), b(kRanks * 4096, 0.0f);
+    check(run_op(Op::SendRecv, comm, rank, a, b) == mycollSuccess, "first call");
+    if (rank == 2) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      die(Fault::Stop, 14);
+    }
+    mycollResult_t r = mycollSuccess;
+    for (int i = 0; i < 100000 && r == mycollSuccess; ++i)
+      r = run_op(Op::SendRecv, comm, rank, a, b);
+    const std::string why = mycollGetLastError(comm);
+    check(r == mycollTimeout || r == mycollRemoteError,
+          std::string("Timeout or RemoteError, got ") + mycollGetErrorString(r) + ": " + why);
+    check(why.find("root cause: rank 2 reported no failure") != std::string::npos,
+          "the root cause named is rank 2: " + why);
+    std::fprintf(stderr, "[rank %d] %s\n", rank, why.c_str());
+    check(mycollCommAbort(comm) == mycollSuccess, "abort");
+    std::fflush(nullptr);
+    _exit(failures() ? 1 : 0);
+    return 0;
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_FALSE(res[r].timed_out) << "rank " << r << " hung";
+    EXPECT_EQ(res[r].exit_code, 0) << "rank " << r;
+  }
+}
 
 // Init: a rank that never arrives is named as missing by every other rank.
 class DeathAtInit : public ::testing::TestWithParam<std::string> {};

@@ -1,10 +1,9 @@
 // libFuzzer target over every decoder of bytes that come off the network:
-// the bootstrap's frame streams (peer links, the way back, the root's
-// replies), its hellos, the authentication handshake's messages, the unique
-// id, and the host engine's message header records. Input format in
-// fuzz_wire.h. Besides the sanitizers' checks it asserts what the callers
-// rely on: a frame is whole and within its kind's bound, the payload is
-// never allocated ahead of its bytes, a decoded table has nranks entries.
+// the bootstrap's frame streams (peer links and the way back with their
+// failure reports, the root's replies), its hellos, the authentication handshake's messages, the
+// unique id, and the host engine's message header records. Input format in fuzz_wire.h. Besides the
+// sanitizers' checks it asserts what the callers rely on: a frame is whole and within its kind's
+// bound, the payload is never allocated ahead of its bytes, a decoded table has nranks entries.
 //
 // Also linked into the unit tests (tests/unit/test_wire.cc), which run it on
 // the committed corpus: a crash once found stays a test.
@@ -64,6 +63,27 @@ std::vector<std::pair<FrameHeader, std::vector<uint8_t>>> read_frames(Link link,
     frames.emplace_back(h, std::move(payload));
   }
   return frames;
+}
+
+// A peer link or a way back: its failure reports decoded as the I/O thread
+// decodes them (origin and awaited ranks in range, distinct, not the origin).
+void peer_stream(Link link, uint8_t param, const uint8_t* p, size_t n) {
+  const int nranks = stream_nranks(param);
+  for (auto& [h, payload] : read_frames(link, nranks, stream_piece(param), p, n)) {
+    if (h.kind != kAbort) continue;
+    Report r;
+    std::string why;
+    if (!parse_report(payload.data(), payload.size(), nranks, &r, &why)) {
+      require(!why.empty());
+      continue;
+    }
+    require(r.origin >= 0 && r.origin < nranks && r.waits_for.size() <= kMaxReportWaits);
+    for (size_t i = 0; i < r.waits_for.size(); ++i) {
+      require(r.waits_for[i] >= 0 && r.waits_for[i] < nranks && r.waits_for[i] != r.origin);
+      for (size_t j = 0; j < i; ++j) require(r.waits_for[i] != r.waits_for[j]);
+    }
+    require(encode_report(r) == payload);
+  }
 }
 
 void root_stream(uint8_t param, const uint8_t* p, size_t n) {
@@ -159,9 +179,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   switch (target) {
     case kPeerStream:
     case kWayBack:
-      read_frames(
+      peer_stream(
           target == kPeerStream ? mycoll::bswire::Link::kPeer : mycoll::bswire::Link::kWayBack,
-          stream_nranks(param), stream_piece(param), p, n);
+          param, p, n);
       break;
     case kRootStream: root_stream(param, p, n); break;
     case kRankHello:

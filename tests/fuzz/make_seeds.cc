@@ -218,7 +218,7 @@ int main(int argc, char** argv) {
     put_frame(s, kColl, {});
     put_frame(s, kColl, {1, 2, 3, 4, 5, 6, 7, 8});
     put_frame(s, kP2p, text("point-to-point payload"));
-    put_frame(s, kAbort, text("rank 2 aborted"));
+    put_frame(s, kAbort, encode_report(Report{2, {}, "rank 2 aborted"}));
     seeds.emplace_back("peer-stream", input(kPeerStream, stream_param(4, 32), s));
     seeds.emplace_back("peer-stream-bytewise", input(kPeerStream, stream_param(4, 1), s));
   }
@@ -227,11 +227,11 @@ int main(int argc, char** argv) {
     key.fill(kTagKeyByte);
     FrameMac mac(key, Dir::kFromClient);
     Bytes s;
-    for (const auto& [kind, payload] :
-         std::vector<std::pair<uint32_t, Bytes>>{{kColl, {}},
-                                                 {kColl, {1, 2, 3, 4, 5, 6, 7, 8}},
-                                                 {kP2p, text("point-to-point payload")},
-                                                 {kAbort, text("rank 2 aborted")}}) {
+    for (const auto& [kind, payload] : std::vector<std::pair<uint32_t, Bytes>>{
+             {kColl, {}},
+             {kColl, {1, 2, 3, 4, 5, 6, 7, 8}},
+             {kP2p, text("point-to-point payload")},
+             {kAbort, encode_report(Report{2, {}, "rank 2 aborted"})}}) {
       const Bytes f = seal_frame(mac, kind, payload.data(), payload.size());
       s.insert(s.end(), f.begin(), f.end());
     }
@@ -239,7 +239,7 @@ int main(int argc, char** argv) {
   }
   {
     Bytes s;
-    put_frame(s, kAbort, text("rank 1: peer rank 2 (pid 41) is gone"));
+    put_frame(s, kAbort, encode_report(Report{1, {2}, "rank 1: peer rank 2 (pid 41) is gone"}));
     seeds.emplace_back("way-back-abort", input(kWayBack, stream_param(3, 7), s));
   }
   {  // The root: progress, then the table of 3 ranks.

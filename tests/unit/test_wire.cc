@@ -129,12 +129,13 @@ TEST(WireFrames, EachLinkCarriesOnlyItsKindsWithinTheirBounds) {
   };
   const int n = 3;
   const uint64_t table = sizeof(TableHeader) + n * net::kAddrBytes;
+  const uint64_t report_max = sizeof(ReportHeader) + kMaxReportWaits * 4 + kMaxTextBytes;
   for (const Case& c : std::vector<Case>{
            {Link::kPeer, kColl, 100, kFrameMagic, true},
            {Link::kPeer, kP2p, kMaxFrameBytes, kFrameMagic, true},
            {Link::kPeer, kP2p, kMaxFrameBytes + 1, kFrameMagic, false},
-           {Link::kPeer, kAbort, kMaxTextBytes, kFrameMagic, true},
-           {Link::kPeer, kAbort, kMaxTextBytes + 1, kFrameMagic, false},
+           {Link::kPeer, kAbort, report_max, kFrameMagic, true},
+           {Link::kPeer, kAbort, report_max + 1, kFrameMagic, false},
            {Link::kPeer, kRootTable, 0, kFrameMagic, false},
            {Link::kPeer, kColl, 0, kFrameMagic + 1, false},
            {Link::kPeer, 999, 0, kFrameMagic, false},
@@ -376,6 +377,49 @@ TEST(WireHello, PeerHello) {
   EXPECT_FALSE(ok(PeerHello{kPeerMagic, 3, 3, 0}, 3, 0, &why));
   EXPECT_FALSE(ok(PeerHello{kPeerMagic, 1, 4, 0}, 3, 0, &why));
   EXPECT_FALSE(ok(PeerHello{kHelloMagic, 1, 3, 0}, 3, 0, &why));
+}
+
+TEST(WireReport, RoundTripsAndRefusesWhatNoRankSends) {
+  Report r;
+  r.origin = 2;
+  r.waits_for = {0, 3};
+  r.text = "rank 2: no progress for 4 s (MYCOLL_TIMEOUT) while receiving from rank 3";
+  Bytes b = encode_report(r);
+  Report out;
+  std::string why;
+  ASSERT_TRUE(parse_report(b.data(), b.size(), 4, &out, &why)) << why;
+  EXPECT_EQ(out.origin, 2);
+  EXPECT_EQ(out.waits_for, (std::vector<int>{0, 3}));
+  EXPECT_EQ(out.text, r.text);
+  // No waits, no text.
+  r.waits_for.clear();
+  r.text.clear();
+  b = encode_report(r);
+  ASSERT_TRUE(parse_report(b.data(), b.size(), 4, &out, &why)) << why;
+  EXPECT_TRUE(out.waits_for.empty() && out.text.empty());
+  // Each refused with a reason: short, origin out of range, a wait out of
+  // range, on itself, twice, more waits than allowed or than bytes.
+  auto refused = [&](const Bytes& bad, int nranks) {
+    why.clear();
+    const bool ok = parse_report(bad.data(), bad.size(), nranks, &out, &why);
+    return !ok && !why.empty();
+  };
+  auto with = [](int32_t origin, std::vector<int32_t> waits, uint32_t nwait) {
+    Bytes p;
+    put(p, ReportHeader{origin, nwait});
+    for (int32_t w : waits) put(p, w);
+    return p;
+  };
+  EXPECT_TRUE(refused(Bytes(sizeof(ReportHeader) - 1, 0), 4));
+  EXPECT_TRUE(refused(with(4, {}, 0), 4));
+  EXPECT_TRUE(refused(with(-1, {}, 0), 4));
+  EXPECT_TRUE(refused(with(1, {4}, 1), 4));
+  EXPECT_TRUE(refused(with(1, {1}, 1), 4));
+  EXPECT_TRUE(refused(with(1, {2, 2}, 2), 4));
+  EXPECT_TRUE(refused(with(1, {2}, 2), 4));
+  EXPECT_TRUE(
+      refused(with(1, std::vector<int32_t>(kMaxReportWaits + 1, 0), kMaxReportWaits + 1), 1 << 10));
+  EXPECT_FALSE(refused(with(1, {0, 2}, 2), 4));
 }
 
 TEST(WireAuth, ServerHelloAndClientProof) {

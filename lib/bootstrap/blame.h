@@ -1,0 +1,37 @@
+// Whom a failure is blamed on. A rank that fails while waiting for others
+// (no progress for MYCOLL_TIMEOUT, a connection that ended) reports whom it
+// waited for. Several ranks of a chain time out at about the same moment
+// when one at its end stops, and the first report to arrive is a race; the
+// root cause is instead found by following the waits: from the ranks this
+// one waited for, to the ranks their reports say they waited for, and on,
+// to a rank that reported a failure of its own (waiting for nobody) or one
+// that reported nothing. Pure: the bootstrap calls it with what it has
+// received, as reports arrive.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bootstrap/wire.h"
+
+namespace mycoll {
+
+struct BlameView {
+  int self = -1;
+  std::vector<int> waits_for;                            // whom this rank waited for
+  const std::vector<bswire::Report>* reports = nullptr;  // other ranks', one per origin
+  const std::vector<std::string>* gone = nullptr;        // per rank: why its link ended, "" open
+};
+
+struct Blame {
+  // Every rank at the end of a chain reported a failure or is gone (its
+  // link ended after everything it sent), or the waits form a cycle: no
+  // report still to come can change the answer.
+  bool settled = false;
+  std::vector<int> roots;  // the ranks at the ends of the chains; empty: a cycle
+  std::string text;        // the root cause, as told to the user ("" no waits)
+};
+
+Blame find_root_cause(const BlameView& v);
+
+}  // namespace mycoll

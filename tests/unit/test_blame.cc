@@ -1,0 +1,128 @@
+// The wait-for chain that names the root cause of a failure
+// (lib/bootstrap/blame.h): reports from other ranks, the links that ended,
+// and whom the failing rank waited for.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "bootstrap/blame.h"
+
+namespace {
+
+using mycoll::Blame;
+using mycoll::BlameView;
+using mycoll::find_root_cause;
+using mycoll::bswire::Report;
+
+struct World {
+  int self;
+  std::vector<Report> reports;
+  std::vector<std::string> gone;
+  explicit World(int self_rank, int n) : self(self_rank), gone(n) {}
+  void report(int origin, std::vector<int> waits, std::string text) {
+    reports.push_back(Report{origin, std::move(waits), std::move(text)});
+  }
+  Blame blame(std::vector<int> waits_for) const {
+    BlameView v;
+    v.self = self;
+    v.waits_for = std::move(waits_for);
+    v.reports = &reports;
+    v.gone = &gone;
+    return find_root_cause(v);
+  }
+};
+
+bool has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+// The loaded CI's case: rank 2 stopped; rank 0 waits for rank 1, which
+// waits for rank 2. Whichever times out first, both name rank 2.
+TEST(Blame, FollowsTheChainToTheRankThatReportedNothing) {
+  World w0(0, 3);
+  w0.report(1, {2}, "rank 1: no progress for 4 s (MYCOLL_TIMEOUT) while receiving from rank 2");
+  Blame b = w0.blame({1});
+  EXPECT_FALSE(b.settled) << "rank 2 may still report";
+  EXPECT_EQ(b.roots, std::vector<int>{2});
+  EXPECT_TRUE(has(b.text, "rank 2 reported no failure and made no progress")) << b.text;
+  EXPECT_TRUE(has(b.text, "rank 1 was waiting for it")) << b.text;
+
+  // Rank 1 heard rank 0's report first (rank 0 waits for rank 1): that is
+  // no cause of rank 1's own wait.
+  World w1(1, 3);
+  w1.report(0, {1}, "rank 0: no progress for 4 s (MYCOLL_TIMEOUT) while receiving from rank 1");
+  b = w1.blame({2});
+  EXPECT_EQ(b.roots, std::vector<int>{2});
+  EXPECT_TRUE(has(b.text, "rank 2 reported no failure")) << b.text;
+  EXPECT_FALSE(has(b.text, "was waiting for it")) << b.text;
+}
+
+// Before the awaited rank's report arrives, it is the suspect; unsettled.
+TEST(Blame, TheAwaitedRankWhileItsReportIsAwaited) {
+  World w(0, 3);
+  Blame b = w.blame({1});
+  EXPECT_FALSE(b.settled);
+  EXPECT_EQ(b.roots, std::vector<int>{1});
+  EXPECT_TRUE(has(b.text, "rank 1 reported no failure")) << b.text;
+}
+
+// A link that ended after everything its rank sent settles it: that rank
+// ended without a report.
+TEST(Blame, AnEndedLinkWithoutAReportSettles) {
+  World w(0, 3);
+  w.report(1, {2}, "rank 1: connection to rank 2 closed");
+  w.gone[2] = "closed (process exited or aborted?)";
+  Blame b = w.blame({1});
+  EXPECT_TRUE(b.settled);
+  EXPECT_EQ(b.roots, std::vector<int>{2});
+  EXPECT_TRUE(has(b.text, "rank 2 reported no failure and its link closed (process exited"))
+      << b.text;
+}
+
+// A rank that failed waiting for nobody is the root; its report is the
+// text (named, where its text does not name it).
+TEST(Blame, AReportWaitingForNobodyIsTheCause) {
+  World w(0, 4);
+  w.report(1, {3}, "rank 1: no progress while receiving from rank 3");
+  w.report(3, {}, "an illegal memory access was encountered");
+  Blame b = w.blame({1});
+  EXPECT_TRUE(b.settled);
+  EXPECT_EQ(b.roots, std::vector<int>{3});
+  EXPECT_EQ(b.text, "rank 3: an illegal memory access was encountered (rank 1 was waiting for it)");
+}
+
+// Waits that come back around: no rank to blame, a cycle named.
+TEST(Blame, ACycleIsNamedAsOne) {
+  World w(2, 4);
+  w.report(0, {1}, "rank 0: no progress while receiving from rank 1");
+  w.report(1, {2}, "rank 1: no progress while receiving from rank 2");
+  Blame b = w.blame({0});
+  EXPECT_TRUE(b.settled);
+  EXPECT_TRUE(b.roots.empty());
+  EXPECT_TRUE(has(b.text, "ranks 0, 1, 2 were all waiting for one another")) << b.text;
+}
+
+// Several waits: every branch followed, each end named once.
+TEST(Blame, EveryBranchIsFollowed) {
+  World w(0, 5);
+  w.report(1, {3, 4}, "rank 1: no progress while receiving from ranks 3 and 4");
+  w.report(2, {}, "rank 2 aborted");
+  w.report(4, {3}, "rank 4: no progress while receiving from rank 3");
+  w.gone[3] = "closed (process exited or aborted?)";
+  Blame b = w.blame({1, 2});
+  EXPECT_TRUE(b.settled);
+  EXPECT_EQ(b.roots, (std::vector<int>{2, 3}));
+  EXPECT_TRUE(has(b.text, "rank 2 aborted")) << b.text;
+  EXPECT_TRUE(has(b.text, "rank 3 reported no failure and its link closed")) << b.text;
+}
+
+TEST(Blame, NoWaitsNoCause) {
+  World w(0, 3);
+  w.report(1, {}, "rank 1 aborted");
+  Blame b = w.blame({});
+  EXPECT_TRUE(b.text.empty());
+  EXPECT_TRUE(b.roots.empty());
+}
+
+}  // namespace
