@@ -3,7 +3,7 @@
 //   template <typename T, int OP> struct Launch {
 //     static cudaError_t run(const Args& a, int blocks, cudaStream_t s);
 //   };
-// and calls dispatch_dtype_op<Launch>(dtype, op, args, blocks, stream). Avg
+// and calls dispatch_dtype_op<Launch>(dtype, op, args, blocks, stream[, options]). Avg
 // runs the Sum instantiation (kernels divide by n themselves).
 #pragma once
 
@@ -20,34 +20,35 @@
 
 namespace mycoll {
 
-template <template <typename, int> class Launch, typename T, typename Args>
-cudaError_t dispatch_op(mycollRedOp_t op, const Args& a, int blocks, cudaStream_t s) {
+// x...: passed on to Launch<T, OP>::run after the stream (launch options).
+template <template <typename, int> class Launch, typename T, typename Args, typename... X>
+cudaError_t dispatch_op(mycollRedOp_t op, const Args& a, int blocks, cudaStream_t s, X... x) {
   switch (op) {
     case mycollSum:
-    case mycollAvg: return Launch<T, mycollSum>::run(a, blocks, s);
-    case mycollProd: return Launch<T, mycollProd>::run(a, blocks, s);
-    case mycollMax: return Launch<T, mycollMax>::run(a, blocks, s);
-    case mycollMin: return Launch<T, mycollMin>::run(a, blocks, s);
+    case mycollAvg: return Launch<T, mycollSum>::run(a, blocks, s, x...);
+    case mycollProd: return Launch<T, mycollProd>::run(a, blocks, s, x...);
+    case mycollMax: return Launch<T, mycollMax>::run(a, blocks, s, x...);
+    case mycollMin: return Launch<T, mycollMin>::run(a, blocks, s, x...);
     default: return cudaErrorInvalidValue;
   }
 }
 
-template <template <typename, int> class Launch, typename Args>
+template <template <typename, int> class Launch, typename Args, typename... X>
 cudaError_t dispatch_dtype_op(mycollDataType_t t, mycollRedOp_t op, const Args& a, int blocks,
-                              cudaStream_t s) {
+                              cudaStream_t s, X... x) {
   switch (t) {
-    case mycollInt8: return dispatch_op<Launch, int8_t>(op, a, blocks, s);
-    case mycollUint8: return dispatch_op<Launch, uint8_t>(op, a, blocks, s);
-    case mycollInt32: return dispatch_op<Launch, int32_t>(op, a, blocks, s);
-    case mycollUint32: return dispatch_op<Launch, uint32_t>(op, a, blocks, s);
-    case mycollInt64: return dispatch_op<Launch, int64_t>(op, a, blocks, s);
-    case mycollUint64: return dispatch_op<Launch, uint64_t>(op, a, blocks, s);
-    case mycollFloat16: return dispatch_op<Launch, __half>(op, a, blocks, s);
-    case mycollFloat32: return dispatch_op<Launch, float>(op, a, blocks, s);
-    case mycollFloat64: return dispatch_op<Launch, double>(op, a, blocks, s);
-    case mycollBfloat16: return dispatch_op<Launch, __nv_bfloat16>(op, a, blocks, s);
-    case mycollFloat8e4m3: return dispatch_op<Launch, __nv_fp8_e4m3>(op, a, blocks, s);
-    case mycollFloat8e5m2: return dispatch_op<Launch, __nv_fp8_e5m2>(op, a, blocks, s);
+    case mycollInt8: return dispatch_op<Launch, int8_t>(op, a, blocks, s, x...);
+    case mycollUint8: return dispatch_op<Launch, uint8_t>(op, a, blocks, s, x...);
+    case mycollInt32: return dispatch_op<Launch, int32_t>(op, a, blocks, s, x...);
+    case mycollUint32: return dispatch_op<Launch, uint32_t>(op, a, blocks, s, x...);
+    case mycollInt64: return dispatch_op<Launch, int64_t>(op, a, blocks, s, x...);
+    case mycollUint64: return dispatch_op<Launch, uint64_t>(op, a, blocks, s, x...);
+    case mycollFloat16: return dispatch_op<Launch, __half>(op, a, blocks, s, x...);
+    case mycollFloat32: return dispatch_op<Launch, float>(op, a, blocks, s, x...);
+    case mycollFloat64: return dispatch_op<Launch, double>(op, a, blocks, s, x...);
+    case mycollBfloat16: return dispatch_op<Launch, __nv_bfloat16>(op, a, blocks, s, x...);
+    case mycollFloat8e4m3: return dispatch_op<Launch, __nv_fp8_e4m3>(op, a, blocks, s, x...);
+    case mycollFloat8e5m2: return dispatch_op<Launch, __nv_fp8_e5m2>(op, a, blocks, s, x...);
     default: return cudaErrorInvalidValue;
   }
 }

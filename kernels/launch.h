@@ -36,10 +36,18 @@ int plan_kernel_max_step_ops();
 // the API defines it (all-gather: in = out + rank x bytes; reduce-scatter:
 // out = in + rank x bytes; all-reduce, broadcast, reduce, all-to-all: in =
 // out). Reduce writes out on the root only (other ranks may pass null).
-// Every rank must pass the same max_blocks.
+// Every rank must pass the same max_blocks. pdl: launch with programmatic
+// stream serialization (the GPU schedules the kernel while its predecessor
+// on the stream runs; the kernel waits for that grid before it touches
+// memory); only where no other rank's kernel shares the GPU, since a
+// scheduled kernel waiting for its predecessor holds GPU resources.
 cudaError_t launch_ll_coll(Coll kind, bool two_shot, const void* in, void* out, uint64_t bytes,
                            mycollDataType_t t, mycollRedOp_t op, int root, const DevComm* comm,
-                           int nranks, int max_blocks, uint64_t sig, cudaStream_t stream);
+                           int nranks, int max_blocks, uint64_t sig, bool pdl, cudaStream_t stream);
+// Whether the LL kernel loaded on the current device was compiled for sm_90
+// or later: only then does it wait for its predecessor as a programmatic
+// launch needs (launch_ll_coll ignores pdl otherwise).
+bool ll_coll_pdl_ready();
 // Thread blocks the LL-collective kernel uses for a block of `bytes` (at
 // most max_blocks at launch).
 int ll_coll_blocks(uint64_t bytes);

@@ -103,6 +103,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "kernels/device_plan.h"
 #include "kernels/dispatch.cuh"
@@ -262,6 +263,15 @@ __device__ void wait_acks(const Ctx& x, int skip) {
 // steps: the smaller the kernel, the faster its small calls.
 template <typename T, int OP>
 __global__ void __launch_bounds__(kThreads) ll_coll_kernel(CollKArgs a) {
+  // Programmatic dependent launch (launch_ll_coll's pdl): this grid may be
+  // scheduled while its predecessor on the stream still runs; it waits here,
+  // before touching any memory, for that grid's completion and its writes (a
+  // no-op when launched without the attribute), then lets its own successor
+  // be scheduled (which waits the same way).
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
   constexpr bool kMove = OP == kMoveOp;
   __shared__ uint64_t s_epoch;
   __shared__ int s_stop;
@@ -432,7 +442,28 @@ __global__ void __launch_bounds__(kThreads) ll_coll_kernel(CollKArgs a) {
   dev::epoch_end(ctl, ep);
 }
 
-MYCOLL_DEFINE_LAUNCH(Launch, CollKArgs, kThreads, ll_coll_kernel<T, OP>)
+// pdl: launched with programmatic stream serialization (the kernel's
+// griddepcontrol.wait keeps it after its predecessor).
+template <typename T, int OP>
+struct Launch {
+  static cudaError_t run(const CollKArgs& a, int blocks, cudaStream_t s, bool pdl) {
+    if (!pdl) {
+      ll_coll_kernel<T, OP><<<blocks, kThreads, 0, s>>>(a);
+      return cudaGetLastError();
+    }
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(blocks);
+    cfg.blockDim = dim3(kThreads);
+    cfg.stream = s;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, ll_coll_kernel<T, OP>, a);
+  }
+  static cudaError_t preload() { return preload_kernel(ll_coll_kernel<T, OP>); }
+};
 
 }  // namespace
 
@@ -441,13 +472,34 @@ cudaError_t preload_ll_coll_kernels() {
   return e != cudaSuccess ? e : preload_dtype_op<Launch>();
 }
 
+bool ll_coll_pdl_ready() {
+  static std::atomic<int8_t> ready[64];  // per device: 0 not asked yet, 1 yes, 2 no
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
+    cudaGetLastError();
+    return false;
+  }
+  int8_t r = ready[dev].load(std::memory_order_relaxed);
+  if (r == 0) {
+    cudaFuncAttributes attr;
+    r = cudaFuncGetAttributes(&attr, ll_coll_kernel<uint8_t, kMoveOp>) == cudaSuccess &&
+                attr.binaryVersion >= 90
+            ? 1
+            : 2;
+    cudaGetLastError();
+    ready[dev].store(r, std::memory_order_relaxed);
+  }
+  return r == 1;
+}
+
 int ll_coll_blocks(uint64_t bytes) {
   return blocks_for_lines((bytes + 7) / 8, kBlockLines, kMaxBlocks);
 }
 
 cudaError_t launch_ll_coll(Coll kind, bool two_shot, const void* in, void* out, uint64_t bytes,
                            mycollDataType_t t, mycollRedOp_t op, int root, const DevComm* comm,
-                           int nranks, int max_blocks, uint64_t sig, cudaStream_t stream) {
+                           int nranks, int max_blocks, uint64_t sig, bool pdl,
+                           cudaStream_t stream) {
   const bool reduce =
       kind == Coll::AllReduce || kind == Coll::ReduceScatter || kind == Coll::Reduce;
   if (two_shot && kind != Coll::AllReduce) return cudaErrorInvalidValue;
@@ -463,8 +515,9 @@ cudaError_t launch_ll_coll(Coll kind, bool two_shot, const void* in, void* out, 
   }
   nb = std::max(1, std::min(nb, max_blocks));
   // Moving bytes needs no element type: one instantiation serves them all.
-  if (!reduce) return Launch<uint8_t, kMoveOp>::run(a, nb, stream);
-  return dispatch_dtype_op<Launch>(t, op, a, nb, stream);
+  pdl = pdl && ll_coll_pdl_ready();
+  if (!reduce) return Launch<uint8_t, kMoveOp>::run(a, nb, stream, pdl);
+  return dispatch_dtype_op<Launch>(t, op, a, nb, stream, pdl);
 }
 
 }  // namespace mycoll

@@ -147,6 +147,15 @@ const std::vector<EnvVar>& env_registry() {
        "strict = every rank checks every peer within the call itself. 0 = no check: a mismatch "
        "then hangs until MYCOLL_TIMEOUT or returns wrong data. What it costs: "
        "docs/performance.md (\"call check\"). Must be alike on every rank."},
+      {"MYCOLL_GPU_PDL", "bool", "1",
+       "GPU: 1 = the LL kernel's calls issued on a stream outside CUDA-graph capture, on a "
+       "rank that has its GPU to itself, are launched with programmatic stream serialization "
+       "(programmatic dependent launch, sm_90): the GPU schedules the kernel while its "
+       "predecessor on the stream still runs, and the kernel waits for that grid's completion "
+       "before it touches memory, which takes about 0.6-0.9 us off a small call issued right "
+       "after another (docs/performance.md \"Session 30\"). Ranks sharing a GPU never use it "
+       "(a waiting successor would hold the resources a peer's kernel needs). 0 = plain "
+       "launches."},
       {"MYCOLL_GPU_RING_BYTES", "bytes", "1M",
        "GPU: all-reduce, all-gather, reduce-scatter, broadcast and reduce with the ring "
        "algorithm whose whole message (all-gather's output, reduce-scatter's input) is at least "
@@ -413,6 +422,10 @@ Config Config::from_env() {
                 "MYCOLL_GPU_CALL_CHECK='" + check + "' is not 0, 1 or strict");
   c.gpu_call_check = check != "0";
   c.gpu_call_check_strict = check == "strict";
+  const std::string pdl = trim(env_get("MYCOLL_GPU_PDL"));
+  if (pdl != "0" && pdl != "1")
+    throw_error(mycollInvalidArgument, "MYCOLL_GPU_PDL='" + pdl + "' is not 0 or 1");
+  c.gpu_pdl = pdl != "0";
   c.gpu_ring_bytes = parse_bytes(env_get("MYCOLL_GPU_RING_BYTES"), "MYCOLL_GPU_RING_BYTES");
   c.gpu_direct_bytes = parse_bytes(env_get("MYCOLL_GPU_DIRECT_BYTES"), "MYCOLL_GPU_DIRECT_BYTES");
   std::string proto = trim(env_get("MYCOLL_PROTO"));

@@ -74,6 +74,7 @@ struct Config {
   size_t gpu_twoshot_bytes = size_t(4) << 20;  // MYCOLL_GPU_TWOSHOT_BYTES (0 = off)
   size_t gpu_ll_coll_bytes = size_t(2) << 20;  // MYCOLL_GPU_LL_COLL_BYTES (0 = off)
   bool gpu_call_check = true;                  // MYCOLL_GPU_CALL_CHECK (not 0)
+  bool gpu_pdl = true;                         // MYCOLL_GPU_PDL: LL kernel, programmatic launch
   bool gpu_call_check_strict = false;          // MYCOLL_GPU_CALL_CHECK=strict
   size_t gpu_ring_bytes = size_t(1) << 20;     // MYCOLL_GPU_RING_BYTES (0 = off)
   size_t gpu_direct_bytes = size_t(1) << 20;   // MYCOLL_GPU_DIRECT_BYTES (0 = off)

@@ -148,12 +148,13 @@ class DeviceCommImpl : public DeviceComm {
   DevPeer* d_peers_ = nullptr;
   std::vector<char*> proxy_regions_;  // pinned host memory, one per proxy peer
   int proxy_peers_ = 0;
-  int plan_channels_ = 1;   // most channels a plan-kernel collective is split over
-  int p2p_channels_ = 1;    // most channels a point-to-point message is split over
-  int min_sms_ = 0;         // fewest multiprocessors of any rank's GPU (direct kernel grid)
-  int gpu_share_ = 1;       // most ranks on any one GPU of the communicator
-  int block_budget_ = 1;    // most thread blocks of one kernel (share_gpu)
-  int threads_on_gpu_ = 0;  // ranks of this process on this GPU (this one included)
+  int plan_channels_ = 1;    // most channels a plan-kernel collective is split over
+  int p2p_channels_ = 1;     // most channels a point-to-point message is split over
+  int min_sms_ = 0;          // fewest multiprocessors of any rank's GPU (direct kernel grid)
+  int gpu_share_ = 1;        // most ranks on any one GPU of the communicator
+  bool launch_pdl_ = false;  // this enqueue's LL launches may be programmatic (enqueue)
+  int block_budget_ = 1;     // most thread blocks of one kernel (share_gpu)
+  int threads_on_gpu_ = 0;   // ranks of this process on this GPU (this one included)
   cudaStream_t init_stream_ = nullptr;
   cudaStream_t last_stream_ = nullptr;  // the stream of the last operation (compared only)
   bool order_recorded_ = false;         // order_event_ marks the end of the last operation

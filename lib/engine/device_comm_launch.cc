@@ -71,6 +71,11 @@ void DeviceCommImpl::enqueue(std::vector<Task>& tasks, mycollStream_t stream) {
   if (cur != dev_) cuda_check(cudaSetDevice(dev_), "cudaSetDevice");
   if (threads_on_gpu_ > 1 && s != last_checked_stream_) check_shared_stream(s);
   const bool capturing = stream_capturing(s);
+  // Programmatic launch of the LL kernel: eager calls only (in a graph its
+  // edges measured no faster: docs/performance.md "Session 30"), and only
+  // where no GPU has two ranks (a scheduled successor waiting for its
+  // predecessor holds resources a peer's kernel may need to start).
+  launch_pdl_ = c_.cfg.gpu_pdl && gpu_share_ == 1 && !capturing;
   if (order_recorded_ && s != last_stream_ && !capturing)
     cuda_check(cudaStreamWaitEvent(s, order_event_, 0), "cudaStreamWaitEvent (issue order)");
   for (Task& t : tasks) launch(t, s);
@@ -207,8 +212,11 @@ void DeviceCommImpl::launch(const Task& t, cudaStream_t s) {
   // kernel (kernels/prims/call_check.cuh); never with MYCOLL_GPU_CALL_CHECK=strict.
   const bool may_defer = sig != 0 && !c_.cfg.gpu_call_check_strict;
   if (log_enabled(LogLevel::Info, Subsys::Coll))
-    log_info(Subsys::Coll, "op {} {} of {} bytes: {}", t.seq, coll_name(t.coll),
-             uint64_t(t.count) * dtype_size(t.dtype), describe(k));
+    log_info(Subsys::Coll, "op {} {} of {} bytes: {}{}", t.seq, coll_name(t.coll),
+             uint64_t(t.count) * dtype_size(t.dtype), describe(k),
+             k.kernel == DevKernel::LlColl && launch_pdl_ && ll_coll_pdl_ready()
+                 ? " (programmatic launch)"
+                 : "");
   const uint64_t block = uint64_t(t.count) * dtype_size(t.dtype);
   switch (k.kernel) {
     case DevKernel::Ring: {
@@ -224,7 +232,7 @@ void DeviceCommImpl::launch(const Task& t, cudaStream_t s) {
     }
     case DevKernel::LlColl:
       cuda_check(launch_ll_coll(t.coll, k.two_shot, t.input, t.output, block, t.dtype, t.op, t.root,
-                                d_comm_, c_.nranks, block_budget_, sig, s),
+                                d_comm_, c_.nranks, block_budget_, sig, launch_pdl_, s),
                  "LL kernel launch");
       return;
     case DevKernel::Direct: launch_direct_kernel(t, sig, s); return;

@@ -240,6 +240,28 @@ TEST(Config, GpuCallCheckSwitch) {
   unsetenv("MYCOLL_GPU_CALL_CHECK");
 }
 
+// Programmatic launch of the LL kernel: on unless the variable says 0;
+// anything but 0 or 1 is refused, naming the variable.
+TEST(Config, GpuPdlSwitch) {
+  unsetenv("MYCOLL_GPU_PDL");
+  EXPECT_TRUE(Config::from_env().gpu_pdl);
+  setenv("MYCOLL_GPU_PDL", "0", 1);
+  EXPECT_FALSE(Config::from_env().gpu_pdl);
+  setenv("MYCOLL_GPU_PDL", " 1 ", 1);
+  EXPECT_TRUE(Config::from_env().gpu_pdl);
+  for (const char* bad : {"yes", "2", "", "on"}) {
+    setenv("MYCOLL_GPU_PDL", bad, 1);
+    try {
+      (void)Config::from_env();
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), mycollInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("MYCOLL_GPU_PDL"), std::string::npos);
+    }
+  }
+  unsetenv("MYCOLL_GPU_PDL");
+}
+
 // forced(): whether MYCOLL_ALGO names a collective's algorithm (the engine
 // runs a small broadcast as the LL kernel only when it does not).
 TEST(AlgoPolicy, Forced) {
