@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <initializer_list>
 #include <set>
 #include <sstream>
 
@@ -211,6 +212,22 @@ TEST(Config, GpuKernelLimits) {
   }
 }
 
+// Each of `bad` in `var` is refused as an invalid argument naming `var`;
+// the variable is unset after.
+static void expect_refused(const char* var, std::initializer_list<const char*> bad) {
+  for (const char* v : bad) {
+    setenv(var, v, 1);
+    try {
+      (void)Config::from_env();
+      ADD_FAILURE() << var << ": accepted '" << v << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), mycollInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find(var), std::string::npos) << e.what();
+    }
+  }
+  unsetenv(var);
+}
+
 // The GPU call check is on (chains' first ranks deferring) unless the
 // variable says 0, strict without deferral; anything but 0, 1 or strict is
 // refused, naming the variable.
@@ -227,17 +244,7 @@ TEST(Config, GpuCallCheckSwitch) {
   setenv("MYCOLL_GPU_CALL_CHECK", "strict", 1);
   EXPECT_TRUE(Config::from_env().gpu_call_check);
   EXPECT_TRUE(Config::from_env().gpu_call_check_strict);
-  for (const char* bad : {"yes", "2", "", "off", "Strict"}) {
-    setenv("MYCOLL_GPU_CALL_CHECK", bad, 1);
-    try {
-      (void)Config::from_env();
-      ADD_FAILURE() << "accepted '" << bad << "'";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), mycollInvalidArgument);
-      EXPECT_NE(std::string(e.what()).find("MYCOLL_GPU_CALL_CHECK"), std::string::npos);
-    }
-  }
-  unsetenv("MYCOLL_GPU_CALL_CHECK");
+  expect_refused("MYCOLL_GPU_CALL_CHECK", {"yes", "2", "", "off", "Strict"});
 }
 
 // Programmatic launch of the LL kernel: on unless the variable says 0;
@@ -249,17 +256,7 @@ TEST(Config, GpuPdlSwitch) {
   EXPECT_FALSE(Config::from_env().gpu_pdl);
   setenv("MYCOLL_GPU_PDL", " 1 ", 1);
   EXPECT_TRUE(Config::from_env().gpu_pdl);
-  for (const char* bad : {"yes", "2", "", "on"}) {
-    setenv("MYCOLL_GPU_PDL", bad, 1);
-    try {
-      (void)Config::from_env();
-      ADD_FAILURE() << "accepted '" << bad << "'";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), mycollInvalidArgument);
-      EXPECT_NE(std::string(e.what()).find("MYCOLL_GPU_PDL"), std::string::npos);
-    }
-  }
-  unsetenv("MYCOLL_GPU_PDL");
+  expect_refused("MYCOLL_GPU_PDL", {"yes", "2", "", "on"});
 }
 
 // forced(): whether MYCOLL_ALGO names a collective's algorithm (the engine
