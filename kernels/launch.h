@@ -46,7 +46,7 @@ cudaError_t launch_ll_coll(Coll kind, bool two_shot, const void* in, void* out, 
                            int nranks, int max_blocks, uint64_t sig, bool pdl, cudaStream_t stream);
 // Whether the LL kernel loaded on the current device was compiled for sm_90
 // or later: only then does it wait for its predecessor as a programmatic
-// launch needs (launch_ll_coll ignores pdl otherwise).
+// launch (launch_ll_coll's pdl) needs. Asked once per communicator.
 bool ll_coll_pdl_ready();
 // Thread blocks the LL-collective kernel uses for a block of `bytes` (at
 // most max_blocks at launch).

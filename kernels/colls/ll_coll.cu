@@ -103,7 +103,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <atomic>
 
 #include "kernels/device_plan.h"
 #include "kernels/dispatch.cuh"
@@ -473,23 +472,11 @@ cudaError_t preload_ll_coll_kernels() {
 }
 
 bool ll_coll_pdl_ready() {
-  static std::atomic<int8_t> ready[64];  // per device: 0 not asked yet, 1 yes, 2 no
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
-    cudaGetLastError();
-    return false;
-  }
-  int8_t r = ready[dev].load(std::memory_order_relaxed);
-  if (r == 0) {
-    cudaFuncAttributes attr;
-    r = cudaFuncGetAttributes(&attr, ll_coll_kernel<uint8_t, kMoveOp>) == cudaSuccess &&
-                attr.binaryVersion >= 90
-            ? 1
-            : 2;
-    cudaGetLastError();
-    ready[dev].store(r, std::memory_order_relaxed);
-  }
-  return r == 1;
+  cudaFuncAttributes attr;
+  const bool ok = cudaFuncGetAttributes(&attr, ll_coll_kernel<uint8_t, kMoveOp>) == cudaSuccess &&
+                  attr.binaryVersion >= 90;
+  cudaGetLastError();
+  return ok;
 }
 
 int ll_coll_blocks(uint64_t bytes) {
@@ -515,7 +502,6 @@ cudaError_t launch_ll_coll(Coll kind, bool two_shot, const void* in, void* out, 
   }
   nb = std::max(1, std::min(nb, max_blocks));
   // Moving bytes needs no element type: one instantiation serves them all.
-  pdl = pdl && ll_coll_pdl_ready();
   if (!reduce) return Launch<uint8_t, kMoveOp>::run(a, nb, stream, pdl);
   return dispatch_dtype_op<Launch>(t, op, a, nb, stream, pdl);
 }

@@ -152,7 +152,8 @@ class DeviceCommImpl : public DeviceComm {
   int p2p_channels_ = 1;     // most channels a point-to-point message is split over
   int min_sms_ = 0;          // fewest multiprocessors of any rank's GPU (direct kernel grid)
   int gpu_share_ = 1;        // most ranks on any one GPU of the communicator
-  bool launch_pdl_ = false;  // this enqueue's LL launches may be programmatic (enqueue)
+  bool pdl_ = false;         // LL launches may be programmatic (setup: MYCOLL_GPU_PDL)
+  bool launch_pdl_ = false;  // ... and this enqueue's are (not captured)
   int block_budget_ = 1;     // most thread blocks of one kernel (share_gpu)
   int threads_on_gpu_ = 0;   // ranks of this process on this GPU (this one included)
   cudaStream_t init_stream_ = nullptr;

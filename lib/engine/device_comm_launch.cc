@@ -71,11 +71,9 @@ void DeviceCommImpl::enqueue(std::vector<Task>& tasks, mycollStream_t stream) {
   if (cur != dev_) cuda_check(cudaSetDevice(dev_), "cudaSetDevice");
   if (threads_on_gpu_ > 1 && s != last_checked_stream_) check_shared_stream(s);
   const bool capturing = stream_capturing(s);
-  // Programmatic launch of the LL kernel: eager calls only (in a graph its
-  // edges measured no faster: docs/performance.md "Session 30"), and only
-  // where no GPU has two ranks (a scheduled successor waiting for its
-  // predecessor holds resources a peer's kernel may need to start).
-  launch_pdl_ = c_.cfg.gpu_pdl && gpu_share_ == 1 && !capturing;
+  // Programmatic launch of the LL kernel (pdl_): eager calls only (in a
+  // graph its edges measured no faster: docs/performance.md "Session 30").
+  launch_pdl_ = pdl_ && !capturing;
   if (order_recorded_ && s != last_stream_ && !capturing)
     cuda_check(cudaStreamWaitEvent(s, order_event_, 0), "cudaStreamWaitEvent (issue order)");
   for (Task& t : tasks) launch(t, s);
@@ -214,9 +212,7 @@ void DeviceCommImpl::launch(const Task& t, cudaStream_t s) {
   if (log_enabled(LogLevel::Info, Subsys::Coll))
     log_info(Subsys::Coll, "op {} {} of {} bytes: {}{}", t.seq, coll_name(t.coll),
              uint64_t(t.count) * dtype_size(t.dtype), describe(k),
-             k.kernel == DevKernel::LlColl && launch_pdl_ && ll_coll_pdl_ready()
-                 ? " (programmatic launch)"
-                 : "");
+             k.kernel == DevKernel::LlColl && launch_pdl_ ? " (programmatic launch)" : "");
   const uint64_t block = uint64_t(t.count) * dtype_size(t.dtype);
   switch (k.kernel) {
     case DevKernel::Ring: {
