@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include "algorithms/plan.h"
+#include "algorithms/schedule.h"
 #include "kernels/device_plan.h"
 #include "mycoll.h"
 
@@ -79,7 +80,8 @@ cudaError_t launch_ring(Coll kind, const void* in, void* out, uint64_t bytes, my
 // the call check's block when sig != 0) resident on the GPU at once: a
 // block waits on its peer's block.
 inline int direct_streams(Coll kind, int nranks, int rank, int root) {
-  return kind == Coll::AllToAll || rank == root ? nranks - 1 : 1;
+  const sched::DirectRank d = sched::direct_rank(kind, false, nranks, rank, root);
+  return d.nsend > d.nrecv ? d.nsend : d.nrecv;
 }
 cudaError_t launch_direct(Coll kind, const void* in, void* out, uint64_t bytes, mycollDataType_t t,
                           int root, const DevComm* comm, int nranks, int rank, int nchannels,

@@ -65,30 +65,20 @@ __device__ bool exchange(const Chan& c, FifoShared& sh, const char* src, uint64_
   return true;
 }
 
-// Stream i of this rank: its peer, and whether it sends and receives there.
-// All-to-all exchanges both ways with peers r+1, r+2, ...; a scatter root
-// sends to each peer, a gather root receives from each; their other ranks
-// receive from or send to the root.
+// Stream i of this rank: its peer, and whether it sends and receives there,
+// from the direct schedule (lib/algorithms/schedule.h): all-to-all
+// exchanges both ways with peers r+1, r+2, ...; a scatter root sends to
+// each peer, a gather root receives from each; their other ranks receive
+// from or send to the root. (Where a rank both sends and receives, both
+// runs start at r+1.)
 struct Stream {
   int peer;
   bool send, recv;
 };
 
-__device__ __forceinline__ Stream direct_stream(const CollKArgs& a, int n, int r, int i) {
-  Stream s;
-  if (a.kind == Coll::AllToAll) {
-    s.peer = (r + 1 + i) % n;
-    s.send = s.recv = true;
-  } else if (r == a.root) {
-    s.peer = (r + 1 + i) % n;
-    s.send = a.kind == Coll::Scatter;
-    s.recv = !s.send;
-  } else {
-    s.peer = a.root;
-    s.send = a.kind == Coll::Gather;
-    s.recv = !s.send;
-  }
-  return s;
+__device__ __forceinline__ Stream direct_stream(const sched::DirectRank& d, int n, int i) {
+  const int first = d.nsend ? d.send_first : d.recv_first;
+  return Stream{first + i < n ? first + i : first + i - n, i < d.nsend, i < d.nrecv};
 }
 
 template <typename U>
@@ -100,19 +90,20 @@ __global__ void __launch_bounds__(kThreads, 1) direct_kernel(CollKArgs a) {
   const int n = cm.nranks, r = cm.rank;
   const int b = int(blockIdx.x) - b0, nb = int(gridDim.x) - b0, body = a.nstreams * a.nch;
   const uint64_t B = a.bytes;
+  const sched::DirectRank d = sched::direct_rank(a.kind, false, n, r, a.root);
   if (b >= body) {
     // This rank's own block (the host launches these blocks only where it
     // is not already in place): all-to-all and a scatter root copy input
     // block r, a gather root copies its input to output block r.
-    const char* src = a.kind == Coll::Gather ? a.in : a.in + uint64_t(r) * B;
-    char* dst = a.kind == Coll::Scatter ? a.out : a.out + uint64_t(r) * B;
+    const char* src = a.in + (d.send_blocked ? uint64_t(r) * B : 0);
+    char* dst = a.out + (d.recv_blocked ? uint64_t(r) * B : 0);
     vec_move<U, mycollSum, kL | kD>(nullptr, src, nullptr, dst, B, 0,
                                     (b - body) * int(blockDim.x) + int(threadIdx.x),
                                     (nb - body) * int(blockDim.x));
     return;
   }
   const int ch = b % a.nch;
-  const Stream s = direct_stream(a, n, r, b / a.nch);
+  const Stream s = direct_stream(d, n, b / a.nch);
   const Chan c = make_chan(cm, s.send ? s.peer : -1, s.recv ? s.peer : -1, ch);
   uint64_t* state = reinterpret_cast<uint64_t*>(cm.local + cm.geom.state_off(s.peer, ch));
   if (threadIdx.x == 0) {
@@ -125,10 +116,8 @@ __global__ void __launch_bounds__(kThreads, 1) direct_kernel(CollKArgs a) {
   // the blocked buffer (at the root) or the whole buffer.
   uint64_t c0, c1;
   sched::channel_range(B, ch, a.nch, &c0, &c1);
-  const bool blocked_in = a.kind == Coll::AllToAll || (a.kind == Coll::Scatter && r == a.root);
-  const bool blocked_out = a.kind == Coll::AllToAll || (a.kind == Coll::Gather && r == a.root);
-  const char* src = s.send ? a.in + (blocked_in ? uint64_t(s.peer) * B : 0) + c0 : nullptr;
-  char* dst = s.recv ? a.out + (blocked_out ? uint64_t(s.peer) * B : 0) + c0 : nullptr;
+  const char* src = s.send ? a.in + (d.send_blocked ? uint64_t(s.peer) * B : 0) + c0 : nullptr;
+  char* dst = s.recv ? a.out + (d.recv_blocked ? uint64_t(s.peer) * B : 0) + c0 : nullptr;
   if (c1 > c0)
     exchange<U>(c, sh, src, s.send ? c1 - c0 : 0, dst, s.recv ? c1 - c0 : 0,
                 s.send && s.recv && a.in == a.out);

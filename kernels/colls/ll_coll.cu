@@ -104,6 +104,7 @@
 
 #include <algorithm>
 
+#include "algorithms/schedule.h"
 #include "kernels/device_plan.h"
 #include "kernels/dispatch.cuh"
 #include "kernels/launch.h"
@@ -236,19 +237,22 @@ __device__ void recv_lines(const Ctx& x, int first, int nsrc, uint64_t from, cha
 }
 
 // Acks (see the top of the file), by block 0: line 0 of lc(me, b) into the
-// inbox of every peer but `skip` (-1: none).
-__device__ void send_acks(const Ctx& x, int skip) {
+// inbox of every peer outside the run of nskip peers from first (the peers
+// this rank sends data to).
+__device__ void send_acks(const Ctx& x, int first, int nskip) {
   if (blockIdx.x != 0) return;
   for (int p = int(threadIdx.x); p < x.n; p += int(blockDim.x))
-    if (p != x.me && p != skip) ll::store_line(x.buf(x.cm->remote[p], x.me), 0, x.flag);
+    if (p != x.me && !sched::direct_in_run(first, nskip, p, x.n))
+      ll::store_line(x.buf(x.cm->remote[p], x.me), 0, x.flag);
 }
 
-// Block 0 waits for the ack of every peer but `skip` (-1: none): line 0 of
-// lc(s, b) in my inbox.
-__device__ void wait_acks(const Ctx& x, int skip) {
+// Block 0 waits for the ack of every peer outside the run of nskip peers
+// from first (the peers this rank gets data from): line 0 of lc(s, b) in my
+// inbox.
+__device__ void wait_acks(const Ctx& x, int first, int nskip) {
   if (blockIdx.x != 0) return;
   for (int s = int(threadIdx.x); s < x.n; s += int(blockDim.x)) {
-    if (s == x.me || s == skip) continue;
+    if (s == x.me || sched::direct_in_run(first, nskip, s, x.n)) continue;
     uint64_t v;
     if (!ll::load_line(x.buf(x.local, s), x.flag, &v) &&
         !x.spin.wait(x.buf(x.local, s), x.flag, &v, s))
@@ -299,143 +303,67 @@ __global__ void __launch_bounds__(kThreads) ll_coll_kernel(CollKArgs a) {
   const int n = x.n, me = x.me;
   const int next = me + 1 < n ? me + 1 : 0;
 
-  const bool root = me == a.root;
   const bool in_place = a.in == a.out;
-  // What this rank does in this launch, as data, so that each step below is
-  // one call site: every step inlined once keeps the kernel's code small
-  // (it has to come through the instruction cache at every launch).
-  // Sends: input lines (block p at in + p * send_stride) to ndst peers from
-  // send_first; acks to every peer but ack_skip (kNone: none).
-  constexpr int kNone = -2;
-  int ndst = 0, send_first = next, ack_skip = kNone;
-  uint64_t send_stride = 0;
-  // Receives: a local copy (copy_in to copy_out); the rank-order fold of
-  // every sender's lines with mine (block at fold_off of in and out), each
-  // result line also sent to nfan peers from next, at lc(me, b) + half; the
-  // lines of nsrc senders from recv_first (lc(s, b) + half, block s to out
-  // + s * recv_stride); then the acks of every peer but wait_skip (kNone:
-  // none).
-  const char* copy_in = nullptr;
-  char* copy_out = nullptr;
-  bool fold = false;
-  uint64_t fold_off = 0, half = 0;
-  int nfan = 0;
-  int nsrc = 0, recv_first = next, wait_skip = kNone;
-  uint64_t recv_stride = 0;
-  bool barrier = false, barrier_first = false;
-  if constexpr (kMove) {  // the collectives that move bytes
-    switch (a.kind) {
-      case Coll::AllGather:
-      case Coll::AllToAll: {
-        const bool a2a = a.kind == Coll::AllToAll;
-        ndst = n - 1;
-        send_stride = a2a ? a.bytes : 0;
-        const char* own = a2a ? a.in + uint64_t(me) * a.bytes : a.in;
-        if (own != a.out + uint64_t(me) * a.bytes) {
-          copy_in = own;
-          copy_out = a.out + uint64_t(me) * a.bytes;
-        }
-        // In place all-to-all: this block's reads of its input lines before
-        // its writes.
-        barrier = a2a && in_place;
-        nsrc = n - 1;
-        recv_stride = a.bytes;
-        break;
-      }
-      case Coll::Broadcast:
-        if (root) {
-          ndst = n - 1;
-          if (!in_place) {
-            copy_in = a.in;
-            copy_out = a.out;
-          }
-          wait_skip = -1;
-        } else {
-          ack_skip = -1;
-          nsrc = 1;  // stride 0: the root's lines land at out
-          recv_first = a.root;
-          wait_skip = a.root;
-        }
-        break;
-      default: break;  // the host launches only the collectives above
-    }
-  } else {  // the reductions
-    switch (a.kind) {
-      case Coll::AllReduce:
-        ndst = n - 1;
-        fold = true;
-        if (a.two_shot) {  // parts of a.bytes: a reduce-scatter, then an all-gather
-          send_stride = a.bytes;
-          fold_off = uint64_t(me) * a.bytes;
-          half = (a.bytes / 8) * 16;
-          nfan = n - 1;
-          nsrc = n - 1;
-          recv_stride = a.bytes;
-        }
-        // In place, one shot, n > 2: the block's reads of its input lines
-        // (sends, a (peer, line) item per thread) before its writes (fold, a
-        // line per thread), ahead of the call check so no warp waits for the
-        // checker's compare. At n = 2 the thread that sends line l folds it,
-        // and so does the two-shot's at any n: its sends read the other parts,
-        // its receives write them, item (peer, line) by the same thread.
-        barrier_first = in_place && !a.two_shot && n > 2;
-        break;
-      case Coll::ReduceScatter:
-        ndst = n - 1;
-        send_stride = a.bytes;
-        fold = true;  // input block me, into out (block 0)
-        break;
-      case Coll::Reduce:
-        if (root) {
-          fold = true;
-          ack_skip = -1;
-        } else {
-          ndst = 1;
-          send_first = a.root;
-          ack_skip = a.root;
-          wait_skip = -1;
-        }
-        break;
-      default: break;
-    }
-  }
-  // Sends and acks first, then the call check (kernels/prims/call_check.cuh),
+  // What this rank does in this launch: the direct schedule
+  // (lib/algorithms/schedule.h, the one the host plans lay over steps), as
+  // data, so that each step below is one call site: every step inlined once
+  // keeps the kernel's code small (it has to come through the instruction
+  // cache at every launch). Blocks are a.bytes apart (two-shot: parts).
+  const sched::DirectRank d = sched::direct_rank(a.kind, a.two_shot, n, me, a.root);
+  const uint64_t B = a.bytes;
+  const char* own_in = a.in + (d.send_blocked ? uint64_t(me) * B : 0);
+  const uint64_t own_off = d.recv_blocked ? uint64_t(me) * B : 0;  // own block of the output
+  // Sends first (input lines to d.nsend peers; acks to every peer this rank
+  // sends no data to), then the call check (kernels/prims/call_check.cuh),
   // then what reads a peer's line: the checker warp's wait delays no line a
-  // peer waits for.
-  if (ndst) send_lines<!kMove>(x, a.in, send_stride, send_first, ndst);
-  if (ack_skip != kNone) send_acks(x, ack_skip);
-  if (barrier_first) __syncthreads();
+  // peer waits for. In place, one-shot all-reduce, n > 2: the block's reads
+  // of its input lines (sends, a (peer, line) item per thread) before its
+  // writes (fold, a line per thread), ahead of the call check so no warp
+  // waits for the checker's compare. At n = 2 the thread that sends line l
+  // folds it, and so does the two-shot's at any n: its sends read the other
+  // parts, its receives write them, item (peer, line) by the same thread.
+  if (d.nsend) send_lines<!kMove>(x, a.in, d.send_blocked ? B : 0, d.send_first, d.nsend);
+  if (d.nsend < n - 1) send_acks(x, d.send_first, d.nsend);
+  if (!kMove && a.kind == Coll::AllReduce && in_place && !a.two_shot && n > 2) __syncthreads();
   dev::call_check(cm, a.sig, call);
   if constexpr (kMove) {
-    if (copy_in) copy_lines(x, copy_in, copy_out);
-    if (barrier) __syncthreads();
+    if (d.copy && own_in != a.out + own_off) copy_lines(x, own_in, a.out + own_off);
+    // In place all-to-all: this block's reads of its input lines before its
+    // writes.
+    if (a.kind == Coll::AllToAll && in_place) __syncthreads();
   }
   // This block's lines, folded, before the receives (two-shot peers wait
   // for the results): each result line to my output and, two-shot, at
-  // once to every peer (with kSrc 8 these stores spilled registers; read
-  // back from the output after the fold instead, two-shot calls of 128
-  // KiB-4 MiB were 0.1-0.6 us slower).
+  // once to every peer at lc(me, b) + half (with kSrc 8 these stores
+  // spilled registers; read back from the output after the fold instead,
+  // two-shot calls of 128 KiB-4 MiB were 0.1-0.6 us slower).
+  // (Zero in the byte mover at compile time: 1.3 KB less code there.)
+  const uint64_t half = !kMove && d.fan ? (B / 8) * 16 : 0;
   if constexpr (!kMove) {
-    if (fold) {
-      const char* fin = a.in + (a.kind == Coll::ReduceScatter ? uint64_t(me) * a.bytes : fold_off);
-      char* fout = a.out + fold_off;
+    if (d.fold) {
+      char* fout = a.out + own_off;
       char* const* remote = cm.remote;
+      const int nfan = d.fan ? n - 1 : 0;
       ll::fold_range<T, OP, kRU, kSrc>(
           n, me, x.lbeg, x.lbeg + x.range,
-          [&](uint32_t l) { return ll::load8(fin + uint64_t(l) * 8, x.valid<true>(fold_off, l)); },
+          [&](uint32_t l) {
+            return ll::load8(own_in + uint64_t(l) * 8, x.valid<true>(own_off, l));
+          },
           [&](int s) { return x.buf(x.local, s); },
           [&](uint32_t l, uint64_t r) {
             for (int k = 0; k < nfan; ++k) {
               const int p = next + k < n ? next + k : next + k - n;
               ll::store_line(x.buf(remote[p], me) + half + uint64_t(l) * 16, r, x.flag);
             }
-            ll::store8(fout + uint64_t(l) * 8, r, x.valid<true>(fold_off, l));
+            ll::store8(fout + uint64_t(l) * 8, r, x.valid<true>(own_off, l));
           },
           a.avg_n, x.flag, x.spin);
     }
   }
-  if (nsrc) recv_lines<!kMove>(x, recv_first, nsrc, half, a.out, recv_stride);
-  if (wait_skip != kNone) wait_acks(x, wait_skip);
+  // Receives (sender s's lines at lc(s, b) + half into output block s, or
+  // the output), then the acks of every peer this rank gets no data from.
+  if (d.nrecv) recv_lines<!kMove>(x, d.recv_first, d.nrecv, half, a.out, d.recv_blocked ? B : 0);
+  if (!d.fold && d.nrecv < n - 1) wait_acks(x, d.recv_first, d.nrecv);
 
   // The last block done moves the epoch on (kernels/prims/epoch.cuh).
   dev::epoch_end(ctl, ep);

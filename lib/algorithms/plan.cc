@@ -46,7 +46,8 @@ bool algo_supports(Algo a, Coll c) {
       return c == Coll::AllReduce || c == Coll::ReduceScatter || c == Coll::AllGather;
     case Algo::Direct:
       return c == Coll::AllReduce || c == Coll::AllGather || c == Coll::ReduceScatter ||
-             c == Coll::AllToAll || c == Coll::Scatter || c == Coll::Gather;
+             c == Coll::AllToAll || c == Coll::Scatter || c == Coll::Gather ||
+             c == Coll::Broadcast || c == Coll::Reduce;
     case Algo::TwoShot:
       return c == Coll::AllReduce;
     case Algo::Hier:

@@ -1,10 +1,12 @@
-// Schedules written once, for the host and the GPU. A schedule says, for
+// Schedules written once, for the host and the GPU. A ring schedule says, for
 // every step of one rank, which block of the message it moves and how: a
 // primitive over four streams (the mode bits below). The host turns each
 // primitive into Plan ops (lib/algorithms/ring.cc), which the host engine
 // runs and the plan simulator checks; the fused GPU kernels run the same
 // primitives through kernels/prims (kernels/colls/ring.cu), so a schedule
-// fixed here is fixed for both. Only <cstdint> and Coll: this header is
+// fixed here is fixed for both. A direct schedule (at the end) says what
+// one rank sends, receives, copies and folds in one exchange; the host
+// plans, the LL kernel and the direct kernel all read it. Only <cstdint> and Coll: this header is
 // compiled by the host compiler and by nvcc for device code.
 #pragma once
 
@@ -161,6 +163,108 @@ MYCOLL_SCHED_FN bool ring_walk(Coll c, int n, int r, int root, bool in_place, ui
     }
   }
   return true;
+}
+
+// ---------------------------------------------------------------------------
+// Direct schedules: every block goes straight from the rank that holds it to
+// the rank that needs it, in one exchange (two for the two-shot all-reduce).
+// What one rank does, as data; the host lays it over Plan steps and Scratch
+// slots (lib/algorithms/direct.cc, checked by the plan simulator), the LL
+// kernel over mailbox lines (kernels/colls/ll_coll.cu: one-shot and two-shot
+// all-reduce, all-gather, reduce-scatter, all-to-all, the flat-tree
+// broadcast and reduce) and the direct kernel over one bandwidth FIFO per
+// peer (kernels/colls/direct.cu: all-to-all, scatter, gather).
+//
+// Peers come in runs of consecutive ranks (mod n): the k-th send goes to
+// send_first + k, the k-th receive comes from recv_first + k. A rank
+// either exchanges with every peer, with one (the root), or with none.
+struct DirectRank {
+  int nsend, send_first;  // peer p gets input block p (send_blocked) or the whole input
+  int nrecv,
+      recv_first;  // sender s's data lands in output block s (recv_blocked) or the whole output
+  bool send_blocked, recv_blocked;
+  // Own data to its place: input (block r when send_blocked) to output
+  // (block r when recv_blocked); nothing to do where those are the same
+  // bytes (in place).
+  bool copy;
+  // The rank-order fold: every peer's copy of this rank's block and its own
+  // (input block r when send_blocked, else the input), ranks 0..n-1 in
+  // order so every rank that computes a block gets the same bits, into the
+  // output (block r when recv_blocked, else the output).
+  bool fold;
+  // Two-shot: the fold's result goes on to every peer (the second exchange,
+  // an all-gather of the reduced parts: its receives are nrecv above).
+  bool fan;
+};
+
+// Rank r of n. two_shot: the all-reduce as a direct reduce-scatter of n parts
+// followed by a direct all-gather of the reduced parts (blocks are parts).
+//   all-reduce, one shot: input to every peer; fold of all inputs
+//   all-reduce, two shots: part p to peer p; fold of part r; fan; parts in
+//   all-gather:     input to every peer; block s from every peer; own copy
+//   reduce-scatter: block p to peer p; fold of block r
+//   all-to-all:     block p to peer p; block s from every peer; own copy
+//   broadcast:      the root: input to every peer, own copy; others: from the root
+//   reduce:         the root: fold; others: input to the root
+//   scatter:        the root: block p to peer p, own copy; others: from the root
+//   gather:         the root: block s from every peer, own copy; others: to the root
+MYCOLL_SCHED_FN DirectRank direct_rank(Coll c, bool two_shot, int n, int r, int root) {
+  const int next = r + 1 < n ? r + 1 : 0;
+  DirectRank d{0, next, 0, next, false, false, false, false, false};
+  const bool is_root = r == root;
+  switch (c) {
+    case Coll::AllReduce:
+      d.nsend = n - 1;
+      d.fold = true;
+      if (two_shot) {
+        d.send_blocked = d.recv_blocked = d.fan = true;
+        d.nrecv = n - 1;
+      }
+      break;
+    case Coll::AllGather:
+      d.nsend = d.nrecv = n - 1;
+      d.recv_blocked = d.copy = true;
+      break;
+    case Coll::ReduceScatter:
+      d.nsend = n - 1;
+      d.send_blocked = d.fold = true;
+      break;
+    case Coll::AllToAll:
+      d.nsend = d.nrecv = n - 1;
+      d.send_blocked = d.recv_blocked = d.copy = true;
+      break;
+    case Coll::Broadcast:
+    case Coll::Scatter:
+      if (is_root) {
+        d.nsend = n - 1;
+        d.send_blocked = c == Coll::Scatter;
+        d.copy = true;
+      } else {
+        d.nrecv = 1;
+        d.recv_first = root;
+      }
+      break;
+    case Coll::Reduce:
+    case Coll::Gather:
+      if (!is_root) {
+        d.nsend = 1;
+        d.send_first = root;
+      } else if (c == Coll::Reduce) {
+        d.fold = true;
+      } else {
+        d.nrecv = n - 1;
+        d.recv_blocked = d.copy = true;
+      }
+      break;
+    default: break;
+  }
+  return d;
+}
+
+// Whether run [first, first + count) (mod n) holds rank p (0 <= first, p < n).
+MYCOLL_SCHED_FN bool direct_in_run(int first, int count, int p, int n) {
+  const int d = p - first;
+  return (d < 0 ? d + n : d) < count;
 }
 
 }  // namespace sched

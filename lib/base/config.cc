@@ -134,9 +134,9 @@ const std::vector<EnvVar>& env_registry() {
        "buffer) is at most this many bytes, on a communicator whose peers are all on cuda_ipc, "
        "run as one kernel of low-latency lines through every peer's inbox: all-gather, "
        "reduce-scatter and all-to-all with the direct algorithm (the automatic rule's choice "
-       "for these sizes), broadcast and reduce up to 256K whenever MYCOLL_ALGO does not name "
-       "their algorithm. Costs 4 x this x ranks bytes of GPU memory per rank; at most 16M. 0 "
-       "disables it."},
+       "for these sizes), broadcast and reduce up to 256K with the direct algorithm or whenever "
+       "MYCOLL_ALGO does not name their algorithm. Costs 4 x this x ranks bytes of GPU memory per "
+       "rank; at most 16M. 0 disables it."},
       {"MYCOLL_GPU_CALL_CHECK", "enum", "1",
        "GPU: 1 = every collective kernel compares its call (collective, datatype, op, root, "
        "count) with every peer's, so ranks that made different calls get mycollInvalidUsage "

@@ -175,11 +175,9 @@ void DeviceCommImpl::launch_direct_kernel(const Task& t, uint64_t sig, cudaStrea
   const int nch = direct_channels(t);
   const char* in = static_cast<const char*>(t.input);
   const char* out = static_cast<const char*>(t.output);
-  bool own = false;
-  if (kind == Coll::AllToAll)
-    own = in != out;
-  else if (r == t.root)
-    own = kind == Coll::Scatter ? in + uint64_t(r) * block != out : out + uint64_t(r) * block != in;
+  const sched::DirectRank d = sched::direct_rank(kind, false, n, r, t.root);
+  const bool own = d.copy && in + (d.send_blocked ? uint64_t(r) * block : 0) !=
+                                 out + (d.recv_blocked ? uint64_t(r) * block : 0);
   cuda_check(launch_direct(kind, t.input, t.output, block, t.dtype, t.root, d_comm_, n, r, nch,
                            own ? kDirectCopyBlocks : 0, sig, s),
              "direct kernel launch");

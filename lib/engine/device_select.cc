@@ -35,10 +35,12 @@ bool ll_coll_row(const DevCall& c, const DevLimits& l, uint64_t whole) {
     case Coll::AllGather:
     case Coll::ReduceScatter:
     case Coll::AllToAll: return c.algo == Algo::Direct;
-    // Direct serves neither broadcast nor reduce: the flat tree runs unless
+    // Broadcast and reduce: the flat tree (direct schedule) runs unless
     // MYCOLL_ALGO forces another algorithm's plan.
-    case Coll::Broadcast: return whole <= l.ll_bcast_bytes && !c.algo_forced;
-    case Coll::Reduce: return whole <= l.ll_reduce_bytes && !c.algo_forced;
+    case Coll::Broadcast:
+      return whole <= l.ll_bcast_bytes && (!c.algo_forced || c.algo == Algo::Direct);
+    case Coll::Reduce:
+      return whole <= l.ll_reduce_bytes && (!c.algo_forced || c.algo == Algo::Direct);
     default: return false;
   }
 }

@@ -11,9 +11,10 @@
 //   ring     ring / chain     simple    AR AG RS BC RD         algo ring, whole >= ring_bytes
 //                                                              (BC/RD also above ll_bcast /
 //                                                              ll_reduce bytes)
-//   ll_coll  direct / flat    ll        AG RS A2A; BC RD       algo direct; BC/RD not forced,
-//                                                              whole <= ll_coll_bytes (BC/RD
-//                                                              <= ll_bcast / ll_reduce bytes)
+//   ll_coll  direct / flat    ll        AG RS A2A; BC RD       algo direct (BC/RD: or not
+//                                                              forced), whole <= ll_coll_bytes
+//                                                              (BC/RD <= ll_bcast / ll_reduce
+//                                                              bytes)
 //   direct   direct           simple    A2A SC GA              algo direct, whole >= direct_bytes,
 //                                                              a resident grid (channels > 0)
 //   ll_coll  direct (1 shot)  ll        AR                     algo direct, bytes <= oneshot_bytes

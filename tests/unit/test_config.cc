@@ -266,8 +266,10 @@ TEST(AlgoPolicy, Forced) {
   EXPECT_FALSE(AlgoPolicy::parse("auto").forced(Coll::Broadcast));
   EXPECT_TRUE(AlgoPolicy::parse("ring").forced(Coll::Broadcast));
   EXPECT_TRUE(AlgoPolicy::parse("tree").forced(Coll::Broadcast));
-  // direct does not serve broadcast: the rule picks it.
-  EXPECT_FALSE(AlgoPolicy::parse("direct").forced(Coll::Broadcast));
+  // rhd does not serve broadcast: the rule picks it. direct does (the flat
+  // tree the LL kernel runs).
+  EXPECT_FALSE(AlgoPolicy::parse("rhd").forced(Coll::Broadcast));
+  EXPECT_TRUE(AlgoPolicy::parse("direct").forced(Coll::Broadcast));
   EXPECT_TRUE(AlgoPolicy::parse("direct").forced(Coll::AllGather));
   EXPECT_TRUE(AlgoPolicy::parse("broadcast:tree").forced(Coll::Broadcast));
   EXPECT_FALSE(AlgoPolicy::parse("broadcast:tree").forced(Coll::AllGather));
@@ -276,7 +278,8 @@ TEST(AlgoPolicy, Forced) {
   // Reduce likewise (the engine runs a small reduce as the LL kernel only
   // when it is not forced).
   EXPECT_FALSE(AlgoPolicy::parse("").forced(Coll::Reduce));
-  EXPECT_FALSE(AlgoPolicy::parse("direct").forced(Coll::Reduce));
+  EXPECT_FALSE(AlgoPolicy::parse("rhd").forced(Coll::Reduce));
+  EXPECT_TRUE(AlgoPolicy::parse("direct").forced(Coll::Reduce));
   EXPECT_TRUE(AlgoPolicy::parse("reduce:tree").forced(Coll::Reduce));
   EXPECT_FALSE(AlgoPolicy::parse("reduce:tree").forced(Coll::Broadcast));
 }

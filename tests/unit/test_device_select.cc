@@ -66,9 +66,11 @@ Want expected(const DevCall& c, const DevLimits& l) {
     if ((c.coll == Coll::AllGather || c.coll == Coll::ReduceScatter || c.coll == Coll::AllToAll) &&
         c.algo == Algo::Direct)
       return DevKernel::LlColl;
-    if (c.coll == Coll::Broadcast && whole <= l.ll_bcast_bytes && !c.algo_forced)
+    if (c.coll == Coll::Broadcast && whole <= l.ll_bcast_bytes &&
+        (!c.algo_forced || c.algo == Algo::Direct))
       return DevKernel::LlColl;
-    if (c.coll == Coll::Reduce && whole <= l.ll_reduce_bytes && !c.algo_forced)
+    if (c.coll == Coll::Reduce && whole <= l.ll_reduce_bytes &&
+        (!c.algo_forced || c.algo == Algo::Direct))
       return DevKernel::LlColl;
   }
   if (!l.any_proxy && c.algo == Algo::Direct && l.direct_bytes &&

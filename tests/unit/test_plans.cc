@@ -357,7 +357,8 @@ TEST(PlanBuild, FamiliesServeTheDocumentedCollectives) {
       "ring:reduce",       "tree:allreduce",     "tree:broadcast", "tree:reduce",
       "tree:scatter",      "tree:gather",        "rhd:allreduce",  "rhd:reducescatter",
       "rhd:allgather",     "direct:allreduce",   "direct:reducescatter", "direct:allgather",
-      "direct:alltoall",   "direct:scatter",     "direct:gather",  "hier:allreduce",
+      "direct:alltoall",   "direct:scatter",     "direct:gather",  "direct:broadcast",
+      "direct:reduce",     "hier:allreduce",
       "hier:broadcast",    "hier:reduce",        "twoshot:allreduce"};
   EXPECT_EQ(got, want);
 }
