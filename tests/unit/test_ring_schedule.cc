@@ -259,5 +259,53 @@ TEST(RingSchedule, StopsWhenThePrimitiveGivesUp) {
   EXPECT_EQ(calls, 3);
 }
 
+// The direct schedule's two sides agree, as the LL kernel's mailbox
+// protocol needs (kernels/colls/ll_coll.cu): in every launch a rank waits
+// for a line from every peer, data or an ack, and it derives both from
+// sched::direct_rank (an ack to every peer outside its send run, a wait for
+// the ack of every peer it gets no data from). So for every ordered pair
+// (r, p): r sends p data in the first exchange exactly when p takes data
+// from r there (p's receive run, or p's fold, which takes every peer's);
+// r fans its fold's result to p exactly when p receives r's block in the
+// second exchange; and every rank waits for every peer one way or the other.
+TEST(DirectSchedule, SendersAndReceiversAgreeForEveryPair) {
+  struct Kind {
+    Coll c;
+    bool two_shot;
+  };
+  const Kind kinds[] = {
+      {Coll::AllReduce, false},     {Coll::AllReduce, true}, {Coll::AllGather, false},
+      {Coll::ReduceScatter, false}, {Coll::AllToAll, false}, {Coll::Broadcast, false},
+      {Coll::Reduce, false},        {Coll::Scatter, false},  {Coll::Gather, false}};
+  int pairs = 0;
+  for (const Kind& k : kinds)
+    for (int n = 2; n <= 9; ++n)
+      for (int root = 0; root < n; ++root) {
+        std::vector<sched::DirectRank> d;
+        for (int r = 0; r < n; ++r) d.push_back(sched::direct_rank(k.c, k.two_shot, n, r, root));
+        for (int r = 0; r < n; ++r) {
+          const std::string at = std::string(coll_name(k.c)) + (k.two_shot ? " two-shot" : "") +
+                                 " n=" + std::to_string(n) + " root=" + std::to_string(root) +
+                                 " rank " + std::to_string(r);
+          EXPECT_TRUE(d[r].nsend == 0 || d[r].nsend == 1 || d[r].nsend == n - 1) << at;
+          EXPECT_TRUE(d[r].nrecv == 0 || d[r].nrecv == 1 || d[r].nrecv == n - 1) << at;
+          EXPECT_FALSE(d[r].fan && !d[r].fold) << at;
+          for (int p = 0; p < n; ++p) {
+            if (p == r) continue;
+            const bool sends = sched::direct_in_run(d[r].send_first, d[r].nsend, p, n);
+            const bool second = k.two_shot;  // the receive run is the second exchange's
+            const bool takes =
+                d[p].fold || (!second && sched::direct_in_run(d[p].recv_first, d[p].nrecv, r, n));
+            EXPECT_EQ(sends, takes) << at << " -> " << p;
+            if (second)
+              EXPECT_EQ(d[r].fan, sched::direct_in_run(d[p].recv_first, d[p].nrecv, r, n))
+                  << at << " fan -> " << p;
+            ++pairs;
+          }
+        }
+      }
+  EXPECT_GT(pairs, 1000);
+}
+
 }  // namespace
 }  // namespace mycoll
