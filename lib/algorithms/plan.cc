@@ -42,16 +42,13 @@ bool algo_supports(Algo a, Coll c) {
     case Algo::Tree:
       return c == Coll::AllReduce || c == Coll::Broadcast || c == Coll::Reduce ||
              c == Coll::Scatter || c == Coll::Gather;
-    case Algo::Rhd:
-      return c == Coll::AllReduce || c == Coll::ReduceScatter || c == Coll::AllGather;
+    case Algo::Rhd: return c == Coll::AllReduce || c == Coll::ReduceScatter || c == Coll::AllGather;
     case Algo::Direct:
       return c == Coll::AllReduce || c == Coll::AllGather || c == Coll::ReduceScatter ||
              c == Coll::AllToAll || c == Coll::Scatter || c == Coll::Gather ||
              c == Coll::Broadcast || c == Coll::Reduce;
-    case Algo::TwoShot:
-      return c == Coll::AllReduce;
-    case Algo::Hier:
-      return c == Coll::AllReduce || c == Coll::Broadcast || c == Coll::Reduce;
+    case Algo::TwoShot: return c == Coll::AllReduce;
+    case Algo::Hier: return c == Coll::AllReduce || c == Coll::Broadcast || c == Coll::Reduce;
   }
   return false;
 }
@@ -76,27 +73,26 @@ void validate(Algo algo, const CollArgs& a) {
     throw_error(mycollInvalidArgument,
                 "build_plan: unknown algorithm id " + std::to_string(static_cast<int>(algo)));
   if (static_cast<int>(a.coll) >= kNumColls)
-    throw_error(mycollInvalidArgument, "build_plan: unknown collective id " +
-                                           std::to_string(static_cast<int>(a.coll)));
+    throw_error(mycollInvalidArgument,
+                "build_plan: unknown collective id " + std::to_string(static_cast<int>(a.coll)));
   if (!algo_supports(algo, a.coll))
     throw_error(mycollInvalidUsage, std::string("build_plan: algorithm '") + algo_name(algo) +
                                         "' does not serve collective '" + coll_name(a.coll) + "'");
   if (a.nranks < 1)
-    throw_error(mycollInvalidArgument,
-                std::string("build_plan ") + coll_name(a.coll) + ": nranks " +
-                    std::to_string(a.nranks) + " < 1");
+    throw_error(mycollInvalidArgument, std::string("build_plan ") + coll_name(a.coll) +
+                                           ": nranks " + std::to_string(a.nranks) + " < 1");
   if (a.rank < 0 || a.rank >= a.nranks)
-    throw_error(mycollInvalidArgument, std::string("build_plan ") + coll_name(a.coll) +
-                                           ": rank " + std::to_string(a.rank) +
-                                           " out of range [0, " + std::to_string(a.nranks) + ")");
+    throw_error(mycollInvalidArgument, std::string("build_plan ") + coll_name(a.coll) + ": rank " +
+                                           std::to_string(a.rank) + " out of range [0, " +
+                                           std::to_string(a.nranks) + ")");
   if (coll_is_rooted(a.coll) && (a.root < 0 || a.root >= a.nranks))
-    throw_error(mycollInvalidArgument, std::string("build_plan ") + coll_name(a.coll) +
-                                           ": root " + std::to_string(a.root) +
-                                           " out of range [0, " + std::to_string(a.nranks) + ")");
+    throw_error(mycollInvalidArgument, std::string("build_plan ") + coll_name(a.coll) + ": root " +
+                                           std::to_string(a.root) + " out of range [0, " +
+                                           std::to_string(a.nranks) + ")");
   if (coll_is_blocked(a.coll) && a.stride != 0 && a.stride < a.count)
     throw_error(mycollInvalidArgument, std::string("build_plan ") + coll_name(a.coll) +
-                                           ": stride " + std::to_string(a.stride) +
-                                           " < count " + std::to_string(a.count));
+                                           ": stride " + std::to_string(a.stride) + " < count " +
+                                           std::to_string(a.count));
 }
 
 }  // namespace

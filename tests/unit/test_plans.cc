@@ -36,9 +36,7 @@ bool blocked(Coll c) {
   return c == Coll::AllGather || c == Coll::ReduceScatter || c == Coll::AllToAll ||
          c == Coll::Scatter || c == Coll::Gather;
 }
-bool chunked(Coll c) {
-  return c == Coll::AllReduce || c == Coll::Broadcast || c == Coll::Reduce;
-}
+bool chunked(Coll c) { return c == Coll::AllReduce || c == Coll::Broadcast || c == Coll::Reduce; }
 
 constexpr int kMaxRanks = 64;
 
@@ -81,9 +79,8 @@ TEST_P(PlanSim, EveryConfiguration) {
       for (int root : roots)
         for (bool in_place : {false, true})
           for (size_t chunk : chunked(p.coll) ? std::vector<size_t>{0, 3} : std::vector<size_t>{0})
-            for (size_t stride : blocked(p.coll)
-                                     ? std::vector<size_t>{n % 2 ? count : 0, count + 3}
-                                     : std::vector<size_t>{0}) {
+            for (size_t stride : blocked(p.coll) ? std::vector<size_t>{n % 2 ? count : 0, count + 3}
+                                                 : std::vector<size_t>{0}) {
               sim::Case c = make_case(p, n, root, count, stride, chunk, in_place);
               std::string err = sim::run_case(c);
               ++runs;
@@ -141,9 +138,16 @@ Layout interleaved(int hosts, int n) {
 std::vector<Layout> layouts() {
   std::vector<Layout> out;
   for (int k = 1; k <= 4; ++k) out.push_back(contiguous({k, k}));  // 2 hosts x 1..4
-  for (auto sizes : std::vector<std::vector<int>>{{1, 2, 3}, {3, 1, 2}, {2, 3, 1}, {3, 3, 3},
-                                                  {2, 2, 2, 2}, {1, 1, 1, 1, 1}, {4, 1},
-                                                  {2, 5, 1, 3}, {4, 4, 4, 4}, {3, 3, 3, 3, 3}})
+  for (auto sizes : std::vector<std::vector<int>>{{1, 2, 3},
+                                                  {3, 1, 2},
+                                                  {2, 3, 1},
+                                                  {3, 3, 3},
+                                                  {2, 2, 2, 2},
+                                                  {1, 1, 1, 1, 1},
+                                                  {4, 1},
+                                                  {2, 5, 1, 3},
+                                                  {4, 4, 4, 4},
+                                                  {3, 3, 3, 3, 3}})
     out.push_back(contiguous(sizes));
   for (int n : {4, 5, 6, 7}) out.push_back(interleaved(2, n));
   for (int n : {6, 7, 8}) out.push_back(interleaved(3, n));
@@ -162,10 +166,9 @@ TEST_P(PlanSim, HostLayouts) {
       for (int root : roots)
         for (bool in_place : {false, true})
           for (size_t chunk : chunked(p.coll) ? std::vector<size_t>{0, 3} : std::vector<size_t>{0})
-            for (size_t stride : blocked(p.coll) ? std::vector<size_t>{0, count + 3}
-                                                 : std::vector<size_t>{0}) {
-              sim::Case c =
-                  make_case(p, n, root, count, stride, chunk, in_place, l.host_of.data());
+            for (size_t stride :
+                 blocked(p.coll) ? std::vector<size_t>{0, count + 3} : std::vector<size_t>{0}) {
+              sim::Case c = make_case(p, n, root, count, stride, chunk, in_place, l.host_of.data());
               std::string err = sim::run_case(c);
               ++runs;
               if (!err.empty() && ++failures <= 10) ADD_FAILURE() << l.name << ": " << err;
@@ -279,7 +282,7 @@ TEST(HierPlans, RootIsItsHostsChainHead) {
     for (const Op& op : s.ops)
       if (op.kind == OpKind::Send) peers.insert(op.peer);
   EXPECT_EQ(peers, (std::set<int>{5, 0}));  // its chain successor and host 0's head
-  a.rank = 3;  // last in the root's chain 4, 5, 3: receives only
+  a.rank = 3;                               // last in the root's chain 4, 5, 3: receives only
   for (const Step& s : build_plan(Algo::Hier, a).steps)
     for (const Op& op : s.ops) {
       EXPECT_EQ(op.kind, OpKind::Recv);
@@ -353,13 +356,13 @@ TEST(PlanBuild, FamiliesServeTheDocumentedCollectives) {
   for (const Pair& p : supported_pairs())
     got.insert(std::string(algo_name(p.algo)) + ":" + coll_name(p.coll));
   std::set<std::string> want{
-      "ring:allreduce",    "ring:reducescatter", "ring:allgather", "ring:broadcast",
-      "ring:reduce",       "tree:allreduce",     "tree:broadcast", "tree:reduce",
-      "tree:scatter",      "tree:gather",        "rhd:allreduce",  "rhd:reducescatter",
-      "rhd:allgather",     "direct:allreduce",   "direct:reducescatter", "direct:allgather",
-      "direct:alltoall",   "direct:scatter",     "direct:gather",  "direct:broadcast",
-      "direct:reduce",     "hier:allreduce",
-      "hier:broadcast",    "hier:reduce",        "twoshot:allreduce"};
+      "ring:allreduce",   "ring:reducescatter", "ring:allgather",       "ring:broadcast",
+      "ring:reduce",      "tree:allreduce",     "tree:broadcast",       "tree:reduce",
+      "tree:scatter",     "tree:gather",        "rhd:allreduce",        "rhd:reducescatter",
+      "rhd:allgather",    "direct:allreduce",   "direct:reducescatter", "direct:allgather",
+      "direct:alltoall",  "direct:scatter",     "direct:gather",        "direct:broadcast",
+      "direct:reduce",    "hier:allreduce",     "hier:broadcast",       "hier:reduce",
+      "twoshot:allreduce"};
   EXPECT_EQ(got, want);
 }
 
@@ -463,17 +466,17 @@ TEST(PlanBuild, StepCountsMatchDocs) {
     a.chunk = chunk;
     return build_plan(algo, a).steps.size();
   };
-  EXPECT_EQ(steps(Algo::Ring, Coll::AllReduce, 8, 3, 64), 14u);     // 2(n-1)
-  EXPECT_EQ(steps(Algo::Rhd, Coll::AllReduce, 8, 3, 64), 6u);       // 2 log2 n
-  EXPECT_EQ(steps(Algo::Rhd, Coll::AllReduce, 6, 3, 64), 6u);       // 2 log2 p + 2
-  EXPECT_EQ(steps(Algo::Rhd, Coll::AllReduce, 6, 0, 64), 2u);       // folded-away rank
-  EXPECT_EQ(steps(Algo::Ring, Coll::AllGather, 5, 0, 7), 4u);       // n-1
-  EXPECT_EQ(steps(Algo::Direct, Coll::AllToAll, 5, 1, 7), 4u);      // n-1
-  EXPECT_EQ(steps(Algo::Ring, Coll::Broadcast, 4, 3, 12, 4), 3u);   // last in chain: 3 chunks
-  EXPECT_EQ(steps(Algo::Tree, Coll::Broadcast, 8, 0, 12), 1u);      // root: one send step
-  EXPECT_EQ(steps(Algo::TwoShot, Coll::AllReduce, 8, 5, 64), 2u);  // reduce-scatter + all-gather
-  EXPECT_EQ(steps(Algo::Direct, Coll::AllGather, 5, 2, 7), 1u);     // one exchange
-  EXPECT_EQ(steps(Algo::Direct, Coll::ReduceScatter, 5, 2, 7), 2u); // exchange + local reduce
+  EXPECT_EQ(steps(Algo::Ring, Coll::AllReduce, 8, 3, 64), 14u);      // 2(n-1)
+  EXPECT_EQ(steps(Algo::Rhd, Coll::AllReduce, 8, 3, 64), 6u);        // 2 log2 n
+  EXPECT_EQ(steps(Algo::Rhd, Coll::AllReduce, 6, 3, 64), 6u);        // 2 log2 p + 2
+  EXPECT_EQ(steps(Algo::Rhd, Coll::AllReduce, 6, 0, 64), 2u);        // folded-away rank
+  EXPECT_EQ(steps(Algo::Ring, Coll::AllGather, 5, 0, 7), 4u);        // n-1
+  EXPECT_EQ(steps(Algo::Direct, Coll::AllToAll, 5, 1, 7), 4u);       // n-1
+  EXPECT_EQ(steps(Algo::Ring, Coll::Broadcast, 4, 3, 12, 4), 3u);    // last in chain: 3 chunks
+  EXPECT_EQ(steps(Algo::Tree, Coll::Broadcast, 8, 0, 12), 1u);       // root: one send step
+  EXPECT_EQ(steps(Algo::TwoShot, Coll::AllReduce, 8, 5, 64), 2u);    // reduce-scatter + all-gather
+  EXPECT_EQ(steps(Algo::Direct, Coll::AllGather, 5, 2, 7), 1u);      // one exchange
+  EXPECT_EQ(steps(Algo::Direct, Coll::ReduceScatter, 5, 2, 7), 2u);  // exchange + local reduce
 }
 
 // ---------------------------------------------------------------------------
@@ -494,11 +497,13 @@ TEST(AlgoPolicy, GlobalFamilyAppliesWhereItServes) {
   AlgoPolicy p = AlgoPolicy::parse(" Tree ");
   EXPECT_EQ(p.choose(Coll::AllReduce, 8, 1 << 30), Algo::Tree);
   EXPECT_EQ(p.choose(Coll::Scatter, 8, 1 << 30), Algo::Tree);
-  EXPECT_EQ(p.choose(Coll::AllGather, 8, 1 << 30), AlgoPolicy::auto_choice(Coll::AllGather, 8, 1 << 30));
+  EXPECT_EQ(p.choose(Coll::AllGather, 8, 1 << 30),
+            AlgoPolicy::auto_choice(Coll::AllGather, 8, 1 << 30));
   EXPECT_EQ(p.choose(Coll::AllToAll, 8, 16), Algo::Direct);
   AlgoPolicy q = AlgoPolicy::parse("rhd");
   EXPECT_EQ(q.choose(Coll::ReduceScatter, 8, 1 << 30), Algo::Rhd);
-  EXPECT_EQ(q.choose(Coll::Broadcast, 8, 1 << 30), AlgoPolicy::auto_choice(Coll::Broadcast, 8, 1 << 30));
+  EXPECT_EQ(q.choose(Coll::Broadcast, 8, 1 << 30),
+            AlgoPolicy::auto_choice(Coll::Broadcast, 8, 1 << 30));
 }
 
 TEST(AlgoPolicy, PerCollectiveEntries) {
@@ -520,12 +525,12 @@ TEST(AlgoPolicy, BadSpecsNameTheBadToken) {
     const char* spec;
     const char* token;
   };
-  for (Bad b : {Bad{"rings", "rings"}, Bad{"allreduce:bogus", "bogus"},
-                Bad{"allreduc:ring", "allreduc"}, Bad{"alltoall:ring", "alltoall"},
-                Bad{"allreduce:ring,,broadcast:tree", "empty"}, Bad{"ring,", "empty"},
-                Bad{"allreduce:ring,allreduce:tree", "allreduce"}, Bad{"ring,tree", "tree"},
-                Bad{"gather:rhd", "rhd"}, Bad{"sendrecv:direct", "sendrecv"},
-                Bad{"allreduce:", "allreduce:"}, Bad{":ring", ":ring"}}) {
+  for (Bad b :
+       {Bad{"rings", "rings"}, Bad{"allreduce:bogus", "bogus"}, Bad{"allreduc:ring", "allreduc"},
+        Bad{"alltoall:ring", "alltoall"}, Bad{"allreduce:ring,,broadcast:tree", "empty"},
+        Bad{"ring,", "empty"}, Bad{"allreduce:ring,allreduce:tree", "allreduce"},
+        Bad{"ring,tree", "tree"}, Bad{"gather:rhd", "rhd"}, Bad{"sendrecv:direct", "sendrecv"},
+        Bad{"allreduce:", "allreduce:"}, Bad{":ring", ":ring"}}) {
     try {
       AlgoPolicy::parse(b.spec);
       ADD_FAILURE() << "'" << b.spec << "' parsed";
@@ -640,7 +645,8 @@ TEST(PlanSimulator, DetectsDeadlockUnderRendezvous) {
   std::string err = sim::execute(plans, mem);
   EXPECT_NE(err.find("deadlock"), std::string::npos) << err;
   // The same exchange in one step completes.
-  plans = {plan_of({{send_op(1, in), recv_op(1, out)}}), plan_of({{send_op(0, in), recv_op(0, out)}})};
+  plans = {plan_of({{send_op(1, in), recv_op(1, out)}}),
+           plan_of({{send_op(0, in), recv_op(0, out)}})};
   EXPECT_EQ(sim::execute(plans, mem), "");
 }
 
@@ -661,9 +667,10 @@ TEST(PlanSimulator, DetectsMismatchesHazardsAndBounds) {
   EXPECT_NE(run({plan_of({{send_op(1, Slice{Buf::Input, 2, 4})}}), plan_of({{recv_op(0, out)}})})
                 .find("out of bounds"),
             std::string::npos);
-  EXPECT_NE(run({plan_of({{send_op(1, Slice{Buf::Scratch, 0, 4})}}, 3), plan_of({{recv_op(0, out)}})})
-                .find("out of bounds"),
-            std::string::npos);
+  EXPECT_NE(
+      run({plan_of({{send_op(1, Slice{Buf::Scratch, 0, 4})}}, 3), plan_of({{recv_op(0, out)}})})
+          .find("out of bounds"),
+      std::string::npos);
   // count 0 op
   EXPECT_NE(run({plan_of({{send_op(1, Slice{Buf::Input, 0, 0})}}),
                  plan_of({{recv_op(0, Slice{Buf::Output, 0, 0})}})})
