@@ -95,8 +95,8 @@ __global__ void __launch_bounds__(kThreads, 1) direct_kernel(CollKArgs a) {
     // This rank's own block (the host launches these blocks only where it
     // is not already in place): all-to-all and a scatter root copy input
     // block r, a gather root copies its input to output block r.
-    const char* src = a.in + (d.send_blocked ? uint64_t(r) * B : 0);
-    char* dst = a.out + (d.recv_blocked ? uint64_t(r) * B : 0);
+    const char* src = a.in + d.send_off(r, B);
+    char* dst = a.out + d.recv_off(r, B);
     vec_move<U, mycollSum, kL | kD>(nullptr, src, nullptr, dst, B, 0,
                                     (b - body) * int(blockDim.x) + int(threadIdx.x),
                                     (nb - body) * int(blockDim.x));
@@ -116,8 +116,8 @@ __global__ void __launch_bounds__(kThreads, 1) direct_kernel(CollKArgs a) {
   // the blocked buffer (at the root) or the whole buffer.
   uint64_t c0, c1;
   sched::channel_range(B, ch, a.nch, &c0, &c1);
-  const char* src = s.send ? a.in + (d.send_blocked ? uint64_t(s.peer) * B : 0) + c0 : nullptr;
-  char* dst = s.recv ? a.out + (d.recv_blocked ? uint64_t(s.peer) * B : 0) + c0 : nullptr;
+  const char* src = s.send ? a.in + d.send_off(s.peer, B) + c0 : nullptr;
+  char* dst = s.recv ? a.out + d.recv_off(s.peer, B) + c0 : nullptr;
   if (c1 > c0)
     exchange<U>(c, sh, src, s.send ? c1 - c0 : 0, dst, s.recv ? c1 - c0 : 0,
                 s.send && s.recv && a.in == a.out);

@@ -323,8 +323,8 @@ __global__ void __launch_bounds__(kThreads) ll_coll_kernel(CollKArgs a) {
                : a.two_shot             ? sched::direct_rank(Coll::AllReduce, true, n, me, a.root)
                             : sched::direct_rank(Coll::AllReduce, false, n, me, a.root));
   const uint64_t B = a.bytes;
-  const char* own_in = a.in + (d.send_blocked ? uint64_t(me) * B : 0);
-  const uint64_t own_off = d.recv_blocked ? uint64_t(me) * B : 0;  // own block of the output
+  const char* own_in = a.in + d.send_off(me, B);
+  const uint64_t own_off = d.recv_off(me, B);  // own block of the output
   // Sends first (input lines to d.nsend peers; acks to every peer this rank
   // sends no data to), then the call check (kernels/prims/call_check.cuh),
   // then what reads a peer's line: the checker warp's wait delays no line a
@@ -334,7 +334,7 @@ __global__ void __launch_bounds__(kThreads) ll_coll_kernel(CollKArgs a) {
   // waits for the checker's compare. At n = 2 the thread that sends line l
   // folds it, and so does the two-shot's at any n: its sends read the other
   // parts, its receives write them, item (peer, line) by the same thread.
-  if (d.nsend) send_lines<!kMove>(x, a.in, d.send_blocked ? B : 0, d.send_first, d.nsend);
+  if (d.nsend) send_lines<!kMove>(x, a.in, d.send_off(1, B), d.send_first, d.nsend);
   if (d.nsend < n - 1) send_acks(x, d.send_first, d.nsend);
   if (!kMove && a.kind == Coll::AllReduce && in_place && !a.two_shot && n > 2) __syncthreads();
   dev::call_check(cm, a.sig, call);
@@ -374,7 +374,7 @@ __global__ void __launch_bounds__(kThreads) ll_coll_kernel(CollKArgs a) {
   }
   // Receives (sender s's lines at lc(s, b) + half into output block s, or
   // the output), then the acks of every peer this rank gets no data from.
-  if (d.nrecv) recv_lines<!kMove>(x, d.recv_first, d.nrecv, half, a.out, d.recv_blocked ? B : 0);
+  if (d.nrecv) recv_lines<!kMove>(x, d.recv_first, d.nrecv, half, a.out, d.recv_off(1, B));
   if (!d.fold && d.nrecv < n - 1) wait_acks(x, d.recv_first, d.nrecv);
 
   // The last block done moves the epoch on (kernels/prims/epoch.cuh).

@@ -195,6 +195,14 @@ struct DirectRank {
   // Two-shot: the fold's result goes on to every peer (the second exchange,
   // an all-gather of the reduced parts: its receives are nrecv above).
   bool fan;
+  // Byte offsets of rank k's block of the input / output, block bytes B (0
+  // where that side is whole): what every reader adds to its buffer base.
+  MYCOLL_SCHED_FN uint64_t send_off(int k, uint64_t B) const {
+    return send_blocked ? uint64_t(k) * B : 0;
+  }
+  MYCOLL_SCHED_FN uint64_t recv_off(int k, uint64_t B) const {
+    return recv_blocked ? uint64_t(k) * B : 0;
+  }
 };
 
 // Rank r of n. two_shot: the all-reduce as a direct reduce-scatter of n parts

@@ -176,8 +176,7 @@ void DeviceCommImpl::launch_direct_kernel(const Task& t, uint64_t sig, cudaStrea
   const char* in = static_cast<const char*>(t.input);
   const char* out = static_cast<const char*>(t.output);
   const sched::DirectRank d = sched::direct_rank(kind, false, n, r, t.root);
-  const bool own = d.copy && in + (d.send_blocked ? uint64_t(r) * block : 0) !=
-                                 out + (d.recv_blocked ? uint64_t(r) * block : 0);
+  const bool own = d.copy && in + d.send_off(r, block) != out + d.recv_off(r, block);
   cuda_check(launch_direct(kind, t.input, t.output, block, t.dtype, t.root, d_comm_, n, r, nch,
                            own ? kDirectCopyBlocks : 0, sig, s),
              "direct kernel launch");
