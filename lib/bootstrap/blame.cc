@@ -18,30 +18,30 @@ std::string rank_list(const std::vector<int>& ranks) {
   return s;
 }
 
-}  // namespace
-
-Blame find_root_cause(const BlameView& v) {
+// The waits followed breadth first from this rank's (with_also: and every
+// `also` list).
+Blame follow(const BlameView& v, bool with_also) {
   Blame b;
-  if (v.waits_for.empty()) return b;
   const int n = static_cast<int>(v.gone->size());
   std::vector<int> via(n, -2);  // -2 unseen; else who waited for it (self: -1)
   std::vector<int> order;       // breadth first
+  auto visit = [&](const std::vector<int>& ws, int from) {
+    for (int w : ws)
+      if (w >= 0 && w < n && via[w] == -2) {
+        via[w] = from;
+        order.push_back(w);
+      }
+  };
   if (v.self >= 0 && v.self < n) via[v.self] = -1;
-  for (int w : v.waits_for)
-    if (w >= 0 && w < n && via[w] == -2) {
-      via[w] = -1;
-      order.push_back(w);
-    }
+  visit(v.waits_for, -1);
+  if (with_also) visit(v.also, -1);
   b.settled = true;
   for (size_t i = 0; i < order.size(); ++i) {
     const int r = order[i];
     const bswire::Report* rep = report_of(v, r);
     if (rep && !rep->waits_for.empty()) {
-      for (int w : rep->waits_for)
-        if (w >= 0 && w < n && via[w] == -2) {
-          via[w] = r;
-          order.push_back(w);
-        }
+      visit(rep->waits_for, r);
+      if (with_also) visit(rep->also, r);
       continue;
     }
     b.roots.push_back(r);
@@ -68,6 +68,18 @@ Blame find_root_cause(const BlameView& v) {
              " were all waiting for one another (calls that do not match across ranks?)";
   }
   return b;
+}
+
+}  // namespace
+
+Blame find_root_cause(const BlameView& v) {
+  if (v.waits_for.empty()) return Blame{};
+  Blame b = follow(v, false);
+  if (!b.roots.empty()) return b;
+  // A cycle: where a lost connection closed it, the other transfers of the
+  // rank that lost it lead on (blame.h).
+  Blame on = follow(v, true);
+  return on.roots.empty() ? b : on;
 }
 
 }  // namespace mycoll

@@ -7,6 +7,16 @@
 // to a rank that reported a failure of its own (waiting for nobody) or one
 // that reported nothing. Pure: the bootstrap calls it with what it has
 // received, as reports arrive.
+//
+// A rank whose connection to a peer ended reports that peer, and apart
+// (`also`) the peers of its other unfinished transfers. A rank that fails
+// first shuts its links after its report, so a rank still waiting on it and
+// on a stopped rank loses that connection before its own timeout: its
+// report names the first rank, whose waits lead back to it, and the waits
+// read as a cycle. Only where the waits come back around without a root
+// are the `also` lists followed too (of this rank and of every report), so
+// no live rank's other transfers are ever blamed where a root is found
+// without them.
 #pragma once
 
 #include <string>
@@ -19,6 +29,7 @@ namespace mycoll {
 struct BlameView {
   int self = -1;
   std::vector<int> waits_for;                            // whom this rank waited for
+  std::vector<int> also;                                 // its other unfinished transfers' peers
   const std::vector<bswire::Report>* reports = nullptr;  // other ranks', one per origin
   const std::vector<std::string>* gone = nullptr;        // per rank: why its link ended, "" open
 };

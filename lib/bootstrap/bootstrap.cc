@@ -80,8 +80,8 @@ class BootstrapImpl final : public Bootstrap {
   void abort() override {
     abort_internal(own_report("rank " + std::to_string(rank_) + " aborted"), Source::kLocal);
   }
-  void fail_with(const std::string& reason, const std::vector<int>& waits_for) override {
-    abort_internal(own_report(reason, waits_for), Source::kOwn);
+  void fail_with(const std::string& reason, const Waits& waits) override {
+    abort_internal(own_report(reason, waits), Source::kOwn);
     // The ranks that only link to this one reach it through the I/O
     // thread: give it a moment to send, so a process that ends right after
     // its failure (as launchers make it) still tells them why.
@@ -90,7 +90,7 @@ class BootstrapImpl final : public Bootstrap {
                  [&] { return tell_back_sent_ >= tell_back_pushed_ || stop_.load(); });
   }
   std::string remote_failure(double wait_s) override;
-  Cause root_cause(const std::vector<int>& waits_for, double wait_s) override;
+  Cause root_cause(const Waits& waits, double wait_s) override;
   PeerTrouble peer_trouble(double wait_s, const std::vector<bool>& watched) override;
 
  private:
@@ -138,15 +138,20 @@ class BootstrapImpl final : public Bootstrap {
     for (int p = 0; p < nranks_; ++p) g[p] = closed_[p].empty() ? back_gone_[p] : closed_[p];
     return g;
   }
-  // This rank's report: waits_for cleaned to distinct other ranks.
-  Report own_report(const std::string& text, const std::vector<int>& waits_for = {}) const {
+  // This rank's report: the waits cleaned to distinct other ranks (also:
+  // none of waits.on).
+  Report own_report(const std::string& text, const Waits& waits = {}) const {
     Report r;
     r.origin = rank_;
     r.text = text.empty() ? "rank " + std::to_string(rank_) + " aborted" : text;
-    for (int w : waits_for)
-      if (w >= 0 && w < nranks_ && w != rank_ && r.waits_for.size() < kMaxReportWaits &&
-          std::find(r.waits_for.begin(), r.waits_for.end(), w) == r.waits_for.end())
-        r.waits_for.push_back(w);
+    auto add = [&](std::vector<int>& to, int w) {
+      if (w >= 0 && w < nranks_ && w != rank_ && to.size() < kMaxReportWaits &&
+          std::find(r.waits_for.begin(), r.waits_for.end(), w) == r.waits_for.end() &&
+          std::find(r.also.begin(), r.also.end(), w) == r.also.end())
+        to.push_back(w);
+    };
+    for (int w : waits.on) add(r.waits_for, w);
+    for (int w : waits.also) add(r.also, w);
     return r;
   }
   void wake_io() {
@@ -176,7 +181,7 @@ class BootstrapImpl final : public Bootstrap {
   void abort_internal(const Report& rep, Source src) noexcept;
   // waiting_for: the peer the failed operation waited for (-1 none).
   [[noreturn]] void fail(mycollResult_t code, const std::string& msg, int waiting_for = -1) {
-    abort_internal(own_report(msg, {waiting_for}), Source::kLocal);
+    abort_internal(own_report(msg, Waits{{waiting_for}, {}}), Source::kLocal);
     throw Error(code, msg);
   }
 
@@ -421,9 +426,9 @@ std::string BootstrapImpl::remote_failure(double wait_s) {
   return reports_locked();
 }
 
-Bootstrap::Cause BootstrapImpl::root_cause(const std::vector<int>& waits_for, double wait_s) {
+Bootstrap::Cause BootstrapImpl::root_cause(const Waits& waits, double wait_s) {
   Cause c;
-  const Report mine = own_report("", waits_for);
+  const Report mine = own_report("", waits);
   if (mine.waits_for.empty()) {
     c.reports = remote_failure(wait_s);
     return c;
@@ -434,6 +439,7 @@ Bootstrap::Cause BootstrapImpl::root_cause(const std::vector<int>& waits_for, do
   BlameView v;
   v.self = rank_;
   v.waits_for = mine.waits_for;
+  v.also = mine.also;
   v.reports = &remote_;
   v.gone = &gone;
   cv_.wait_for(lk, std::chrono::duration<double>(wait_s), [&] {

@@ -23,6 +23,18 @@ namespace mycoll {
 
 using Secret = std::array<uint8_t, 16>;
 
+// Whom a rank waited for when it failed, as its failure report carries it.
+// on: the peers of the failed wait (a silent peer, a connection that ended,
+// a peer that sent garbage). also: where `on` is a connection that ended,
+// the peers of every other unfinished transfer; a peer's connection ends
+// when that peer fails first (it shuts its links after its own report), so
+// where the waits through `on` come back around, the root cause is reached
+// through these (bootstrap/blame.h).
+struct Waits {
+  std::vector<int> on;
+  std::vector<int> also;
+};
+
 // What mycollUniqueId holds (packed into its 128 bytes).
 struct UniqueIdData {
   uint32_t magic = 0;
@@ -83,11 +95,11 @@ class Bootstrap {
   // Root cause propagation: like abort(), with `reason` sent to every rank
   // this one has a link with (who pass it on), so a rank that learns of a
   // failure from a neighbour can report what happened first.
-  // waits_for: the ranks this one was waiting for when it failed (a peer
+  // waits: the ranks this one was waiting for when it failed (a peer
   // that made no progress, or whose connection ended), if any.
-  virtual void fail_with(const std::string& reason, const std::vector<int>& waits_for = {}) {
+  virtual void fail_with(const std::string& reason, const Waits& waits = {}) {
     (void)reason;
-    (void)waits_for;
+    (void)waits;
     abort();
   }
   // Failure reports received from other ranks ("; "-joined, first first),
@@ -96,17 +108,17 @@ class Bootstrap {
     (void)wait_s;
     return "";
   }
-  // After fail_with: why this rank's wait for `waits_for` failed, found by
+  // After fail_with: why this rank's wait for `waits.on` failed, found by
   // following the waits through the reports received (bootstrap/blame.h),
   // waiting up to wait_s for the answer to settle; and the reports received
-  // besides. With no waits_for: no root, the reports, waiting up to wait_s
+  // besides. With no waits.on: no root, the reports, waiting up to wait_s
   // for one.
   struct Cause {
     std::string root;     // "" none found
     std::string reports;  // the other reports, "; "-joined, first first
   };
-  virtual Cause root_cause(const std::vector<int>& waits_for, double wait_s) {
-    (void)waits_for;
+  virtual Cause root_cause(const Waits& waits, double wait_s) {
+    (void)waits;
     return Cause{"", remote_failure(wait_s)};
   }
   // What a communicator that is busy on the GPU, with no host call waiting

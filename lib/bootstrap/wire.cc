@@ -226,16 +226,17 @@ bool parse_peer_hello(const uint8_t* p, size_t len, int nranks, int self, PeerHe
 
 std::vector<uint8_t> encode_report(const Report& r) {
   ReportHeader h{r.origin,
-                 static_cast<uint32_t>(std::min<size_t>(r.waits_for.size(), kMaxReportWaits))};
+                 static_cast<uint16_t>(std::min<size_t>(r.waits_for.size(), kMaxReportWaits)),
+                 static_cast<uint16_t>(std::min<size_t>(r.also.size(), kMaxReportWaits))};
   const size_t text = std::min<size_t>(r.text.size(), kMaxTextBytes);
-  std::vector<uint8_t> out(sizeof(h) + h.nwait * sizeof(int32_t) + text);
+  const size_t ranks = size_t(h.nwait) + h.nalso;
+  std::vector<uint8_t> out(sizeof(h) + ranks * sizeof(int32_t) + text);
   std::memcpy(out.data(), &h, sizeof(h));
-  for (uint32_t i = 0; i < h.nwait; ++i) {
-    const int32_t w = r.waits_for[i];
+  for (size_t i = 0; i < ranks; ++i) {
+    const int32_t w = i < h.nwait ? r.waits_for[i] : r.also[i - h.nwait];
     std::memcpy(out.data() + sizeof(h) + i * sizeof(w), &w, sizeof(w));
   }
-  if (text > 0)
-    std::memcpy(out.data() + sizeof(h) + h.nwait * sizeof(int32_t), r.text.data(), text);
+  if (text > 0) std::memcpy(out.data() + sizeof(h) + ranks * sizeof(int32_t), r.text.data(), text);
   return out;
 }
 
@@ -251,25 +252,28 @@ bool parse_report(const uint8_t* p, size_t len, int nranks, Report* out, std::st
         "a failure report from rank " + std::to_string(h.origin) + " of " + std::to_string(nranks);
     return false;
   }
-  if (h.nwait > kMaxReportWaits || len - sizeof(h) < h.nwait * sizeof(int32_t)) {
-    *why = "a failure report naming " + std::to_string(h.nwait) + " awaited ranks in " +
+  const size_t ranks = size_t(h.nwait) + h.nalso;
+  if (h.nwait > kMaxReportWaits || h.nalso > kMaxReportWaits ||
+      len - sizeof(h) < ranks * sizeof(int32_t)) {
+    *why = "a failure report naming " + std::to_string(ranks) + " awaited ranks in " +
            std::to_string(len) + " bytes";
     return false;
   }
   Report r;
   r.origin = h.origin;
-  for (uint32_t i = 0; i < h.nwait; ++i) {
+  for (size_t i = 0; i < ranks; ++i) {
     int32_t w;
     std::memcpy(&w, p + sizeof(h) + i * sizeof(w), sizeof(w));
     if (w < 0 || w >= nranks || w == h.origin ||
-        std::find(r.waits_for.begin(), r.waits_for.end(), w) != r.waits_for.end()) {
+        std::find(r.waits_for.begin(), r.waits_for.end(), w) != r.waits_for.end() ||
+        std::find(r.also.begin(), r.also.end(), w) != r.also.end()) {
       *why = "a failure report from rank " + std::to_string(h.origin) + " waiting for rank " +
              std::to_string(w);
       return false;
     }
-    r.waits_for.push_back(w);
+    (i < h.nwait ? r.waits_for : r.also).push_back(w);
   }
-  const size_t at = sizeof(h) + h.nwait * sizeof(int32_t);
+  const size_t at = sizeof(h) + ranks * sizeof(int32_t);
   if (len - at > kMaxTextBytes) {
     *why = "a failure report with " + std::to_string(len - at) + " bytes of text";
     return false;

@@ -9,7 +9,7 @@
 // Peer links (ring + lazy p2p), one per direction and pair:
 //   sender -> receiver  authentication (role kRolePeer), then PeerHello,
 //                       then frames kColl / kP2p {payload} or kAbort
-//                       {ReportHeader, waits_for[nwait], text}.
+//                       {ReportHeader, waits_for[nwait], also[nalso], text}.
 // After the handshake every message on these links is authenticated with
 // the connection's session key (FrameMac below): a hello is followed by a
 // 16-byte tag, and so is every frame (header, payload, tag). A byte changed,
@@ -100,10 +100,13 @@ struct TableHeader {
 
 // kAbort payload: ReportHeader, then nwait int32 ranks (whom the failed rank
 // was waiting for: a peer that made no progress, or whose connection
-// ended), then the text. Relayed reports keep their origin.
+// ended), then nalso int32 ranks (where that was a connection that ended:
+// the peers of the other unfinished transfers; bootstrap.h's Waits), then
+// the text. Relayed reports keep their origin.
 struct ReportHeader {
   int32_t origin;  // the rank whose failure this is
-  uint32_t nwait;  // at most kMaxReportWaits
+  uint16_t nwait;  // at most kMaxReportWaits
+  uint16_t nalso;  // at most kMaxReportWaits
 };
 
 // kRootError payload: ErrorHeader then the message text.
@@ -118,7 +121,8 @@ constexpr uint64_t max_frame_bytes(uint32_t kind, int nranks) {
     case kRootTable:
       return sizeof(TableHeader) + static_cast<uint64_t>(nranks > 0 ? nranks : 0) * net::kAddrBytes;
     case kRootError: return sizeof(ErrorHeader) + kMaxTextBytes;
-    case kAbort: return sizeof(ReportHeader) + kMaxReportWaits * sizeof(int32_t) + kMaxTextBytes;
+    case kAbort:
+      return sizeof(ReportHeader) + 2 * kMaxReportWaits * sizeof(int32_t) + kMaxTextBytes;
     case kColl:
     case kP2p: return kMaxFrameBytes;
     default: return 0;
@@ -260,9 +264,10 @@ struct Report {
   int origin = -1;
   std::vector<int> waits_for;  // distinct ranks other than origin
   std::string text;
+  std::vector<int> also;  // distinct ranks other than origin, none in waits_for
 };
-// kAbort's payload for r (waits_for cut to kMaxReportWaits, text to
-// kMaxTextBytes).
+// kAbort's payload for r (waits_for and also cut to kMaxReportWaits each,
+// text to kMaxTextBytes).
 std::vector<uint8_t> encode_report(const Report& r);
 // A kAbort payload on a link of a communicator of nranks. On failure
 // returns false with the reason in *why.

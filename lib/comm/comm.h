@@ -82,17 +82,16 @@ struct mycollComm {
   std::vector<uint64_t> p2p_sent, p2p_recvd;
 
   // Marks the communicator broken with a reason and tells peers (shuts down
-  // every connection so their waits end promptly). waits_for: the ranks the
+  // every connection so their waits end promptly). waits: the ranks the
   // failed operation was waiting for (a silent peer, a connection that
-  // ended), which the report carries so that other ranks can follow the
-  // waits to the root cause.
-  void fail(mycollResult_t code, const std::string& reason, const std::vector<int>& waits_for = {});
+  // ended; bootstrap.h's Waits), which the report carries so that other
+  // ranks can follow the waits to the root cause.
+  void fail(mycollResult_t code, const std::string& reason, const mycoll::Waits& waits = {});
   // After fail(): `own` plus the root cause found by following the waits
-  // from waits_for through the other ranks' reports, and those reports
-  // (waiting up to wait_s for the cause to settle, or with no waits_for for
+  // from waits through the other ranks' reports, and those reports
+  // (waiting up to wait_s for the cause to settle, or with no waits.on for
   // a report), which then also becomes the sticky reason.
-  std::string with_remote_cause(const std::string& own, const std::vector<int>& waits_for,
-                                double wait_s);
+  std::string with_remote_cause(const std::string& own, const mycoll::Waits& waits, double wait_s);
   // Abort, first half: marks the communicator aborted and makes every
   // blocked and future operation on it give up promptly (kernels, transport
   // connections, bootstrap). Frees nothing; safe while calls are in flight.

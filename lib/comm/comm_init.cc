@@ -18,8 +18,7 @@
 
 using namespace mycoll;
 
-void mycollComm::fail(mycollResult_t code, const std::string& reason,
-                      const std::vector<int>& waits_for) {
+void mycollComm::fail(mycollResult_t code, const std::string& reason, const Waits& waits) {
   {
     std::lock_guard<std::mutex> g(err_mu);
     if (async_error.load() == mycollSuccess) async_reason = reason;
@@ -33,7 +32,7 @@ void mycollComm::fail(mycollResult_t code, const std::string& reason,
     bootstrap->fail_with(reason.find("rank " + std::to_string(rank)) != std::string::npos
                              ? reason
                              : "rank " + std::to_string(rank) + ": " + reason,
-                         waits_for);
+                         waits);
   for (auto& c : conns)
     if (c) c->shutdown();
   if (flight && !flight_dumped.exchange(true)) {
@@ -46,10 +45,10 @@ void mycollComm::fail(mycollResult_t code, const std::string& reason,
   }
 }
 
-std::string mycollComm::with_remote_cause(const std::string& own, const std::vector<int>& waits_for,
+std::string mycollComm::with_remote_cause(const std::string& own, const Waits& waits,
                                           double wait_s) {
   if (!bootstrap) return own;
-  const Bootstrap::Cause c = bootstrap->root_cause(waits_for, wait_s);
+  const Bootstrap::Cause c = bootstrap->root_cause(waits, wait_s);
   std::string msg = own;
   if (!c.root.empty()) msg += "; root cause: " + c.root;
   if (!c.reports.empty() && c.reports != own)

@@ -171,16 +171,19 @@ class Exec {
       comm_->flight->failed((*tasks_)[task_].seq);
     }
     // Whom the failed wait was for: the peer of the operation that failed
-    // (its connection ended, it sent garbage), else, for a timeout, the
-    // peers of every unfinished operation.
-    std::vector<int> waits_for;
+    // (its connection ended, it sent garbage) and, apart, the peers of the
+    // other unfinished operations; for a timeout, the peers of every
+    // unfinished operation.
+    Waits waits;
     if (cur_) {
-      waits_for.push_back(cur_->op->peer);
+      waits.on.push_back(cur_->op->peer);
+      for (const OpState& s : st_->ops)
+        if (!s.complete && &s != cur_) waits.also.push_back(s.op->peer);
     } else if (e.code() == mycollTimeout) {
       for (const OpState& s : st_->ops)
-        if (!s.complete) waits_for.push_back(s.op->peer);
+        if (!s.complete) waits.on.push_back(s.op->peer);
     }
-    return host_fail(comm_, e, waits_for);
+    return host_fail(comm_, e, waits);
   }
 
   std::string where() const {

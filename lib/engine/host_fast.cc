@@ -50,8 +50,9 @@ class FastRun {
   }
 
   // After a throw: the peers the failed wait was for (the transfer that
-  // failed; for a timeout, every unfinished one).
-  const std::vector<int>& waits_for() const { return waits_for_; }
+  // failed, the other unfinished ones apart; for a timeout, every
+  // unfinished one).
+  const Waits& waits() const { return waits_; }
 
   std::string where() const {
     return std::string(coll_name(p_.coll)) + " (" + algo_name(p_.algo) + ", " +
@@ -103,7 +104,7 @@ class FastRun {
         try {
           ok = x.kind == OpKind::Send ? send(x) : recv(x);
         } catch (const Error&) {
-          waits_for_.assign(1, x.peer);
+          blame(st, done, i);
           throw;
         }
         if (ok) {
@@ -150,6 +151,15 @@ class FastRun {
     return true;
   }
 
+  // Transfer i of the step failed (its connection ended, it sent garbage):
+  // its peer, and apart the peers of the step's other unfinished transfers.
+  void blame(const FastPlan::Step& st, const Done& done, uint32_t i) {
+    waits_.on.assign(1, p_.xfers[st.xfer_begin + i].peer);
+    waits_.also.clear();
+    for (uint32_t k = 0; k < st.xfer_end - st.xfer_begin; ++k)
+      if (k != i && !done.has(k)) waits_.also.push_back(p_.xfers[st.xfer_begin + k].peer);
+  }
+
   // As the general loop's: abort, then (from 5 ms without progress) the
   // peers' liveness, then MYCOLL_TIMEOUT, idle time counted from the first
   // check after the last progress.
@@ -164,16 +174,17 @@ class FastRun {
     if (idle > kCheckAliveAfterS)
       for (uint32_t i = st.xfer_begin; i < st.xfer_end; ++i)
         if (!done.has(i - st.xfer_begin)) {
-          waits_for_.assign(1, p_.xfers[i].peer);
+          blame(st, done, i - st.xfer_begin);
           p_.xfers[i].conn->check_alive();
         }
-    waits_for_.clear();
+    waits_.on.clear();
+    waits_.also.clear();
     if (idle > comm_->cfg.timeout_s) {
       std::string w;
       for (uint32_t i = st.xfer_begin; i < st.xfer_end; ++i) {
         if (done.has(i - st.xfer_begin)) continue;
         const FastPlan::Xfer& x = p_.xfers[i];
-        waits_for_.push_back(x.peer);
+        waits_.on.push_back(x.peer);
         w += std::string(w.empty() ? "while " : ", ") +
              (x.kind == OpKind::Send ? "sending to" : "receiving from") + " rank " +
              std::to_string(x.peer) + " (" + x.conn->describe() + ", 0/" + std::to_string(x.bytes) +
@@ -193,7 +204,7 @@ class FastRun {
   size_t step_ = 0;
   bool idle_valid_ = false;
   Clock::time_point idle_since_;
-  std::vector<int> waits_for_;
+  Waits waits_;
 };
 
 // Sets each transfer's prev: the last earlier transfer of the step in the
@@ -330,7 +341,7 @@ void run_fast(mycollComm* comm, const FastPlan& plan, const FastCall& call) {
   try {
     run.run();
   } catch (const Error& e) {
-    throw host_fail(comm, e, run.waits_for());
+    throw host_fail(comm, e, run.waits());
   }
 }
 

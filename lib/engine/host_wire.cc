@@ -171,14 +171,14 @@ bool host_crowded(const mycollComm* comm) {
   return local > cpus;
 }
 
-Error host_fail(mycollComm* comm, const Error& e, const std::vector<int>& waits_for) {
+Error host_fail(mycollComm* comm, const Error& e, const Waits& waits) {
   const bool waiting = e.code() == mycollRemoteError || e.code() == mycollTimeout;
-  comm->fail(e.code(), e.what(), waiting ? waits_for : std::vector<int>{});
+  comm->fail(e.code(), e.what(), waiting ? waits : Waits{});
   if (!waiting) return e;
   // A peer that timed out at about the same time may report a moment
   // later; a closed connection's report is already on its way.
   double wait = e.code() == mycollTimeout ? std::min(3.0, 0.5 + comm->cfg.timeout_s / 4) : 1.0;
-  return Error(e.code(), comm->with_remote_cause(e.what(), waits_for, wait));
+  return Error(e.code(), comm->with_remote_cause(e.what(), waits, wait));
 }
 
 }  // namespace mycoll

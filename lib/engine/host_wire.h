@@ -10,6 +10,7 @@
 
 #include "algorithms/plan.h"
 #include "base/error.h"
+#include "bootstrap/bootstrap.h"
 #include "mycoll.h"
 
 struct mycollComm;
@@ -158,9 +159,9 @@ constexpr double kCheckAliveAfterS = 0.005;
 
 // Marks comm broken with e and returns the error to report: for a lost or
 // silent peer, with the root cause found by following the waits from
-// waits_for (the peers the failed operation waited for) through the other
+// waits (the peers the failed operation waited for) through the other
 // ranks' reports (a rank that failed first says why, and whom it waited
 // for, before closing its connections, so the messenger is not blamed).
-Error host_fail(mycollComm* comm, const Error& e, const std::vector<int>& waits_for);
+Error host_fail(mycollComm* comm, const Error& e, const Waits& waits);
 
 }  // namespace mycoll

@@ -20,13 +20,14 @@ struct World {
   std::vector<Report> reports;
   std::vector<std::string> gone;
   explicit World(int self_rank, int n) : self(self_rank), gone(n) {}
-  void report(int origin, std::vector<int> waits, std::string text) {
-    reports.push_back(Report{origin, std::move(waits), std::move(text)});
+  void report(int origin, std::vector<int> waits, std::string text, std::vector<int> also = {}) {
+    reports.push_back(Report{origin, std::move(waits), std::move(text), std::move(also)});
   }
-  Blame blame(std::vector<int> waits_for) const {
+  Blame blame(std::vector<int> waits_for, std::vector<int> also = {}) const {
     BlameView v;
     v.self = self;
     v.waits_for = std::move(waits_for);
+    v.also = std::move(also);
     v.reports = &reports;
     v.gone = &gone;
     return find_root_cause(v);
@@ -115,6 +116,51 @@ TEST(Blame, EveryBranchIsFollowed) {
   EXPECT_EQ(b.roots, (std::vector<int>{2, 3}));
   EXPECT_TRUE(has(b.text, "rank 2 aborted")) << b.text;
   EXPECT_TRUE(has(b.text, "rank 3 reported no failure and its link closed")) << b.text;
+}
+
+// Issue 14's lost connection: rank 2 stopped; rank 0 waited for rank 1 and
+// timed out first, reported, and shut its links; rank 1, waiting on rank 0
+// and rank 2, lost its connection to rank 0 before its own timeout. Its
+// report names rank 0 and, apart, rank 2. Both ranks name rank 2, where the
+// waits through the lost connection alone come back around.
+TEST(Blame, ALostConnectionToTheFirstFailingRankLeadsOnThroughTheOtherWaits) {
+  World w0(0, 3);
+  w0.report(1, {0}, "rank 1: connection to rank 0 closed", {2});
+  Blame b = w0.blame({1});
+  EXPECT_EQ(b.roots, std::vector<int>{2}) << b.text;
+  EXPECT_FALSE(b.settled) << "rank 2 may still report";
+  EXPECT_TRUE(has(b.text, "rank 2 reported no failure and made no progress")) << b.text;
+  EXPECT_TRUE(has(b.text, "rank 1 was waiting for it")) << b.text;
+  w0.gone[2] = "closed (process exited or aborted?)";
+  b = w0.blame({1});
+  EXPECT_TRUE(b.settled);
+  EXPECT_EQ(b.roots, std::vector<int>{2}) << b.text;
+
+  World w1(1, 3);
+  w1.report(0, {1}, "rank 0: no progress for 4 s (MYCOLL_TIMEOUT) while receiving from rank 1");
+  b = w1.blame({0}, {2});
+  EXPECT_EQ(b.roots, std::vector<int>{2}) << b.text;
+  EXPECT_FALSE(has(b.text, "waiting for one another")) << b.text;
+}
+
+// The other waits are followed only where the waits come back around: a
+// root found without them is the answer (a live rank's other transfers are
+// not blamed), and a cycle they do not break is still named as one.
+TEST(Blame, TheOtherWaitsOnlyWhereTheWaitsComeBackAround) {
+  World w(1, 3);
+  w.report(0, {}, "rank 0 aborted");
+  Blame b = w.blame({0}, {2});
+  EXPECT_TRUE(b.settled);
+  EXPECT_EQ(b.roots, std::vector<int>{0});
+  EXPECT_FALSE(has(b.text, "rank 2")) << b.text;
+
+  World c(2, 4);
+  c.report(0, {1}, "rank 0: connection to rank 1 closed", {2});
+  c.report(1, {2}, "rank 1: no progress while receiving from rank 2");
+  b = c.blame({0}, {1});
+  EXPECT_TRUE(b.settled);
+  EXPECT_TRUE(b.roots.empty());
+  EXPECT_TRUE(has(b.text, "ranks 0, 1, 2 were all waiting for one another")) << b.text;
 }
 
 TEST(Blame, NoWaitsNoCause) {

@@ -129,7 +129,7 @@ TEST(WireFrames, EachLinkCarriesOnlyItsKindsWithinTheirBounds) {
   };
   const int n = 3;
   const uint64_t table = sizeof(TableHeader) + n * net::kAddrBytes;
-  const uint64_t report_max = sizeof(ReportHeader) + kMaxReportWaits * 4 + kMaxTextBytes;
+  const uint64_t report_max = sizeof(ReportHeader) + 2 * kMaxReportWaits * 4 + kMaxTextBytes;
   for (const Case& c : std::vector<Case>{
            {Link::kPeer, kColl, 100, kFrameMagic, true},
            {Link::kPeer, kP2p, kMaxFrameBytes, kFrameMagic, true},
@@ -390,7 +390,18 @@ TEST(WireReport, RoundTripsAndRefusesWhatNoRankSends) {
   ASSERT_TRUE(parse_report(b.data(), b.size(), 4, &out, &why)) << why;
   EXPECT_EQ(out.origin, 2);
   EXPECT_EQ(out.waits_for, (std::vector<int>{0, 3}));
+  EXPECT_TRUE(out.also.empty());
   EXPECT_EQ(out.text, r.text);
+  // A lost connection's report: the other unfinished transfers apart.
+  r.waits_for = {0};
+  r.also = {3, 1};
+  r.text = "rank 2: connection to rank 0 closed";
+  b = encode_report(r);
+  ASSERT_TRUE(parse_report(b.data(), b.size(), 4, &out, &why)) << why;
+  EXPECT_EQ(out.waits_for, (std::vector<int>{0}));
+  EXPECT_EQ(out.also, (std::vector<int>{3, 1}));
+  EXPECT_EQ(out.text, r.text);
+  r.also.clear();
   // No waits, no text.
   r.waits_for.clear();
   r.text.clear();
@@ -404,9 +415,9 @@ TEST(WireReport, RoundTripsAndRefusesWhatNoRankSends) {
     const bool ok = parse_report(bad.data(), bad.size(), nranks, &out, &why);
     return !ok && !why.empty();
   };
-  auto with = [](int32_t origin, std::vector<int32_t> waits, uint32_t nwait) {
+  auto with = [](int32_t origin, std::vector<int32_t> waits, size_t nwait, size_t nalso = 0) {
     Bytes p;
-    put(p, ReportHeader{origin, nwait});
+    put(p, ReportHeader{origin, static_cast<uint16_t>(nwait), static_cast<uint16_t>(nalso)});
     for (int32_t w : waits) put(p, w);
     return p;
   };
@@ -420,6 +431,14 @@ TEST(WireReport, RoundTripsAndRefusesWhatNoRankSends) {
   EXPECT_TRUE(
       refused(with(1, std::vector<int32_t>(kMaxReportWaits + 1, 0), kMaxReportWaits + 1), 1 << 10));
   EXPECT_FALSE(refused(with(1, {0, 2}, 2), 4));
+  // The other waits: valid, distinct, none of the waits, at most as many.
+  EXPECT_FALSE(refused(with(1, {0, 2, 3}, 1, 2), 4));
+  EXPECT_TRUE(refused(with(1, {0, 0}, 1, 1), 4));
+  EXPECT_TRUE(refused(with(1, {0, 1}, 1, 1), 4));
+  EXPECT_TRUE(refused(with(1, {0, 4}, 1, 1), 4));
+  EXPECT_TRUE(refused(with(1, {0, 2}, 1, 2), 4));
+  EXPECT_TRUE(refused(with(1, std::vector<int32_t>(kMaxReportWaits + 1, 0), 0, kMaxReportWaits + 1),
+                      1 << 10));
 }
 
 TEST(WireAuth, ServerHelloAndClientProof) {
