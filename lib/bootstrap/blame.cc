@@ -44,6 +44,11 @@ Blame follow(const BlameView& v, bool with_also) {
       if (with_also) visit(rep->also, r);
       continue;
     }
+    if (rep && !rep->also.empty()) {  // caused by these ranks (blame.h)
+      const size_t before = order.size();
+      visit(rep->also, r);
+      if (order.size() > before) continue;
+    }
     b.roots.push_back(r);
     std::string t;
     if (rep) {

@@ -17,6 +17,12 @@
 // are the `also` lists followed too (of this rank and of every report), so
 // no live rank's other transfers are ever blamed where a root is found
 // without them.
+//
+// A report with no waits but an `also` list was caused by those ranks (a
+// GPU rank whose kernels another rank's report, or the end of a rank's
+// link, stopped): the waits go on through them, unless all of them were
+// reached already (they lead back), where it is a root as any report
+// without waits.
 #pragma once
 
 #include <string>

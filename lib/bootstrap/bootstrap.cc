@@ -90,6 +90,12 @@ class BootstrapImpl final : public Bootstrap {
                  [&] { return tell_back_sent_ >= tell_back_pushed_ || stop_.load(); });
   }
   std::string remote_failure(double wait_s) override;
+  std::vector<int> report_origins() override {
+    std::lock_guard<std::mutex> g(mu_);
+    std::vector<int> o;
+    for (const Report& r : remote_) o.push_back(r.origin);
+    return o;
+  }
   Cause root_cause(const Waits& waits, double wait_s) override;
   PeerTrouble peer_trouble(double wait_s, const std::vector<bool>& watched) override;
 

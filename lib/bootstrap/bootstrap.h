@@ -29,7 +29,9 @@ using Secret = std::array<uint8_t, 16>;
 // the peers of every other unfinished transfer; a peer's connection ends
 // when that peer fails first (it shuts its links after its own report), so
 // where the waits through `on` come back around, the root cause is reached
-// through these (bootstrap/blame.h).
+// through these (bootstrap/blame.h). A rank that failed only because
+// another rank's report or ended link stopped it (the GPU path) reports no
+// `on` and those ranks as `also`: the waits go on through them.
 struct Waits {
   std::vector<int> on;
   std::vector<int> also;
@@ -108,6 +110,8 @@ class Bootstrap {
     (void)wait_s;
     return "";
   }
+  // The origins of the failure reports received, first first.
+  virtual std::vector<int> report_origins() { return {}; }
   // After fail_with: why this rank's wait for `waits.on` failed, found by
   // following the waits through the reports received (bootstrap/blame.h),
   // waiting up to wait_s for the answer to settle; and the reports received

@@ -109,7 +109,8 @@ class DeviceCommImpl : public DeviceComm {
   // thread), or the peer watch heard of it (its thread); see stop_for_peer.
   void proxy_failed(mycollResult_t code, const std::string& why) { stop_for_peer(code, why); }
   void peer_failed(const Bootstrap::PeerTrouble& t);
-  void stop_for_peer(mycollResult_t code, const std::string& why);
+  // cause: the rank whose link ended, where no report came (-1 none).
+  void stop_for_peer(mycollResult_t code, const std::string& why, int cause = -1);
   void start_watch();
   void init_p2p_ll(const DevComm& dc, const std::vector<bool>& ipc);
   // Caches (device_comm_cache.cc).

@@ -355,10 +355,14 @@ std::vector<DevPeer> DeviceCommImpl::make_peers(const std::vector<bool>& ipc) {
 // the same cause (the peer's call line arrived before it left): wait for
 // the report as the host engine does, give the kernels as long again, then
 // stop them. Their own finding is this rank's error; else this failure, the
-// peers' report appended. Neither wait outlasts an abort or destroy of this
+// peers' report appended, and this rank's report says it was caused by
+// theirs (their origins, or the rank whose link ended, `cause`, as its
+// `also` waits with no waits of its own), so a rank following the waits
+// (bootstrap/blame.h) goes on to the first failure instead of taking this
+// one for it. Neither wait outlasts an abort or destroy of this
 // communicator by more than a few milliseconds (closing_): the threads they
 // join are these.
-void DeviceCommImpl::stop_for_peer(mycollResult_t code, const std::string& why) {
+void DeviceCommImpl::stop_for_peer(mycollResult_t code, const std::string& why, int cause) {
   std::string theirs;
   for (int i = 0; c_.bootstrap && theirs.empty() && i < 50 && !closing_.load(); ++i)
     theirs = c_.bootstrap->remote_failure(0.02);
@@ -371,9 +375,16 @@ void DeviceCommImpl::stop_for_peer(mycollResult_t code, const std::string& why) 
   if (e != mycollSuccess) {
     c_.fail(e, reason);
   } else {
-    c_.fail(code, theirs.empty() || theirs == why
-                      ? why
-                      : why + "; first failure, reported by the peers: " + theirs);
+    Waits caused;
+    if (!theirs.empty())
+      caused.also = c_.bootstrap->report_origins();
+    else if (cause >= 0)
+      caused.also.push_back(cause);
+    c_.fail(code,
+            theirs.empty() || theirs == why
+                ? why
+                : why + "; first failure, reported by the peers: " + theirs,
+            caused);
   }
   abort();  // running kernels give up promptly (after the cause is recorded)
 }
@@ -391,9 +402,10 @@ void DeviceCommImpl::peer_failed(const Bootstrap::PeerTrouble& t) {
   } else {
     log_warn(Subsys::Gpu, "rank {}: rank {}'s bootstrap link {}; stopping this rank's kernels",
              c_.rank, t.closed, t.closed_why);
-    stop_for_peer(mycollRemoteError, me + "rank " + std::to_string(t.closed) +
-                                         "'s bootstrap link " + t.closed_why +
-                                         " while the GPU communicator was in use");
+    stop_for_peer(mycollRemoteError,
+                  me + "rank " + std::to_string(t.closed) + "'s bootstrap link " + t.closed_why +
+                      " while the GPU communicator was in use",
+                  t.closed);
   }
 }
 

@@ -163,6 +163,36 @@ TEST(Blame, TheOtherWaitsOnlyWhereTheWaitsComeBackAround) {
   EXPECT_TRUE(has(b.text, "ranks 0, 1, 2 were all waiting for one another")) << b.text;
 }
 
+// The GPU path: rank 1's kernels were stopped by rank 2's report (a call
+// mismatch its kernel found); rank 1 reports no waits and rank 2 as its
+// cause. A rank waiting on rank 1 names rank 2; where the cause leads back
+// (rank 2 waited for rank 1), rank 1 is the root, as before.
+TEST(Blame, AReportCausedByAnotherLeadsOnToIt) {
+  World w(0, 3);
+  w.report(1, {}, "rank 1: GPU kernels stopped: another rank failed", {2});
+  w.report(2, {}, "rank 2: call mismatch: all_reduce of 7 floats here, 9 on rank 0");
+  Blame b = w.blame({1});
+  EXPECT_TRUE(b.settled);
+  EXPECT_EQ(b.roots, std::vector<int>{2}) << b.text;
+  EXPECT_TRUE(has(b.text, "call mismatch")) << b.text;
+
+  World k(0, 3);  // stopped by the end of rank 2's link
+  k.report(1, {}, "rank 1: rank 2's bootstrap link closed", {2});
+  k.gone[2] = "closed (process exited or aborted?)";
+  b = k.blame({1});
+  EXPECT_TRUE(b.settled);
+  EXPECT_EQ(b.roots, std::vector<int>{2}) << b.text;
+  EXPECT_TRUE(has(b.text, "rank 2 reported no failure and its link closed")) << b.text;
+
+  World back(0, 3);
+  back.report(2, {1}, "rank 2: no progress while receiving from rank 1");
+  back.report(1, {}, "rank 1: GPU kernels stopped: another rank failed", {2});
+  b = back.blame({2});
+  EXPECT_TRUE(b.settled);
+  EXPECT_EQ(b.roots, std::vector<int>{1}) << b.text;
+  EXPECT_TRUE(has(b.text, "GPU kernels stopped")) << b.text;
+}
+
 TEST(Blame, NoWaitsNoCause) {
   World w(0, 3);
   w.report(1, {}, "rank 1 aborted");
