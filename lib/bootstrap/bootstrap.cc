@@ -573,9 +573,10 @@ bool BootstrapImpl::io_read(Incoming& in) {
         r.text =
             "rank " + std::to_string(in.rank) + " sent a malformed failure report (" + bad + ")";
       }
+      // (Its own report, passed back by a peer, is no news to this rank.)
       if (r.origin == in.rank)
         log_warn(Subsys::Bootstrap, "rank {}: rank {} failed: {}", rank_, r.origin, r.text);
-      else
+      else if (r.origin != rank_)
         log_warn(Subsys::Bootstrap, "rank {}: rank {} failed (passed on by rank {}): {}", rank_,
                  r.origin, in.rank, r.text);
       {

@@ -554,6 +554,38 @@ TEST_F(BootEnv, BootFailureReportsTravelBothWays) {
   EXPECT_NE(bs[0]->remote_failure(3.0).find("rank 2: first"), std::string::npos);
 }
 
+// Issue 14's lost connection, through real links: rank 0 timed out waiting
+// for rank 1 and reported first; rank 1 then lost its connection to rank 0
+// while also waiting for rank 2, which stays silent (stopped). Rank 1's
+// report carries rank 2 apart (Waits::also); both ranks follow it there
+// instead of reading a cycle.
+TEST_F(BootEnv, BootALostConnectionsOtherWaitsReachTheStoppedRank) {
+  const int n = 3;
+  std::vector<std::unique_ptr<Bootstrap>> bs = boot_ranks(n);
+  bs[0]->fail_with("rank 0: no progress for 4 s (MYCOLL_TIMEOUT) while receiving from rank 1",
+                   Waits{{1}, {}});
+  bs[1]->fail_with("rank 1: connection to rank 0 closed", Waits{{0}, {2}});
+  const Bootstrap::Cause c0 = bs[0]->root_cause(Waits{{1}, {}}, 2.0);
+  const Bootstrap::Cause c1 = bs[1]->root_cause(Waits{{0}, {2}}, 0.5);
+  for (const Bootstrap::Cause& c : {c0, c1}) {
+    EXPECT_NE(c.root.find("rank 2 reported no failure and made no progress"), std::string::npos)
+        << c.root;
+    EXPECT_EQ(c.root.find("waiting for one another"), std::string::npos) << c.root;
+  }
+}
+
+// The GPU path: rank 1's kernels were stopped by rank 2's report, so its
+// report names rank 2 as its cause (no waits of its own); rank 0, waiting
+// for rank 1, names rank 2's failure.
+TEST_F(BootEnv, BootAReportCausedByAnotherLeadsOnToIt) {
+  const int n = 3;
+  std::vector<std::unique_ptr<Bootstrap>> bs = boot_ranks(n);
+  bs[2]->fail_with("rank 2: call mismatch found by its kernel");
+  bs[1]->fail_with("rank 1: GPU kernels stopped: another rank failed", Waits{{}, {2}});
+  const Bootstrap::Cause c = bs[0]->root_cause(Waits{{1}, {}}, 3.0);
+  EXPECT_EQ(c.root, "rank 2: call mismatch found by its kernel (rank 1 was waiting for it)");
+}
+
 // The GPU communicator's peer watch (lib/engine/peer_watch.h): every rank
 // that watches hears another rank's failure report, once, and its watch
 // ends; a watched rank's link ending is reported with that rank; an
