@@ -558,7 +558,8 @@ TEST_F(BootEnv, BootFailureReportsTravelBothWays) {
 // for rank 1 and reported first; rank 1 then lost its connection to rank 0
 // while also waiting for rank 2, which stays silent (stopped). Rank 1's
 // report carries rank 2 apart (Waits::also); both ranks follow it there
-// instead of reading a cycle.
+// instead of reading a cycle. (Rank 2 never settles: each wait runs its
+// whole 2 s, long enough for the reports to arrive on a loaded machine.)
 TEST_F(BootEnv, BootALostConnectionsOtherWaitsReachTheStoppedRank) {
   const int n = 3;
   std::vector<std::unique_ptr<Bootstrap>> bs = boot_ranks(n);
@@ -566,7 +567,7 @@ TEST_F(BootEnv, BootALostConnectionsOtherWaitsReachTheStoppedRank) {
                    Waits{{1}, {}});
   bs[1]->fail_with("rank 1: connection to rank 0 closed", Waits{{0}, {2}});
   const Bootstrap::Cause c0 = bs[0]->root_cause(Waits{{1}, {}}, 2.0);
-  const Bootstrap::Cause c1 = bs[1]->root_cause(Waits{{0}, {2}}, 0.5);
+  const Bootstrap::Cause c1 = bs[1]->root_cause(Waits{{0}, {2}}, 2.0);
   for (const Bootstrap::Cause& c : {c0, c1}) {
     EXPECT_NE(c.root.find("rank 2 reported no failure and made no progress"), std::string::npos)
         << c.root;
