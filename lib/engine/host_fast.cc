@@ -174,12 +174,16 @@ class FastRun {
     if (idle > kCheckAliveAfterS)
       for (uint32_t i = st.xfer_begin; i < st.xfer_end; ++i)
         if (!done.has(i - st.xfer_begin)) {
-          blame(st, done, i - st.xfer_begin);
-          p_.xfers[i].conn->check_alive();
+          try {
+            p_.xfers[i].conn->check_alive();
+          } catch (const Error&) {
+            blame(st, done, i - st.xfer_begin);
+            throw;
+          }
         }
-    waits_.on.clear();
-    waits_.also.clear();
     if (idle > comm_->cfg.timeout_s) {
+      waits_.on.clear();
+      waits_.also.clear();
       std::string w;
       for (uint32_t i = st.xfer_begin; i < st.xfer_end; ++i) {
         if (done.has(i - st.xfer_begin)) continue;
