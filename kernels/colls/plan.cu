@@ -14,6 +14,7 @@
 #include "kernels/prims/call_check.cuh"
 #include "kernels/prims/fifo.cuh"
 #include "kernels/prims/ll.cuh"
+#include "kernels/prims/ll_ring.cuh"
 #include "kernels/prims/p2p_size.cuh"
 #include "kernels/prims/vec.cuh"
 #include "kernels/prims/wait.cuh"
@@ -86,6 +87,7 @@ struct BlockState {
   uint64_t total[kMaxStepOps];         // slots of each transfer op (ll or bandwidth slots)
   uint8_t isll[kMaxStepOps];           // the op travels in the ll ring
   uint64_t llbase[kMaxStepOps];        // ll pass: first slot sequence number of the op
+  uint32_t llbmod[kMaxStepOps];        // ll pass: its slot in the ring (Ring::start)
   uint64_t seen[kMaxStepOps];          // point-to-point receive: sent_on_other_ring's state
   uint32_t llpre[2][kMaxStepOps + 1];  // ll pass, per group: prefix sum of lines moved
   const char* fused[kMaxFused];        // sources of a fused local reduction
@@ -133,9 +135,8 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
   if (call_check_block(cm, a.sig, &b0, a.defer_to)) return;
   const int ch = int(blockIdx.x) - b0;
   const FifoGeom g = cm.geom;
-  const uint64_t LSB = g.ll_slot_bytes, LD = g.ll_slot_bytes / 2;  // ll data bytes per slot
-  const uint64_t LPS = LD / 8;                                     // ll lines per slot
-  const uint64_t ll_max = cm.ll_max_bytes;
+  const ll::Ring llr(uint32_t(g.ll_slots), uint32_t(g.ll_slot_bytes));
+  const uint64_t ll_max = cm.ll_max_bytes;  // at most the ring's slots' data: need <= slots
   if (threadIdx.x == 0) sh.stop = 0;
 #ifdef MYCOLL_KERNEL_TRACE
   if (tid == 0) sh.tn[group] = 0;
@@ -165,8 +166,8 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
       if (op.kind <= kDevRecvReduce) {
         const DevPeer& P = cm.peers[op.peer];
         sh.isll[k] = P.ll && op.bytes <= ll_max;
-        sh.total[k] =
-            sh.isll[k] ? (op.bytes + LD - 1) / LD : (op.bytes + P.slot_bytes - 1) / P.slot_bytes;
+        sh.total[k] = sh.isll[k] ? llr.need(uint32_t(op.bytes))
+                                 : (op.bytes + P.slot_bytes - 1) / P.slot_bytes;
       }
     }
     __syncthreads();
@@ -233,47 +234,45 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
             if (!earlier_pending(sh, k)) {
               const uint64_t* st =
                   reinterpret_cast<const uint64_t*>(cm.local + g.state_off(op.peer, ch));
-              const uint64_t need = (op.bytes + LD - 1) / LD;
-              bool ok;
+              const GiveUp gu = GiveUp::of(cm);
+              const uint64_t mine = a.p2p ? p2p_msg_bytes(op) : 0;
+              Gate gate;
               uint64_t base;
               if (is_send) {
                 base = st[2];
-                const uint64_t tail = ld_vol(cm.local + g.ll_tail_off(op.peer, ch));
-                ok = false;
-                if (send_refused(GiveUp::of(cm), tail, op.peer, a.p2p ? p2p_msg_bytes(op) : 0)) {
-                  raise_stop(&sh.stop);
-                } else if (base + need - tail <= uint64_t(g.ll_slots)) {
-                  ok = true;
-                  if (a.p2p)
-                    post_size(cm.remote[op.peer] + g.ll_size_off(cm.rank, ch), g.ll_slots, base,
-                              p2p_msg_bytes(op));
-                }
+                gate = ll::admit_send(llr, gu, cm.local + g.ll_tail_off(op.peer, ch),
+                                      a.p2p ? cm.remote[op.peer] + g.ll_size_off(cm.rank, ch)
+                                            : nullptr,
+                                      base, uint32_t(sh.total[k]), op.peer, mine);
               } else {
                 // Taken once the first line carries its flag: the sender then
                 // writes all the op's slots without waiting for anything.
                 base = st[3];
                 uint64_t v;
-                ok = ll::load_line(cm.local + g.ll_off(op.peer, ch) + (base % g.ll_slots) * LSB,
-                                   uint32_t(base + 1), &v);
+                const ll::Ring::Line first = llr.line(base, llr.start(base), 0);
+                gate = ll::load_line(cm.local + g.ll_off(op.peer, ch) + first.off, first.flag, &v)
+                           ? kGo
+                           : kWait;
                 // Point-to-point: and once the sender's size line is there
                 // and agrees; none yet: the sender's message may have taken
                 // the bandwidth FIFO (its size above the ll limit).
                 if (a.p2p) {
-                  const uint64_t mine = p2p_msg_bytes(op);
-                  if (!peek_size(cm.local + g.ll_size_off(op.peer, ch), g.ll_slots, base, &v)) {
-                    ok = false;
+                  auto in_fifo = [&] {
                     const DevPeer& pr = cm.peers[op.peer];
                     const OtherRing fifo{pr.recv_size + ch * pr.size_stride, uint64_t(pr.nslots),
                                          st[1], make_chan(cm, -1, op.peer, ch).recv_tail};
-                    if (sent_on_other_ring(GiveUp::of(cm), op.peer, mine, fifo, &sh.seen[k]))
-                      raise_stop(&sh.stop);
-                  } else if (size_differs(GiveUp::of(cm), op.peer, mine, v,
-                                          cm.remote[op.peer] + g.ll_tail_off(cm.rank, ch))) {
-                    raise_stop(&sh.stop);
-                    ok = false;
-                  }
+                    return sent_on_other_ring(gu, op.peer, mine, fifo, &sh.seen[k]);
+                  };
+                  const Gate sized =
+                      check_size(gu, op.peer, mine, cm.local + g.ll_size_off(op.peer, ch),
+                                 g.ll_slots, base, cm.remote[op.peer] + g.ll_tail_off(cm.rank, ch),
+                                 in_fifo);
+                  if (sized != kGo) gate = sized;
                 }
               }
+              if (gate == kRefused) raise_stop(&sh.stop);
+              const bool ok = gate == kGo;
+              sh.llbmod[k] = llr.start(base);
               sh.llbase[k] = base;
               if (ok) lines = uint32_t((op.bytes + 7) / 8);
             }
@@ -307,14 +306,13 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
               if (L >= total_lines) continue;
               while (llpre[k + 1] <= L) ++k;
               const DevOp& op = sh.ops[k];
-              const uint64_t l = L - llpre[k];  // line within the op
-              const uint64_t slot = l / LPS;
-              const uint64_t seq = sh.llbase[k] + slot;
+              const uint32_t l = L - llpre[k];  // line within the op
+              const ll::Ring::Line ln = llr.line(sh.llbase[k], sh.llbmod[k], l);
               valid[u] = ll::bytes_in_line(op.bytes, l);
-              flag[u] = uint32_t(seq + 1);
+              flag[u] = ln.flag;
               kind[u] = op.kind;
               peer[u] = op.peer;
-              const uint64_t lofs = (seq % g.ll_slots) * LSB + (l % LPS) * 16;
+              const uint64_t lofs = ln.off;
               // All loads of this round are issued before any store or poll.
               if (group == 0) {
                 out[u] = cm.remote[op.peer] + g.ll_off(cm.rank, ch) + lofs;
@@ -367,15 +365,12 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
           if (tid < nops && llpre[tid + 1] > llpre[tid] && !stop_raised(&sh.stop)) {
             const DevOp& op = sh.ops[tid];
             uint64_t* st = reinterpret_cast<uint64_t*>(cm.local + g.state_off(op.peer, ch));
-            const uint64_t need = (op.bytes + LD - 1) / LD;
-            if (group == 0) {
+            const uint64_t need = sh.total[tid];
+            if (group == 0)
               st[2] = sh.llbase[tid] + need;
-            } else {
-              // The lines are consumed (their loads returned): hand the slots
-              // back. No data of ours travels with this store.
-              st[3] = sh.llbase[tid] + need;
-              st_vol(cm.remote[op.peer] + g.ll_tail_off(cm.rank, ch), sh.llbase[tid] + need);
-            }
+            else  // the lines are consumed (their loads returned)
+              ll::release(&st[3], cm.remote[op.peer] + g.ll_tail_off(cm.rank, ch),
+                          sh.llbase[tid] + need);
             sh.done[tid] = need;
           }
           if (tid == 0) last_progress = globaltimer();
@@ -415,22 +410,20 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
               post_size(pr.send_size + ch * pr.size_stride, c.ns, base, mine);
           } else {
             n = fifo_ready(c, base);
-            uint64_t theirs;
             if (sized) {
-              if (!peek_size(pr.recv_size + ch * pr.size_stride, c.ns, base, &theirs)) {
-                n = 0;  // not yet: the next pass
-                // The sender's message may have taken the ll ring (its size
-                // within the ll limit).
-                if (pr.ll) {
-                  const OtherRing ll{cm.local + g.ll_size_off(op.peer, ch), uint64_t(g.ll_slots),
-                                     st[3], cm.remote[op.peer] + g.ll_tail_off(cm.rank, ch)};
-                  if (sent_on_other_ring(GiveUp::of(cm), op.peer, mine, ll, &sh.seen[k]))
-                    raise_stop(&sh.stop);
-                }
-              } else if (size_differs(GiveUp::of(cm), op.peer, mine, theirs, c.recv_tail)) {
-                raise_stop(&sh.stop);
-                n = 0;
-              }
+              // The sender's message may have taken the ll ring (its size
+              // within the ll limit).
+              auto in_ll = [&] {
+                if (!pr.ll) return false;
+                const OtherRing ll{cm.local + g.ll_size_off(op.peer, ch), uint64_t(g.ll_slots),
+                                   st[3], cm.remote[op.peer] + g.ll_tail_off(cm.rank, ch)};
+                return sent_on_other_ring(GiveUp::of(cm), op.peer, mine, ll, &sh.seen[k]);
+              };
+              const Gate gate = check_size(GiveUp::of(cm), op.peer, mine,
+                                           pr.recv_size + ch * pr.size_stride, c.ns, base,
+                                           c.recv_tail, in_ll);
+              if (gate != kGo) n = 0;  // kWait: not yet, the next pass
+              if (gate == kRefused) raise_stop(&sh.stop);
             }
           }
           if (n > c.batch_cap()) n = c.batch_cap();

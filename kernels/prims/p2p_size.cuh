@@ -118,5 +118,24 @@ __device__ __forceinline__ bool sent_on_other_ring(const GiveUp& g, int peer, ui
   return true;
 }
 
+// What a sender's or receiver's look at a ring before a message says.
+enum Gate { kWait = 0, kGo = 1, kRefused = 2 };
+
+// The receiver's size check of a point-to-point slice whose first slot has
+// sequence number q on its ring (size lines `sizes`, `slots` of them):
+// kGo once the sender's size line is there and equals `mine`; kRefused
+// when it differs (recorded against `peer`, the credit this rank returns
+// poisoned) or when elsewhere() finds the message on the pair's other ring
+// (sent_on_other_ring, called only while this ring has no line); else
+// kWait.
+template <typename Elsewhere>
+__device__ __forceinline__ Gate check_size(const GiveUp& g, int peer, uint64_t mine,
+                                           const char* sizes, uint64_t slots, uint64_t q,
+                                           char* credit, Elsewhere elsewhere) {
+  uint64_t theirs;
+  if (!peek_size(sizes, slots, q, &theirs)) return elsewhere() ? kRefused : kWait;
+  return size_differs(g, peer, mine, theirs, credit) ? kRefused : kGo;
+}
+
 }  // namespace dev
 }  // namespace mycoll
