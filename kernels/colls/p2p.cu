@@ -149,8 +149,8 @@ __device__ void recv_key(const P2pLlParams<K, S>& p, const P2pLlKey& key, int* s
           return dev::sent_on_other_ring(g, key.peer, p.msg[s], fifo, &seen);
         };
         for (;;) {
-          const dev::Gate a =
-              dev::check_size(g, key.peer, p.msg[s], key.sizes, ring.slots, base, key.credit, in_fifo);
+          const dev::Gate a = dev::check_size(g, key.peer, p.msg[s], key.sizes, ring.slots, base,
+                                              key.credit, in_fifo);
           if (a == dev::kGo) break;
           if (a == dev::kRefused || dev::tick_or_stop(w, g, stop, key.peer, kDevRecv)) {
             dev::raise_stop(stop);

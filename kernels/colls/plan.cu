@@ -240,10 +240,10 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
               uint64_t base;
               if (is_send) {
                 base = st[2];
-                gate = ll::admit_send(llr, gu, cm.local + g.ll_tail_off(op.peer, ch),
-                                      a.p2p ? cm.remote[op.peer] + g.ll_size_off(cm.rank, ch)
-                                            : nullptr,
-                                      base, uint32_t(sh.total[k]), op.peer, mine);
+                gate = ll::admit_send(
+                    llr, gu, cm.local + g.ll_tail_off(op.peer, ch),
+                    a.p2p ? cm.remote[op.peer] + g.ll_size_off(cm.rank, ch) : nullptr, base,
+                    uint32_t(sh.total[k]), op.peer, mine);
               } else {
                 // Taken once the first line carries its flag: the sender then
                 // writes all the op's slots without waiting for anything.
@@ -263,10 +263,9 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
                                          st[1], make_chan(cm, -1, op.peer, ch).recv_tail};
                     return sent_on_other_ring(gu, op.peer, mine, fifo, &sh.seen[k]);
                   };
-                  const Gate sized =
-                      check_size(gu, op.peer, mine, cm.local + g.ll_size_off(op.peer, ch),
-                                 g.ll_slots, base, cm.remote[op.peer] + g.ll_tail_off(cm.rank, ch),
-                                 in_fifo);
+                  const Gate sized = check_size(
+                      gu, op.peer, mine, cm.local + g.ll_size_off(op.peer, ch), g.ll_slots, base,
+                      cm.remote[op.peer] + g.ll_tail_off(cm.rank, ch), in_fifo);
                   if (sized != kGo) gate = sized;
                 }
               }
@@ -419,9 +418,9 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
                                    st[3], cm.remote[op.peer] + g.ll_tail_off(cm.rank, ch)};
                 return sent_on_other_ring(GiveUp::of(cm), op.peer, mine, ll, &sh.seen[k]);
               };
-              const Gate gate = check_size(GiveUp::of(cm), op.peer, mine,
-                                           pr.recv_size + ch * pr.size_stride, c.ns, base,
-                                           c.recv_tail, in_ll);
+              const Gate gate =
+                  check_size(GiveUp::of(cm), op.peer, mine, pr.recv_size + ch * pr.size_stride,
+                             c.ns, base, c.recv_tail, in_ll);
               if (gate != kGo) n = 0;  // kWait: not yet, the next pass
               if (gate == kRefused) raise_stop(&sh.stop);
             }

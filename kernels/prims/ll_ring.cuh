@@ -72,8 +72,8 @@ struct Ring {
 // point-to-point). The credit is read every time, so a refusal is seen at
 // the next message, not only when the ring is full.
 __device__ __forceinline__ dev::Gate admit_send(const Ring& r, const dev::GiveUp& g,
-                                            const char* credit, char* sizes, uint64_t base,
-                                            uint32_t need, int peer, uint64_t msg) {
+                                                const char* credit, char* sizes, uint64_t base,
+                                                uint32_t need, int peer, uint64_t msg) {
   const uint64_t tail = ld_vol(credit);
   if (dev::send_refused(g, tail, peer, msg)) return dev::kRefused;
   if (base + need - tail > r.slots) return dev::kWait;
