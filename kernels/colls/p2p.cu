@@ -54,9 +54,6 @@ struct P2pLlParams {
 constexpr int kSmallKeys = 8;
 constexpr int kSmallSlices = 16;
 
-using ll::ld_vol;
-using ll::st_vol;
-
 template <int K, int S>
 __device__ void send_key(const P2pLlParams<K, S>& p, const P2pLlKey& key, int* stop) {
   const dev::GiveUp g = dev::GiveUp::of(p.c);

@@ -26,9 +26,6 @@ namespace dev {
 constexpr int kThreads = 512;
 constexpr int kMaxStepOps = 256;  // <= threads per group (the ll pass gives each op a thread)
 
-using ll::ld_vol;
-using ll::st_vol;
-
 __device__ __forceinline__ char* resolve(const KernelArgs& a, uint8_t buf, uint64_t off) {
   return buf == 3 ? reinterpret_cast<char*>(off) : a.bufs[buf] + off;
 }
