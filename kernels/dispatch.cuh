@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "algorithms/plan.h"
+#include "base/dtype.h"
 #include "kernels/device_plan.h"
 #include "mycoll.h"
 
@@ -53,6 +54,20 @@ cudaError_t dispatch_dtype_op(mycollDataType_t t, mycollRedOp_t op, const Args& 
   }
 }
 
+// Kernels that only move bytes need an element's size, not its type:
+// Launch<U, mycollSum> with U the unsigned integer of t's size (the element
+// types of kernels/prims/vec.cuh's Bits).
+template <template <typename, int> class Launch, typename Args, typename... X>
+cudaError_t dispatch_size(mycollDataType_t t, const Args& a, int blocks, cudaStream_t s, X... x) {
+  switch (dtype_size(t)) {
+    case 1: return Launch<unsigned char, mycollSum>::run(a, blocks, s, x...);
+    case 2: return Launch<unsigned short, mycollSum>::run(a, blocks, s, x...);
+    case 4: return Launch<unsigned int, mycollSum>::run(a, blocks, s, x...);
+    case 8: return Launch<unsigned long long, mycollSum>::run(a, blocks, s, x...);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
 // Loads every dtype x op instantiation of Launch: Launch<T, OP>::preload()
 // (cudaFuncGetAttributes on its kernel), first error returned. See
 // preload_kernels() in kernels/launch.h for why.
@@ -74,6 +89,18 @@ cudaError_t preload_dtype_op() {
                         preload_ops<Launch, __half>(), preload_ops<Launch, float>(),
                         preload_ops<Launch, double>(), preload_ops<Launch, __nv_bfloat16>(),
                         preload_ops<Launch, __nv_fp8_e4m3>(), preload_ops<Launch, __nv_fp8_e5m2>()})
+    if (e == cudaSuccess) e = r;
+  return e;
+}
+
+// Loads the four instantiations dispatch_size launches.
+template <template <typename, int> class Launch>
+cudaError_t preload_sizes() {
+  cudaError_t e = cudaSuccess;
+  for (cudaError_t r :
+       {Launch<unsigned char, mycollSum>::preload(), Launch<unsigned short, mycollSum>::preload(),
+        Launch<unsigned int, mycollSum>::preload(),
+        Launch<unsigned long long, mycollSum>::preload()})
     if (e == cudaSuccess) e = r;
   return e;
 }

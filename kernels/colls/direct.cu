@@ -128,17 +128,11 @@ __global__ void __launch_bounds__(kThreads, 1) direct_kernel(CollKArgs a) {
   }
 }
 
+MYCOLL_DEFINE_LAUNCH(Launch, CollKArgs, kThreads, direct_kernel<T>)
+
 }  // namespace
 
-cudaError_t preload_direct_kernels() {
-  cudaError_t e = cudaSuccess;
-  for (cudaError_t r :
-       {preload_kernel(direct_kernel<unsigned char>), preload_kernel(direct_kernel<unsigned short>),
-        preload_kernel(direct_kernel<unsigned int>),
-        preload_kernel(direct_kernel<unsigned long long>)})
-    if (e == cudaSuccess) e = r;
-  return e;
-}
+cudaError_t preload_direct_kernels() { return preload_sizes<Launch>(); }
 
 cudaError_t launch_direct(Coll kind, const void* in, void* out, uint64_t bytes, mycollDataType_t t,
                           int root, const DevComm* comm, int nranks, int rank, int nchannels,
@@ -149,14 +143,7 @@ cudaError_t launch_direct(Coll kind, const void* in, void* out, uint64_t bytes, 
   const int body = a.nstreams * nchannels + copy_blocks;
   if (body == 0) return cudaSuccess;
   const int grid = body + (sig != 0 ? 1 : 0);  // + the call check's block
-  switch (dtype_size(t)) {
-    case 1: direct_kernel<unsigned char><<<grid, kThreads, 0, stream>>>(a); break;
-    case 2: direct_kernel<unsigned short><<<grid, kThreads, 0, stream>>>(a); break;
-    case 4: direct_kernel<unsigned int><<<grid, kThreads, 0, stream>>>(a); break;
-    case 8: direct_kernel<unsigned long long><<<grid, kThreads, 0, stream>>>(a); break;
-    default: return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
+  return dispatch_size<Launch>(t, a, grid, stream);
 }
 
 }  // namespace mycoll

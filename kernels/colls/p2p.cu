@@ -77,19 +77,10 @@ __device__ void send_key(const P2pLlParams<K, S>& p, const P2pLlKey& key, int* s
         // The whole slice must fit the ring before any line goes out; the
         // data loads above are in flight meanwhile.
         bool quit = false;
-        if (tid == 0) {
-          dev::Waiter w(0);
-          for (;;) {
-            const dev::Gate a =
-                ll::admit_send(ring, g, key.credit, key.sizes, base, need, key.peer, p.msg[s]);
-            if (a == dev::kGo) break;
-            if (a == dev::kRefused || dev::tick_or_stop(w, g, stop, key.peer, kDevSend)) {
-              dev::raise_stop(stop);
-              quit = true;
-              break;
-            }
-          }
-        }
+        if (tid == 0)
+          quit = !dev::wait_gate(g, stop, key.peer, kDevSend, [&] {
+            return ll::admit_send(ring, g, key.credit, key.sizes, base, need, key.peer, p.msg[s]);
+          });
         if (__syncthreads_or(quit)) return;
       }
 #pragma unroll
@@ -139,22 +130,15 @@ __device__ void recv_key(const P2pLlParams<K, S>& p, const P2pLlKey& key, int* s
         // The sender's size before any data wait (lines it did not send
         // would never come); none yet: its message may have taken the
         // bandwidth FIFO (its size above the ll limit).
-        dev::Waiter w(0);
         uint64_t seen = 0;
         auto in_fifo = [&] {
           const dev::OtherRing fifo{key.fifo_sizes, c.fifo_slots, *key.fifo_count, key.fifo_credit};
           return dev::sent_on_other_ring(g, key.peer, p.msg[s], fifo, &seen);
         };
-        for (;;) {
-          const dev::Gate a = dev::check_size(g, key.peer, p.msg[s], key.sizes, ring.slots, base,
-                                              key.credit, in_fifo);
-          if (a == dev::kGo) break;
-          if (a == dev::kRefused || dev::tick_or_stop(w, g, stop, key.peer, kDevRecv)) {
-            dev::raise_stop(stop);
-            quit = true;
-            break;
-          }
-        }
+        quit = !dev::wait_gate(g, stop, key.peer, kDevRecv, [&] {
+          return dev::check_size(g, key.peer, p.msg[s], key.sizes, ring.slots, base, key.credit,
+                                 in_fifo);
+        });
       }
 #pragma unroll
       for (int u = 0; u < kL; ++u) {

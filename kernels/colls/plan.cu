@@ -233,10 +233,10 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
                   reinterpret_cast<const uint64_t*>(cm.local + g.state_off(op.peer, ch));
               const GiveUp gu = GiveUp::of(cm);
               const uint64_t mine = a.p2p ? p2p_msg_bytes(op) : 0;
+              const uint64_t base = st[is_send ? 2 : 3];
+              const uint32_t bmod = llr.start(base);
               Gate gate;
-              uint64_t base;
               if (is_send) {
-                base = st[2];
                 gate = ll::admit_send(
                     llr, gu, cm.local + g.ll_tail_off(op.peer, ch),
                     a.p2p ? cm.remote[op.peer] + g.ll_size_off(cm.rank, ch) : nullptr, base,
@@ -244,9 +244,8 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
               } else {
                 // Taken once the first line carries its flag: the sender then
                 // writes all the op's slots without waiting for anything.
-                base = st[3];
                 uint64_t v;
-                const ll::Ring::Line first = llr.line(base, llr.start(base), 0);
+                const ll::Ring::Line first = llr.line(base, bmod, 0);
                 gate = ll::load_line(cm.local + g.ll_off(op.peer, ch) + first.off, first.flag, &v)
                            ? kGo
                            : kWait;
@@ -268,7 +267,7 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
               }
               if (gate == kRefused) raise_stop(&sh.stop);
               const bool ok = gate == kGo;
-              sh.llbmod[k] = llr.start(base);
+              sh.llbmod[k] = bmod;
               sh.llbase[k] = base;
               if (ok) lines = uint32_t((op.bytes + 7) / 8);
             }

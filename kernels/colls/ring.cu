@@ -188,23 +188,14 @@ __global__ void __launch_bounds__(kThreads, 1) ring_kernel(CollKArgs a) {
 }
 
 MYCOLL_DEFINE_LAUNCH(LaunchReduce, CollKArgs, kThreads, ring_kernel<T, OP, true>)
-
-template <typename U>
-cudaError_t launch_copy(const CollKArgs& a, int blocks, cudaStream_t s) {
-  ring_kernel<U, mycollSum, false><<<blocks, kThreads, 0, s>>>(a);
-  return cudaGetLastError();
-}
+MYCOLL_DEFINE_LAUNCH(LaunchCopy, CollKArgs, kThreads, ring_kernel<T, OP, false>)
 
 }  // namespace
 
 cudaError_t preload_ring_kernels() {
-  cudaError_t e = preload_dtype_op<LaunchReduce>();
-  for (cudaError_t r : {preload_kernel(ring_kernel<unsigned char, mycollSum, false>),
-                        preload_kernel(ring_kernel<unsigned short, mycollSum, false>),
-                        preload_kernel(ring_kernel<unsigned int, mycollSum, false>),
-                        preload_kernel(ring_kernel<unsigned long long, mycollSum, false>)})
-    if (e == cudaSuccess) e = r;
-  return e;
+  const cudaError_t e = preload_dtype_op<LaunchReduce>();
+  const cudaError_t r = preload_sizes<LaunchCopy>();
+  return e != cudaSuccess ? e : r;
 }
 
 cudaError_t launch_ring(Coll kind, const void* in, void* out, uint64_t bytes, mycollDataType_t t,
@@ -215,13 +206,7 @@ cudaError_t launch_ring(Coll kind, const void* in, void* out, uint64_t bytes, my
   const int blocks = nchannels + (sig != 0 ? 1 : 0);  // + the call check's block
   if (kind != Coll::AllGather && kind != Coll::Broadcast)
     return dispatch_dtype_op<LaunchReduce>(t, op, a, blocks, stream);
-  switch (dtype_size(t)) {
-    case 1: return launch_copy<unsigned char>(a, blocks, stream);
-    case 2: return launch_copy<unsigned short>(a, blocks, stream);
-    case 4: return launch_copy<unsigned int>(a, blocks, stream);
-    case 8: return launch_copy<unsigned long long>(a, blocks, stream);
-    default: return cudaErrorInvalidValue;
-  }
+  return dispatch_size<LaunchCopy>(t, a, blocks, stream);
 }
 
 }  // namespace mycoll

@@ -118,9 +118,6 @@ __device__ __forceinline__ bool sent_on_other_ring(const GiveUp& g, int peer, ui
   return true;
 }
 
-// What a sender's or receiver's look at a ring before a message says.
-enum Gate { kWait = 0, kGo = 1, kRefused = 2 };
-
 // The receiver's size check of a point-to-point slice whose first slot has
 // sequence number q on its ring (size lines `sizes`, `slots` of them):
 // kGo once the sender's size line is there and equals `mine`; kRefused

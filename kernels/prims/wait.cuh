@@ -120,5 +120,25 @@ __device__ __forceinline__ bool tick_or_stop(Waiter& w, const GiveUp& g, int* st
   return false;
 }
 
+// What a sender's or receiver's look at a ring before a message says.
+enum Gate { kWait = 0, kGo = 1, kRefused = 2 };
+
+// One thread polls look() (returning a Gate) until it says kGo: true. False
+// when it refuses or the wait gives up (a positive verdict recorded against
+// (peer, kind)); the block's `stop` is raised then.
+template <typename Look>
+__device__ __forceinline__ bool wait_gate(const GiveUp& g, int* stop, int peer, int kind,
+                                          Look look) {
+  Waiter w(0);
+  for (;;) {
+    const Gate a = look();
+    if (a == kGo) return true;
+    if (a == kRefused || tick_or_stop(w, g, stop, peer, kind)) {
+      raise_stop(stop);
+      return false;
+    }
+  }
+}
+
 }  // namespace dev
 }  // namespace mycoll
