@@ -116,10 +116,16 @@ bool AlgoPolicy::forced(Coll c) const {
   return global_ >= 0 && algo_supports(static_cast<Algo>(global_), c);
 }
 
+// Oversubscribed (more ranks than cores): every step waits for its peer to
+// be scheduled, so the ring's 2(n-1) steps lose to rhd's 2 log2 n up to 8
+// MiB; and every byte a rank moves is CPU time the others wait for, so the
+// one shot's (n-1) copies of the message lose to rhd once they pass 32 KiB
+// (docs/algorithms.md).
 Algo AlgoPolicy::auto_rule(Coll c, int nranks, size_t bytes) const {
   Algo a = auto_choice_hosts(c, nranks, hosts_, bytes);
-  if (oversubscribed_ && c == Coll::AllReduce && a == Algo::Ring && nranks > 2 && bytes <= 8 * MiB)
-    return Algo::Rhd;
+  if (!oversubscribed_ || c != Coll::AllReduce || nranks <= 2) return a;
+  if (a == Algo::Ring && bytes <= 8 * MiB) return Algo::Rhd;
+  if (a == Algo::Direct && bytes * static_cast<size_t>(nranks - 1) > 32 * KiB) return Algo::Rhd;
   return a;
 }
 

@@ -166,6 +166,7 @@ TEST(Topo, HostMajorOrderGroupsRanksByHost) {
 #include "algorithms/plan.h"
 
 TEST(AlgoPolicyOversubscribed, PrefersFewerStepsForMidSizeAllReduce) {
+  constexpr size_t KiB = 1024;
   AlgoPolicy p = AlgoPolicy::parse("");
   EXPECT_EQ(p.choose(Coll::AllReduce, 8, size_t(4) << 20), Algo::Ring);
   p.set_oversubscribed(true);
@@ -173,6 +174,20 @@ TEST(AlgoPolicyOversubscribed, PrefersFewerStepsForMidSizeAllReduce) {
   EXPECT_EQ(p.choose(Coll::AllReduce, 8, size_t(64) << 20), Algo::Ring);
   EXPECT_EQ(p.choose(Coll::AllReduce, 2, size_t(4) << 20), Algo::Ring);
   EXPECT_EQ(p.choose(Coll::AllGather, 8, size_t(4) << 20), Algo::Ring);
+  // The one shot while its n-1 copies stay within 32 KiB, then rhd.
+  AlgoPolicy q = AlgoPolicy::parse("");
+  EXPECT_EQ(q.choose(Coll::AllReduce, 4, 64 * KiB), Algo::Direct);
+  EXPECT_EQ(q.choose(Coll::AllReduce, 8, 8 * KiB), Algo::Direct);
+  q.set_oversubscribed(true);
+  for (int n : {3, 4, 5, 8, 16}) {
+    const size_t limit = 32 * KiB / size_t(n - 1);  // largest one shot
+    EXPECT_EQ(q.choose(Coll::AllReduce, n, 8), Algo::Direct) << n;
+    EXPECT_EQ(q.choose(Coll::AllReduce, n, limit), Algo::Direct) << n;
+    EXPECT_EQ(q.choose(Coll::AllReduce, n, limit + 1), Algo::Rhd) << n;
+    EXPECT_EQ(q.choose(Coll::AllReduce, n, 64 * KiB), Algo::Rhd) << n;
+  }
+  EXPECT_EQ(q.choose(Coll::AllReduce, 2, 64 * KiB), Algo::Direct);  // one step either way
+  EXPECT_EQ(q.choose(Coll::Gather, 4, 64 * KiB), Algo::Direct);     // all-reduce only
   // A forced algorithm still wins.
   AlgoPolicy f = AlgoPolicy::parse("ring");
   f.set_oversubscribed(true);
