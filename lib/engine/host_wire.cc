@@ -174,7 +174,10 @@ bool host_crowded(const mycollComm* comm) {
 Error host_fail(mycollComm* comm, const Error& e, const Waits& waits) {
   const bool waiting = e.code() == mycollRemoteError || e.code() == mycollTimeout;
   comm->fail(e.code(), e.what(), waiting ? waits : Waits{});
-  if (!waiting) return e;
+  // Aborted here: the cause is this rank's own abort, and no peer's report
+  // is worth holding the call (and mycollCommAbort, which waits for it to
+  // leave) for up to the settle time.
+  if (!waiting || comm->aborted.load()) return e;
   // A peer that timed out at about the same time may report a moment
   // later; a closed connection's report is already on its way.
   double wait = e.code() == mycollTimeout ? std::min(3.0, 0.5 + comm->cfg.timeout_s / 4) : 1.0;

@@ -152,6 +152,11 @@ TEST(DeathAtInitRootHost, ExitsAtOnceAndTheOthersStillNameTheMissingRank) {
   auto res = run_ranks(opt, [&](mycollComm_t, int rank, int n, const mycollUniqueId& id) {
     if (rank == kMissing) die(Fault::Kill, 0);
     if (rank == 0) root_thread_yields();
+    // The others wait longer than the root (2 s): the root's report must
+    // reach them before their own deadline, also when a loaded machine
+    // leaves the SCHED_IDLE root thread no CPU for a while (under a
+    // parallel ctest beside a build it reported after theirs had passed).
+    if (rank != 0) setenv("MYCOLL_TIMEOUT", "30", 1);
     mycollComm_t comm = nullptr;
     mycollResult_t r = mycollCommInitRank(&comm, n, id, rank);
     if (rank == 0) _exit(r == mycollSuccess ? 3 : 0);  // at once: no at-exit hooks
