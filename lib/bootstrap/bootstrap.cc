@@ -253,10 +253,11 @@ void BootstrapImpl::join_root(const Deadline& d) {
   Fd fd = net::connect_to(root, d, me + ": root", true, &aborted_);
   net::SessionKey key;
   if (!net::authenticate_client(fd.get(), id_.secret, kRoleRoot, d.seconds_left(), &key))
-    throw_error(mycollInvalidUsage,
-                me + ": authentication with root " + root.str() +
-                    " failed (unique id from another mycollGetUniqueId, different MYCOLL_SECRET, "
-                    "or the root has already finished)");
+    throw_error(
+        mycollInvalidUsage,
+        me + ": authentication with root " + root.str() +
+            " failed (unique id from another mycollGetUniqueId, different MYCOLL_SECRET, "
+            "or the root's init already ended: finished, or timed out before it took this rank)");
   RankHello h;
   std::memset(&h, 0, sizeof(h));
   h.magic = kHelloMagic;

@@ -147,15 +147,16 @@ TEST(DeathAtInitRootHost, ExitsAtOnceAndTheOthersStillNameTheMissingRank) {
   LaunchOptions opt;
   opt.nranks = kMany;
   opt.init_comm = false;
-  opt.env = {{"MYCOLL_TRANSPORT", "socket"}, {"MYCOLL_TIMEOUT", "2"}};
-  opt.timeout_s = 40;
+  opt.env = {{"MYCOLL_TRANSPORT", "socket"}, {"MYCOLL_TIMEOUT", "5"}};
+  opt.timeout_s = 60;
   auto res = run_ranks(opt, [&](mycollComm_t, int rank, int n, const mycollUniqueId& id) {
     if (rank == kMissing) die(Fault::Kill, 0);
     if (rank == 0) root_thread_yields();
-    // The others wait longer than the root (2 s): the root's report must
-    // reach them before their own deadline, also when a loaded machine
-    // leaves the SCHED_IDLE root thread no CPU for a while (under a
-    // parallel ctest beside a build it reported after theirs had passed).
+    // The others wait longer than the root (5 s): the root's report must
+    // reach them before their own deadline. And the root has 5 s, not 2, to
+    // take the live ranks in: under a parallel ctest beside a build, the
+    // SCHED_IDLE root thread got no CPU for over 2 s, so its deadline ended
+    // the handshakes still pending, or the ranks' own deadline came first.
     if (rank != 0) setenv("MYCOLL_TIMEOUT", "30", 1);
     mycollComm_t comm = nullptr;
     mycollResult_t r = mycollCommInitRank(&comm, n, id, rank);
