@@ -58,6 +58,12 @@ class Connection {
   // peek + memcpy + consume; transports may read straight into dst.
   virtual size_t recv_some(void* dst, size_t n);
 
+  // Queues the concatenation of a (an bytes) and b (bn bytes) as send_some
+  // would; returns how many of its bytes were accepted. Sockets do it in
+  // one sendmsg, so a message's header and payload cost one system call
+  // instead of two. The default calls send_some on each part.
+  virtual size_t send_some2(const void* a, size_t an, const void* b, size_t bn);
+
   // Pushes queued data and pulls incoming data; true if anything moved.
   // The engine calls it when it has nothing else to do on this peer.
   virtual bool progress() { return false; }

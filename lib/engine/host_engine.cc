@@ -429,11 +429,14 @@ class Exec {
         return moved;
       }
     } else {
-      while (s.hdr_done < sizeof(MsgHeader)) {
-        size_t n = c.send_some(reinterpret_cast<const char*>(&s.hdr) + s.hdr_done,
-                               sizeof(MsgHeader) - s.hdr_done);
+      while (s.hdr_done < sizeof(MsgHeader)) {  // header and payload in one write
+        const size_t hn = sizeof(MsgHeader) - s.hdr_done;
+        size_t n =
+            c.send_some2(reinterpret_cast<const char*>(&s.hdr) + s.hdr_done, hn, s.src, s.bytes);
         if (n == 0) return moved;
-        s.hdr_done += n;
+        const size_t h = std::min(n, hn);
+        s.hdr_done += h;
+        s.done += n - h;
         moved = true;
       }
     }
@@ -491,9 +494,21 @@ class Exec {
         moved = true;
       }
     } else {
+      // A message whose payload lands in a staging buffer anyway (reduced
+      // from it, or small) has its header taken through peek: on sockets one
+      // recv then fills the buffer with header and payload. A large received
+      // payload goes straight into dst after a header read alone.
+      const bool via_peek = s.op->kind != OpKind::Recv || s.bytes <= kStreamPeekBytes;
       while (s.hdr_done < sizeof(MsgHeader)) {
-        size_t n = c.recv_some(reinterpret_cast<char*>(&s.got) + s.hdr_done,
-                               sizeof(MsgHeader) - s.hdr_done);
+        char* to = reinterpret_cast<char*>(&s.got) + s.hdr_done;
+        const size_t want = sizeof(MsgHeader) - s.hdr_done;
+        size_t n = 0;
+        if (!via_peek) {
+          n = c.recv_some(to, want);
+        } else if (const void* p = nullptr; (n = c.peek(&p, want)) > 0) {
+          std::memcpy(to, p, n);
+          c.consume(n);
+        }
         if (n == 0) return moved;
         s.hdr_done += n;
         moved = true;

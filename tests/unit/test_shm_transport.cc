@@ -1,5 +1,5 @@
 // Shared-memory transport: ranks as threads stream data to every peer in
-// both directions at once (send_some / peek / consume / recv_some), checked
+// both directions at once (send_some, send_some2 / peek / consume / recv_some), checked
 // byte for byte; shutdown and dead peers become RemoteError; no names are
 // left in /dev/shm; a forked process killed with SIGKILL is reported.
 #include <gtest/gtest.h>
@@ -139,7 +139,14 @@ void stream_all_pairs(int n, size_t total, size_t fifo_bytes) {
             "rank " + std::to_string(me) + " <-> " + std::to_string(c.peers[i]) + ": ";
         if (p.sent < total && rng() % 8 != 0) {
           size_t want = std::min(random_size(), total - p.sent);
-          size_t k = conn.send_some(p.out.data() + p.sent % kPeriod, want);
+          const uint8_t* from = p.out.data() + p.sent % kPeriod;
+          size_t k = 0;
+          if (rng() % 2) {
+            k = conn.send_some(from, want);
+          } else {  // two parts: Connection::send_some2's default
+            const size_t an = rng() % (want + 1);
+            k = conn.send_some2(from, an, from + an, want - an);
+          }
           require(k <= want, where + "send_some returned more than asked");
           p.sent += k;
           moved |= k > 0;

@@ -1,6 +1,6 @@
 // Socket transport: ranks as threads stream pseudo-random bytes to every
-// peer in both directions at once through send_some / peek / consume /
-// recv_some, checked byte for byte; peer shutdown / close is a RemoteError.
+// peer in both directions at once through send_some / send_some2 / peek /
+// consume / recv_some, checked byte for byte; peer shutdown / close is a RemoteError.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -101,7 +101,16 @@ void stream_all_pairs(int n, const std::function<size_t(int, int)>& bytes) {
             gen(me, peers[i], p.stage_pos, p.stage.data(), p.stage.size());
           }
           size_t off = p.sent - p.stage_pos;
-          p.sent += c.send_some(p.stage.data() + off, p.stage.size() - off);
+          const size_t rest = p.stage.size() - off;
+          if (iter % 2 == 0) {
+            p.sent += c.send_some(p.stage.data() + off, rest);
+          } else {  // two parts (header and payload) in one write, split at odd places
+            const size_t an = std::min<size_t>(rest, 1 + iter % 97);
+            const size_t k =
+                c.send_some2(p.stage.data() + off, an, p.stage.data() + off + an, rest - an);
+            ASSERT_LE(k, rest);
+            p.sent += k;
+          }
         }
         // Receive side: alternate recv_some (odd and big sizes) and peek/consume.
         if (p.received < p.to_recv) {

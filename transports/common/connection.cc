@@ -23,6 +23,12 @@ size_t Connection::recv_some(void* dst, size_t n) {
   return copied;
 }
 
+size_t Connection::send_some2(const void* a, size_t an, const void* b, size_t bn) {
+  const size_t k = an ? send_some(a, an) : 0;
+  if (k < an || bn == 0) return k;
+  return an + send_some(b, bn);
+}
+
 void check_peer_list(const char* transport, int me, int nranks, const std::vector<int>& peers) {
   std::set<int> seen;
   for (int p : peers)

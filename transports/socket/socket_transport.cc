@@ -10,6 +10,9 @@
 // Received bytes land in an internal linear buffer (peek/consume); recv_some
 // reads straight into the caller's memory when that buffer is empty, so
 // large messages cost one copy (the kernel's) and big syscalls.
+// send_some2 puts a header and its payload on the wire in one sendmsg; the
+// receiver takes a small message's header through peek, which fills the
+// buffer with header and payload in one recv.
 //
 // Threading: the send side and the receive side of a connection may be
 // driven by two different threads; each side by one thread at a time.
@@ -17,6 +20,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -56,6 +60,23 @@ class SocketConnection final : public Connection {
     if (shut_.load(std::memory_order_relaxed)) throw_broken();
     for (;;) {
       ssize_t k = ::send(fd_.get(), data, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (k >= 0) return static_cast<size_t>(k);
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+      send_err_.store(errno);
+      throw_broken();
+    }
+  }
+
+  size_t send_some2(const void* a, size_t an, const void* b, size_t bn) override {
+    if (an + bn == 0) return 0;
+    if (shut_.load(std::memory_order_relaxed)) throw_broken();
+    iovec iov[2] = {{const_cast<void*>(a), an}, {const_cast<void*>(b), bn}};
+    msghdr m{};
+    m.msg_iov = an ? iov : iov + 1;
+    m.msg_iovlen = (an ? 1 : 0) + (bn ? 1 : 0);
+    for (;;) {
+      ssize_t k = ::sendmsg(fd_.get(), &m, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (k >= 0) return static_cast<size_t>(k);
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
