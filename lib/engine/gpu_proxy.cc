@@ -143,9 +143,9 @@ bool GpuProxy::tx(PeerState& s) {
   while (s.out_busy) {
     const uint64_t total = kHeader + (s.out.type == kData ? s.out.value : 0);
     size_t n;
-    if (s.out_done < kHeader)  // the frame's header and payload in one write
-      n = s.p.conn->send_some2(reinterpret_cast<const char*>(&s.out) + s.out_done,
-                               kHeader - s.out_done, s.out_payload, total - kHeader);
+    if (s.out_done < kHeader)
+      n = s.p.conn->send_some(reinterpret_cast<const char*>(&s.out) + s.out_done,
+                              kHeader - s.out_done);
     else
       n = s.p.conn->send_some(s.out_payload + (s.out_done - kHeader), total - s.out_done);
     if (n == 0) break;

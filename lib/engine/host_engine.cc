@@ -429,10 +429,13 @@ class Exec {
         return moved;
       }
     } else {
-      while (s.hdr_done < sizeof(MsgHeader)) {  // header and payload in one write
+      // A small payload goes in one write with its header; a large one
+      // after it, so that it starts a segment of its own.
+      const size_t with_hdr = s.bytes <= kStreamPeekBytes ? s.bytes : 0;
+      while (s.hdr_done < sizeof(MsgHeader)) {
         const size_t hn = sizeof(MsgHeader) - s.hdr_done;
         size_t n =
-            c.send_some2(reinterpret_cast<const char*>(&s.hdr) + s.hdr_done, hn, s.src, s.bytes);
+            c.send_some2(reinterpret_cast<const char*>(&s.hdr) + s.hdr_done, hn, s.src, with_hdr);
         if (n == 0) return moved;
         const size_t h = std::min(n, hn);
         s.hdr_done += h;

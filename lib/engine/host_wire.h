@@ -55,10 +55,11 @@ constexpr uint8_t kPayloadRemote = 1;
 // ring. Reductions keep the ring (they read the payload once either way).
 // Largest single remote read (the loop moves other transfers in between).
 constexpr size_t kRemoteReadChunkBytes = 4 * 1024 * 1024;
-// Stream receives of at most this many payload bytes take their header
-// through Connection::peek (one socket recv for header and payload, the
-// payload then copied out of the transport's buffer); larger ones read the
-// header alone and the payload straight into the destination.
+// Stream messages of at most this many payload bytes are sent in one write
+// with their header (Connection::send_some2), and received with the header
+// taken through Connection::peek (one socket recv for header and payload,
+// the payload then copied out of the transport's buffer). Larger payloads
+// are written after the header and read straight into the destination.
 constexpr size_t kStreamPeekBytes = 32 * 1024;
 
 // Whether a header's collective (MsgHeader::coll, any byte) reduces what

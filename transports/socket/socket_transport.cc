@@ -55,18 +55,7 @@ class SocketConnection final : public Connection {
  public:
   SocketConnection(Fd fd, int peer, SockAddr addr) : fd_(std::move(fd)), peer_(peer), addr_(addr) {}
 
-  size_t send_some(const void* data, size_t n) override {
-    if (n == 0) return 0;
-    if (shut_.load(std::memory_order_relaxed)) throw_broken();
-    for (;;) {
-      ssize_t k = ::send(fd_.get(), data, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (k >= 0) return static_cast<size_t>(k);
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-      send_err_.store(errno);
-      throw_broken();
-    }
-  }
+  size_t send_some(const void* data, size_t n) override { return send_some2(data, n, nullptr, 0); }
 
   size_t send_some2(const void* a, size_t an, const void* b, size_t bn) override {
     if (an + bn == 0) return 0;
