@@ -498,20 +498,15 @@ class Exec {
       }
     } else {
       // A message whose payload lands in a staging buffer anyway (reduced
-      // from it, or small) has its header taken through peek: on sockets one
-      // recv then fills the buffer with header and payload. A large received
-      // payload goes straight into dst after a header read alone.
+      // from it, or small) has its header taken through peek (the base
+      // Connection::recv_some): on sockets one recv then fills the buffer
+      // with header and payload. A large received payload goes straight
+      // into dst after a header read alone (the transport's recv_some).
       const bool via_peek = s.op->kind != OpKind::Recv || s.bytes <= kStreamPeekBytes;
       while (s.hdr_done < sizeof(MsgHeader)) {
         char* to = reinterpret_cast<char*>(&s.got) + s.hdr_done;
         const size_t want = sizeof(MsgHeader) - s.hdr_done;
-        size_t n = 0;
-        if (!via_peek) {
-          n = c.recv_some(to, want);
-        } else if (const void* p = nullptr; (n = c.peek(&p, want)) > 0) {
-          std::memcpy(to, p, n);
-          c.consume(n);
-        }
+        const size_t n = via_peek ? c.Connection::recv_some(to, want) : c.recv_some(to, want);
         if (n == 0) return moved;
         s.hdr_done += n;
         moved = true;
