@@ -24,12 +24,12 @@ struct Config;
 struct PeerInfo {
   int32_t rank = 0;
   int32_t pid = 0;
-  int32_t cuda_device = -1;       // -1: host-only communicator
+  int32_t cuda_device = -1;  // -1: host-only communicator
   uint32_t pad = 0;
-  char host_id[128] = {};         // hostname + boot id (or MYCOLL_HOST_ID)
+  char host_id[128] = {};  // hostname + boot id (or MYCOLL_HOST_ID)
   char hostname[64] = {};
-  char ip[48] = {};               // bootstrap interface address (text)
-  uint64_t gpu_bus_id = 0;        // PCI bus id of cuda_device (0 if none)
+  char ip[48] = {};         // bootstrap interface address (text)
+  uint64_t gpu_bus_id = 0;  // PCI bus id of cuda_device (0 if none)
 };
 
 // Checks the PeerInfo rank `rank` sent (through the bootstrap): its rank,

@@ -10,11 +10,11 @@
 #include <thread>
 #include <vector>
 
-#include "bootstrap/bootstrap.h"
 #include "base/config.h"
 #include "base/error.h"
-#include "transports/transport.h"
+#include "bootstrap/bootstrap.h"
 #include "thread_bootstrap.h"
+#include "transports/transport.h"
 
 namespace mycoll {
 namespace {
