@@ -40,6 +40,9 @@ struct mycollComm {
   mycoll::AlgoPolicy algo;
   std::unique_ptr<mycoll::Bootstrap> bootstrap;
   std::vector<mycoll::PeerInfo> peers;  // indexed by rank
+  // This rank's host runs more ranks than the CPUs their affinity masks
+  // cover together (topo oversubscribed_hosts, at init): waits yield early.
+  bool host_oversubscribed = false;
   // conns[r]: connection to rank r (null for self). transport_of[r]: its name.
   std::vector<std::unique_ptr<mycoll::Connection>> conns;
   std::vector<std::string> transport_of;

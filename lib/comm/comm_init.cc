@@ -214,22 +214,29 @@ std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int 
   check_consistent_config(*c);
   c->transport_of = select_transports(c->cfg, c->peers, rank);
   {
-    int local = 0;
-    for (const auto& p : c->peers)
-      local += std::strncmp(p.host_id, c->peers[rank].host_id, sizeof(p.host_id)) == 0;
-    cpu_set_t set;
-    int cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
+    // Oversubscription is judged per host from every rank's affinity mask:
+    // ranks bound to a core each (mpirun, srun --cpu-bind) are not
+    // oversubscribed; ranks confined to fewer CPUs than there are of them
+    // are, whatever the machine has.
+    std::vector<CpuMask> masks(nranks);
+    masks[rank] = local_cpu_mask();
+    c->bootstrap->allgather(masks.data(), sizeof(CpuMask));
+    std::vector<int> cpus;
+    const std::vector<char> over = oversubscribed_hosts(c->peers, masks, &cpus);
+    c->host_oversubscribed = over[rank];
     // Every rank must choose the same algorithm, so the rule switches when
-    // any host is oversubscribed (hosts may differ in ranks and cores).
-    std::vector<char> over(nranks, 0);
-    over[rank] = cores > 0 && local > cores && cuda_device < 0;
-    c->bootstrap->allgather(over.data(), 1);
-    if (over[rank])
-      log_info(Subsys::Tuning,
-               "rank {}: {} ranks on this host share {} cores: automatic "
-               "all-reduce prefers fewer steps",
-               rank, local, cores);
-    if (std::find(over.begin(), over.end(), 1) != over.end()) c->algo.set_oversubscribed(true);
+    // any host of a host communicator is oversubscribed (hosts may differ
+    // in ranks and cores).
+    bool any = false;
+    for (int r = 0; r < nranks; ++r) any |= over[r] && c->peers[r].cuda_device < 0;
+    if (over[rank]) {
+      int local = 0;
+      for (const auto& p : c->peers)
+        local += std::strncmp(p.host_id, c->peers[rank].host_id, sizeof(p.host_id)) == 0;
+      log_info(Subsys::Tuning, "rank {}: {} ranks on this host may run on {} CPUs{}", rank, local,
+               cpus[rank], cuda_device < 0 ? ": automatic all-reduce prefers fewer steps" : "");
+    }
+    if (any) c->algo.set_oversubscribed(true);
   }
   std::vector<int> order = host_major_order(c->peers);
   const int nhosts = count_hosts(c->peers);

@@ -161,15 +161,7 @@ void backoff(unsigned idle_passes, bool crowded) {
   }
 }
 
-bool host_crowded(const mycollComm* comm) {
-  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  if (cpus <= 0 || comm->peers.size() <= static_cast<size_t>(comm->rank)) return false;
-  const std::string mine = comm->peers[comm->rank].host_id;
-  long local = 0;
-  for (const PeerInfo& p : comm->peers)
-    if (mine == p.host_id) ++local;
-  return local > cpus;
-}
+bool host_crowded(const mycollComm* comm) { return comm->host_oversubscribed; }
 
 Error host_fail(mycollComm* comm, const Error& e, const Waits& waits) {
   const bool waiting = e.code() == mycollRemoteError || e.code() == mycollTimeout;

@@ -150,7 +150,8 @@ RecordError parse_msg_record(const void* p, size_t len, const MsgHeader& want, b
 // waited for may need this very CPU.
 void backoff(unsigned idle_passes, bool crowded);
 
-// Whether comm's host runs more of its ranks than it has CPUs online.
+// Whether comm's host runs more of its ranks than the CPUs their affinity
+// masks cover together (mycollComm::host_oversubscribed).
 bool host_crowded(const mycollComm* comm);
 
 // How often (in idle passes) the loops look at the clock, the abort flag

@@ -1,5 +1,6 @@
 #include "topo/topo.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -70,6 +71,44 @@ std::vector<int> ranks_on_gpu(const std::vector<PeerInfo>& all, int rank) {
   for (size_t r = 0; r < all.size(); ++r)
     if (static_cast<int>(r) == rank || same_gpu(all[r], all[rank])) out.push_back(static_cast<int>(r));
   return out;
+}
+
+CpuMask local_cpu_mask() {
+  CpuMask m;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return m;  // more CPUs than cpu_set_t holds
+  for (int c = 0; c < 1024 && c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) m.bits[c / 64] |= uint64_t(1) << (c % 64);
+  return m;
+}
+
+std::vector<char> oversubscribed_hosts(const std::vector<PeerInfo>& all,
+                                       const std::vector<CpuMask>& masks, std::vector<int>* cpus) {
+  const size_t n = all.size();
+  std::vector<char> over(n, 0);
+  if (cpus) cpus->assign(n, 0);
+  for (size_t r = 0; r < n && r < masks.size(); ++r) {
+    CpuMask u;
+    int local = 0;
+    bool known = true;
+    for (size_t q = 0; q < n && q < masks.size(); ++q) {
+      if (!same_host(all[r], all[q])) continue;
+      ++local;
+      bool any = false;
+      for (int w = 0; w < 16; ++w) {
+        u.bits[w] |= masks[q].bits[w];
+        any |= masks[q].bits[w] != 0;
+      }
+      known &= any;
+    }
+    if (!known) continue;
+    int count = 0;
+    for (uint64_t w : u.bits) count += __builtin_popcountll(w);
+    over[r] = local > count;
+    if (cpus) (*cpus)[r] = count;
+  }
+  return over;
 }
 
 int max_ranks_per_gpu(const std::vector<PeerInfo>& all) {

@@ -1,6 +1,7 @@
 // Who is where, and which transport serves each peer.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,25 @@ std::vector<int> host_major_order(const std::vector<PeerInfo>& all);
 
 // Number of distinct hosts among all.
 int count_hosts(const std::vector<PeerInfo>& all);
+
+// The CPUs a rank may run on (its affinity mask), as allgathered at init:
+// bit c % 64 of word c / 64 is CPU c. All zero: not known (the mask did not
+// fit these 1024 CPUs).
+struct CpuMask {
+  uint64_t bits[16] = {};
+};
+CpuMask local_cpu_mask();
+
+// For each rank: whether its host runs more ranks than the CPUs those
+// ranks may run on together (the union of the masks of every rank with its
+// host_id). Ranks bound to a core each are not oversubscribed; ranks bound
+// to fewer cores than there are of them are, however many the machine has.
+// A host with an unknown mask is not counted as oversubscribed. cpus, when
+// given, gets per rank the CPUs its host's ranks cover (0: unknown). Every
+// rank computes the same from the allgathered peers and masks.
+std::vector<char> oversubscribed_hosts(const std::vector<PeerInfo>& all,
+                                       const std::vector<CpuMask>& masks,
+                                       std::vector<int>* cpus = nullptr);
 
 // Ranks on the same GPU as `rank` (same host, same PCI bus id), `rank`
 // included, ascending; just {rank} for a host-only rank.

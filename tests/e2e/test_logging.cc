@@ -3,10 +3,12 @@
 // "Init COMPLETE" line (a split names its parent), per-call lines only with
 // MYCOLL_DEBUG_SUBSYS=COLL, TRACE shows every step, API errors under the
 // call's subsystem, MYCOLL_* typos warned once, and a rank whose rendezvous
-// root does not answer says so while it waits.
+// root does not answer says so while it waits; oversubscription judged from
+// the ranks' affinity masks, said at INFO.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -239,4 +241,53 @@ TEST(Logging, ARankWaitingForASilentRootSaysSo) {
             std::string::npos)
       << text;
   remove_dir(dir);
+}
+
+// Ranks bound to a CPU each (what mpirun and srun --cpu-bind do) are not
+// oversubscribed, however few CPUs each may use; ranks bound to one CPU
+// together are, and say so at INFO (before session 36 each rank compared
+// the host's ranks with its own mask, so ranks bound a core each were
+// judged oversubscribed and the all-reduce rule of 3+ ranks changed).
+TEST(Logging, OversubscriptionJudgedFromTheRanksAffinityMasks) {
+  cpu_set_t mine;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(mine), &mine), 0);
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c)
+    if (CPU_ISSET(c, &mine)) cpus.push_back(c);
+  if (cpus.size() < 2) GTEST_SKIP() << "needs two CPUs to bind the ranks apart";
+  for (bool shared : {false, true}) {
+    SCOPED_TRACE(shared ? "both ranks on one CPU" : "a CPU each");
+    const std::string dir = scratch_dir("logtest", shared ? "oversub" : "bound");
+    LaunchOptions opt;
+    opt.nranks = 2;
+    opt.env = {
+        {"MYCOLL_DEBUG", "INFO"}, {"MYCOLL_TIMEOUT", "60"}, {"MYCOLL_DEBUG_FILE", dir + "/log.%r"}};
+    opt.pre_init = [&](int rank) {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(cpus[shared ? 0 : rank], &one);
+      if (sched_setaffinity(0, sizeof(one), &one) != 0) _exit(3);
+    };
+    auto res = run_ranks(opt, [](mycollComm_t comm, int rank, int, const mycollUniqueId&) {
+      const size_t n = 262144;  // 1 MiB of floats
+      std::vector<float> in(n), out(n, -1.0f);
+      for (size_t i = 0; i < n; ++i) in[i] = float(rank * 3 + int(i % 5));
+      if (mycollAllReduce(in.data(), out.data(), n, mycollFloat32, mycollSum, comm, nullptr) !=
+          mycollSuccess)
+        return 1;
+      for (size_t i = 0; i < n; ++i)
+        if (out[i] != float(3 + 2 * int(i % 5))) return 2;
+      return 0;
+    });
+    ASSERT_EQ(describe_failures(res), "");
+    for (int r = 0; r < 2; ++r) {
+      const std::string text = read_text_file(dir + "/log." + std::to_string(r));
+      ASSERT_FALSE(text.empty()) << "no log for rank " << r;
+      const std::string said =
+          "rank " + std::to_string(r) + ": 2 ranks on this host may run on 1 CPUs";
+      EXPECT_EQ(text.find(said) != std::string::npos, shared) << text;
+      EXPECT_EQ(text.find("prefers fewer steps") != std::string::npos, shared) << text;
+    }
+    remove_dir(dir);
+  }
 }
