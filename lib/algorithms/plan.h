@@ -167,6 +167,8 @@ class AlgoPolicy {
   Algo choose(Coll c, int nranks, size_t bytes) const;
   // The automatic rule alone.
   static Algo auto_choice(Coll c, int nranks, size_t bytes);
+  // The largest all-reduce (bytes) the automatic rule gives the one shot.
+  static size_t one_shot_max_bytes(int nranks);
   // More ranks on this host than CPU cores: every step waits for a peer to
   // be scheduled, so the automatic rule prefers fewer steps (rhd all-reduce
   // up to 8 MiB instead of the ring's 2(n-1) steps).

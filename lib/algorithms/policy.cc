@@ -124,8 +124,11 @@ bool AlgoPolicy::forced(Coll c) const {
 Algo AlgoPolicy::auto_rule(Coll c, int nranks, size_t bytes) const {
   Algo a = auto_choice_hosts(c, nranks, hosts_, bytes);
   if (!oversubscribed_ || c != Coll::AllReduce || nranks <= 2) return a;
+  // Measured on 2 cores at 4 and 8 ranks (session 34), not with
+  // one_shot_max_bytes' core per rank: the one shot up to 32 KiB of copies.
+  if (nranks <= 16 && bytes * static_cast<size_t>(nranks - 1) <= 32 * KiB) return Algo::Direct;
+  if (a == Algo::Direct) return Algo::Rhd;
   if (a == Algo::Ring && bytes <= 8 * MiB) return Algo::Rhd;
-  if (a == Algo::Direct && bytes * static_cast<size_t>(nranks - 1) > 32 * KiB) return Algo::Rhd;
   return a;
 }
 
@@ -143,6 +146,20 @@ Algo AlgoPolicy::auto_choice_hosts(Coll c, int nranks, int hosts, size_t bytes) 
   return a;
 }
 
+// The largest all-reduce the one shot takes on hosts. Measured with a
+// core per rank (16 cores, ranks bound a core each, shm; docs/algorithms.md):
+// against rhd it leads up to 32 KiB at 3 ranks (rhd's extra steps for a
+// non-power of two), up to 2 KiB at 4-6 ranks, up to 512 B at 7-8, and
+// nowhere at 16 (rhd 2.1-2.3 us against 2.9-3.5 at 8 B). Two ranks take it
+// while its one copy is at most 256 KiB.
+size_t AlgoPolicy::one_shot_max_bytes(int nranks) {
+  if (nranks <= 2) return 256 * KiB;
+  if (nranks == 3) return 32 * KiB;
+  if (nranks <= 6) return 2 * KiB;
+  if (nranks <= 8) return 512;
+  return 0;
+}
+
 // bytes is the collective's whole message: the buffer of allreduce,
 // broadcast and reduce; all n blocks of allgather, reducescatter, alltoall
 // (one rank's send buffer), scatter and gather (the root's blocked buffer).
@@ -151,7 +168,7 @@ Algo AlgoPolicy::auto_choice(Coll c, int nranks, size_t bytes) {
     case Coll::AllReduce:
       // One shot (one step, n-1 copies of the message out) while that
       // traffic stays small: latency is what counts there.
-      if (nranks <= 16 && bytes * static_cast<size_t>(nranks - 1) <= 256 * KiB) return Algo::Direct;
+      if (bytes <= one_shot_max_bytes(nranks)) return Algo::Direct;
       if (nranks <= 2) return Algo::Ring;
       if (bytes <= 256 * KiB) return Algo::Rhd;
       if (nranks >= 16 && bytes <= 4 * MiB) return Algo::Tree;

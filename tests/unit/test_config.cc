@@ -174,10 +174,12 @@ TEST(AlgoPolicyOversubscribed, PrefersFewerStepsForMidSizeAllReduce) {
   EXPECT_EQ(p.choose(Coll::AllReduce, 8, size_t(64) << 20), Algo::Ring);
   EXPECT_EQ(p.choose(Coll::AllReduce, 2, size_t(4) << 20), Algo::Ring);
   EXPECT_EQ(p.choose(Coll::AllGather, 8, size_t(4) << 20), Algo::Ring);
-  // The one shot while its n-1 copies stay within 32 KiB, then rhd.
+  // Oversubscribed: the one shot while its n-1 copies stay within 32 KiB
+  // (measured on 2 cores), then rhd; with a core per rank the rule's own
+  // limit (one_shot_max_bytes, lower from 4 ranks).
   AlgoPolicy q = AlgoPolicy::parse("");
-  EXPECT_EQ(q.choose(Coll::AllReduce, 4, 64 * KiB), Algo::Direct);
-  EXPECT_EQ(q.choose(Coll::AllReduce, 8, 8 * KiB), Algo::Direct);
+  EXPECT_EQ(q.choose(Coll::AllReduce, 3, 32 * KiB), Algo::Direct);
+  EXPECT_EQ(q.choose(Coll::AllReduce, 4, 4 * KiB), Algo::Rhd);
   q.set_oversubscribed(true);
   for (int n : {3, 4, 5, 8, 16}) {
     const size_t limit = 32 * KiB / size_t(n - 1);  // largest one shot

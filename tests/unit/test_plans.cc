@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "algorithms/plan.h"
@@ -554,7 +555,16 @@ TEST(AlgoPolicy, AutoChoiceAlwaysServesTheCollective) {
       }
   }
   // The documented shape of the rule.
-  EXPECT_EQ(AlgoPolicy::auto_choice(Coll::AllReduce, 8, 1024), Algo::Direct);
+  // The one shot up to its measured limit per rank count, then rhd.
+  for (auto [n, limit] : std::vector<std::pair<int, size_t>>{
+           {2, 256 * 1024}, {3, 32 * 1024}, {4, 2048}, {6, 2048}, {7, 512}, {8, 512}}) {
+    EXPECT_EQ(AlgoPolicy::auto_choice(Coll::AllReduce, n, 8), Algo::Direct) << n;
+    EXPECT_EQ(AlgoPolicy::auto_choice(Coll::AllReduce, n, limit), Algo::Direct) << n;
+    EXPECT_EQ(AlgoPolicy::auto_choice(Coll::AllReduce, n, limit + 4),
+              n == 2 ? Algo::Ring : Algo::Rhd)
+        << n;
+  }
+  EXPECT_EQ(AlgoPolicy::auto_choice(Coll::AllReduce, 16, 8), Algo::Rhd);
   EXPECT_EQ(AlgoPolicy::auto_choice(Coll::AllReduce, 32, 1024), Algo::Rhd);
   EXPECT_EQ(AlgoPolicy::auto_choice(Coll::AllReduce, 8, 128 * 1024), Algo::Rhd);
   EXPECT_EQ(AlgoPolicy::auto_choice(Coll::AllReduce, 8, size_t(1) << 30), Algo::Ring);
