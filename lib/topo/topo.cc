@@ -3,9 +3,9 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
-#include <algorithm>
 #include <set>
 
 #include "base/error.h"
@@ -69,7 +69,8 @@ static bool same_gpu(const PeerInfo& a, const PeerInfo& b) {
 std::vector<int> ranks_on_gpu(const std::vector<PeerInfo>& all, int rank) {
   std::vector<int> out;
   for (size_t r = 0; r < all.size(); ++r)
-    if (static_cast<int>(r) == rank || same_gpu(all[r], all[rank])) out.push_back(static_cast<int>(r));
+    if (static_cast<int>(r) == rank || same_gpu(all[r], all[rank]))
+      out.push_back(static_cast<int>(r));
   return out;
 }
 
@@ -158,13 +159,14 @@ std::vector<std::string> select_transports(const Config& cfg, const std::vector<
       const std::string& t = cfg.transport;
       if (t == "shm") {
         if (!local)
-          throw_error(mycollInvalidUsage,
-                      "MYCOLL_TRANSPORT=shm cannot serve rank " + std::to_string(r) + " on host " +
-                          peer.hostname + ": shared memory needs both ranks on one host");
+          throw_error(mycollInvalidUsage, "MYCOLL_TRANSPORT=shm cannot serve rank " +
+                                              std::to_string(r) + " on host " + peer.hostname +
+                                              ": shared memory needs both ranks on one host");
       } else if (t == "cuda_ipc") {
         if (!gpu || peer.cuda_device < 0)
-          throw_error(mycollInvalidUsage, "MYCOLL_TRANSPORT=cuda_ipc needs GPU communicators; rank " +
-                                              std::to_string(r) + " or this rank is host-only");
+          throw_error(mycollInvalidUsage,
+                      "MYCOLL_TRANSPORT=cuda_ipc needs GPU communicators; rank " +
+                          std::to_string(r) + " or this rank is host-only");
         if (!local)
           throw_error(mycollInvalidUsage, "MYCOLL_TRANSPORT=cuda_ipc cannot serve rank " +
                                               std::to_string(r) + " on another host (" +
@@ -174,8 +176,9 @@ std::vector<std::string> select_transports(const Config& cfg, const std::vector<
         if (!(t == "ib" ? ib_available(cfg.ib.hca, &why) : ucx_available(&why)))
           throw_error(mycollInvalidUsage, "MYCOLL_TRANSPORT=" + t + ": " + why);
       } else if (t != "socket") {
-        throw_error(mycollInvalidArgument, "MYCOLL_TRANSPORT=" + t +
-                                               " is not a transport (shm, socket, ib, ucx, cuda_ipc)");
+        throw_error(
+            mycollInvalidArgument,
+            "MYCOLL_TRANSPORT=" + t + " is not a transport (shm, socket, ib, ucx, cuda_ipc)");
       }
       out[r] = t;
       continue;
@@ -189,8 +192,7 @@ std::vector<std::string> select_transports(const Config& cfg, const std::vector<
   // cuda_ipc) or stages everything through host memory: a GPU communicator
   // with any host-transport peer uses shm for its same-host GPU peers too.
   bool any_host = false;
-  for (size_t r = 0; r < all.size(); ++r)
-    any_host |= out[r] != "self" && out[r] != "cuda_ipc";
+  for (size_t r = 0; r < all.size(); ++r) any_host |= out[r] != "self" && out[r] != "cuda_ipc";
   if (gpu && any_host)
     for (auto& t : out)
       if (t == "cuda_ipc") t = "shm";

@@ -66,9 +66,8 @@ TEST(Logging, InfoIsAShortInitSummaryWithCommIdsAndNoPerCallLines) {
   const std::string dir = scratch_dir("logtest", "info");
   LaunchOptions opt;
   opt.nranks = 3;
-  opt.env = {{"MYCOLL_DEBUG", "INFO"},
-             {"MYCOLL_TIMEOUT", "60"},
-             {"MYCOLL_DEBUG_FILE", dir + "/log.%r"}};
+  opt.env = {
+      {"MYCOLL_DEBUG", "INFO"}, {"MYCOLL_TIMEOUT", "60"}, {"MYCOLL_DEBUG_FILE", dir + "/log.%r"}};
   auto res = run_ranks(opt, [](mycollComm_t comm, int, int, const mycollUniqueId&) {
     return all_reduces(comm, 200);
   });
@@ -123,13 +122,11 @@ TEST(Logging, PerCallLinesBehindCollAndSplitNamesItsParent) {
                         " nranks 2 parent " + parent),
               std::string::npos)
         << text;
-    EXPECT_NE(text.find("comm " + child + " rank " + std::to_string(r) + "/2: split from comm " +
-                        parent),
-              std::string::npos)
+    EXPECT_NE(
+        text.find("comm " + child + " rank " + std::to_string(r) + "/2: split from comm " + parent),
+        std::string::npos)
         << text;
-    EXPECT_EQ(count_of(text, "comm " + parent + " rank " + std::to_string(r) +
-                                 "/2: op "),
-              20u)
+    EXPECT_EQ(count_of(text, "comm " + parent + " rank " + std::to_string(r) + "/2: op "), 20u)
         << text;
     EXPECT_EQ(count_of(text, "comm " + child + " rank " + std::to_string(r) + "/2: op "), 5u)
         << text;
@@ -149,7 +146,9 @@ TEST(Logging, TraceShowsEveryStepWithPeerAndBytes) {
   auto res = run_ranks(opt, [](mycollComm_t comm, int, int, const mycollUniqueId&) {
     std::vector<float> buf(3000, 1.0f);  // 12000 B: ring all-reduce chunks of 4000 B
     return mycollAllReduce(buf.data(), buf.data(), buf.size(), mycollFloat32, mycollSum, comm,
-                           nullptr) == mycollSuccess ? 0 : 1;
+                           nullptr) == mycollSuccess
+               ? 0
+               : 1;
   });
   ASSERT_EQ(describe_failures(res), "");
   for (int r = 0; r < 3; ++r) {
@@ -160,7 +159,8 @@ TEST(Logging, TraceShowsEveryStepWithPeerAndBytes) {
       EXPECT_NE(text.find("allreduce ring step " + std::to_string(step) + "/4: send to rank " +
                           std::to_string(next) + " 4000 B"),
                 std::string::npos)
-          << "step " << step << ":\n" << text;
+          << "step " << step << ":\n"
+          << text;
       EXPECT_NE(text.find("allreduce step " + std::to_string(step) + "/4 done in"),
                 std::string::npos)
           << text;
@@ -176,12 +176,12 @@ TEST(Logging, ApiErrorsUnderTheCallsSubsystemAndTyposWarnedOnce) {
   const std::string dir = scratch_dir("logtest", "errors");
   LaunchOptions opt;
   opt.nranks = 2;
-  opt.env = {{"MYCOLL_TIMEOUTS", "5"}, {"MYCOLL_TIMEOUT", "60"},
-             {"MYCOLL_DEBUG_FILE", dir + "/log.%r"}};
+  opt.env = {
+      {"MYCOLL_TIMEOUTS", "5"}, {"MYCOLL_TIMEOUT", "60"}, {"MYCOLL_DEBUG_FILE", dir + "/log.%r"}};
   auto res = run_ranks(opt, [](mycollComm_t comm, int, int, const mycollUniqueId&) {
     float x = 0;
-    mycollResult_t bad = mycollAllReduce(&x, &x, 1, static_cast<mycollDataType_t>(99), mycollSum,
-                                         comm, nullptr);
+    mycollResult_t bad =
+        mycollAllReduce(&x, &x, 1, static_cast<mycollDataType_t>(99), mycollSum, comm, nullptr);
     mycollComm_t sub = nullptr;
     mycollCommSplit(comm, 0, 0, &sub);  // a second init: the typo is not warned again
     mycollCommDestroy(sub);
@@ -190,8 +190,9 @@ TEST(Logging, ApiErrorsUnderTheCallsSubsystemAndTyposWarnedOnce) {
   ASSERT_EQ(describe_failures(res), "");
   for (int r = 0; r < 2; ++r) {
     const std::string text = read_text_file(dir + "/log." + std::to_string(r));
-    EXPECT_EQ(count_of(text, "MYCOLL_TIMEOUTS is not a mycoll variable (did you mean "
-                             "MYCOLL_TIMEOUT?)"),
+    EXPECT_EQ(count_of(text,
+                       "MYCOLL_TIMEOUTS is not a mycoll variable (did you mean "
+                       "MYCOLL_TIMEOUT?)"),
               1u)
         << text;
     // WARN lines: timestamped, under COLL, with the communicator's id.
