@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "base/error.h"
@@ -86,28 +87,37 @@ CpuMask local_cpu_mask() {
 
 std::vector<char> oversubscribed_hosts(const std::vector<PeerInfo>& all,
                                        const std::vector<CpuMask>& masks, std::vector<int>* cpus) {
-  const size_t n = all.size();
-  std::vector<char> over(n, 0);
-  if (cpus) cpus->assign(n, 0);
-  for (size_t r = 0; r < n && r < masks.size(); ++r) {
-    CpuMask u;
-    int local = 0;
+  const size_t n = std::min(all.size(), masks.size());
+  // Per host: its ranks, the union of their masks, and whether every mask
+  // is known; then each rank's answer from its host.
+  struct Host {
+    int ranks = 0;
     bool known = true;
-    for (size_t q = 0; q < n && q < masks.size(); ++q) {
-      if (!same_host(all[r], all[q])) continue;
-      ++local;
-      bool any = false;
-      for (int w = 0; w < 16; ++w) {
-        u.bits[w] |= masks[q].bits[w];
-        any |= masks[q].bits[w] != 0;
-      }
-      known &= any;
+    CpuMask cpus;
+    int count = 0;  // CPUs in the union; 0 when some mask is unknown
+  };
+  std::map<std::string, Host> hosts;
+  for (size_t r = 0; r < n; ++r) {
+    Host& h = hosts[all[r].host_id];
+    ++h.ranks;
+    bool any = false;
+    for (int w = 0; w < 16; ++w) {
+      h.cpus.bits[w] |= masks[r].bits[w];
+      any |= masks[r].bits[w] != 0;
     }
-    if (!known) continue;
+    h.known &= any;
+  }
+  for (auto& [id, h] : hosts) {
     int count = 0;
-    for (uint64_t w : u.bits) count += __builtin_popcountll(w);
-    over[r] = local > count;
-    if (cpus) (*cpus)[r] = count;
+    for (uint64_t w : h.cpus.bits) count += __builtin_popcountll(w);
+    h.count = h.known ? count : 0;
+  }
+  std::vector<char> over(all.size(), 0);
+  if (cpus) cpus->assign(all.size(), 0);
+  for (size_t r = 0; r < n; ++r) {
+    const Host& h = hosts[all[r].host_id];
+    over[r] = h.known && h.ranks > h.count;
+    if (cpus) (*cpus)[r] = h.count;
   }
   return over;
 }
