@@ -1,4 +1,3 @@
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>

@@ -61,7 +61,6 @@ struct HostState {
   uint64_t pass = 1;  // never reset, so stale marks never match
   // record_max() of each peer's connection (0: none, or self).
   std::vector<size_t> rec_max;
-  bool crowded = false;  // host_crowded(): yield early when idle
   // The small-message point-to-point path's batch and plan (host_fast.h).
   std::vector<P2pMsg> p2p_msgs;
   FastPlan p2p_plan;
@@ -82,7 +81,6 @@ namespace {
   s->rec_max.assign(n, 0);
   for (size_t r = 0; r < n && r < comm->conns.size(); ++r)
     if (comm->conns[r]) s->rec_max[r] = comm->conns[r]->record_max();
-  s->crowded = host_crowded(comm);
   return *s;
 }
 
@@ -630,12 +628,11 @@ void progress_all(Execs& execs, bool crowded) {
 PlanCache& host_plan_cache(mycollComm* comm) { return host_state(comm).plans; }
 std::vector<P2pMsg>& host_p2p_msgs(mycollComm* comm) { return host_state(comm).p2p_msgs; }
 FastPlan& host_p2p_plan(mycollComm* comm) { return host_state(comm).p2p_plan; }
-bool host_is_crowded(mycollComm* comm) { return host_state(comm).crowded; }
 
 void run_host(std::vector<HostWork>& work) {
   if (work.size() == 1) {  // one communicator: no list of Execs to allocate
     Exec one[1] = {Exec(work[0].comm, &work[0].tasks)};
-    progress_all(one, host_state(work[0].comm).crowded);
+    progress_all(one, work[0].comm->host_oversubscribed);
     return;
   }
   std::vector<Exec> execs;
@@ -643,7 +640,7 @@ void run_host(std::vector<HostWork>& work) {
   bool crowded = false;
   for (auto& w : work) {
     execs.emplace_back(w.comm, &w.tasks);
-    crowded |= host_state(w.comm).crowded;
+    crowded |= w.comm->host_oversubscribed;
   }
   progress_all(execs, crowded);
 }

@@ -23,9 +23,6 @@ PlanCache& host_plan_cache(mycollComm* comm);
 // communicator's exclusive pin).
 std::vector<P2pMsg>& host_p2p_msgs(mycollComm* comm);
 FastPlan& host_p2p_plan(mycollComm* comm);
-// Whether comm's host runs more ranks than their CPUs (host_crowded()),
-// computed once.
-bool host_is_crowded(mycollComm* comm);
 
 struct HostWork {
   mycollComm* comm = nullptr;

@@ -336,7 +336,7 @@ std::shared_ptr<const FastPlan> compile_fast(mycollComm* comm, const Plan& plan,
     link_pairs(fp->xfers.data() + st.xfer_begin, st.xfer_end - st.xfer_begin);
     fp->max_step_xfers = std::max<size_t>(fp->max_step_xfers, st.xfer_end - st.xfer_begin);
   }
-  fp->crowded = host_is_crowded(comm);
+  fp->crowded = comm->host_oversubscribed;
   return fp;
 }
 
@@ -401,7 +401,7 @@ bool eligible(mycollComm* comm, const P2pMsg* msgs, size_t n) {
   p.root = -1;
   p.scratch_bytes = 0;
   p.result = Slice{Buf::Output, 0, 0};
-  p.crowded = host_is_crowded(comm);  // fixed per communicator
+  p.crowded = comm->host_oversubscribed;  // fixed per communicator
   p.steps.clear();
   p.locals.clear();
   p.xfers.clear();

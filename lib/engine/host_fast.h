@@ -58,7 +58,7 @@ struct FastPlan {
   std::vector<Local> locals;
   std::vector<Xfer> xfers;
   size_t max_step_xfers = 0;
-  bool crowded = false;  // host_crowded(): yield early when idle
+  bool crowded = false;  // mycollComm::host_oversubscribed: yield early when idle
 };
 
 // The plan compiled for comm, or null when it does not qualify: a message

@@ -2,7 +2,6 @@
 
 #include <sched.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -160,8 +159,6 @@ void backoff(unsigned idle_passes, bool crowded) {
     nanosleep(&ts, nullptr);
   }
 }
-
-bool host_crowded(const mycollComm* comm) { return comm->host_oversubscribed; }
 
 Error host_fail(mycollComm* comm, const Error& e, const Waits& waits) {
   const bool waiting = e.code() == mycollRemoteError || e.code() == mycollTimeout;

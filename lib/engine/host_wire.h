@@ -150,10 +150,6 @@ RecordError parse_msg_record(const void* p, size_t len, const MsgHeader& want, b
 // waited for may need this very CPU.
 void backoff(unsigned idle_passes, bool crowded);
 
-// Whether comm's host runs more of its ranks than the CPUs their affinity
-// masks cover together (mycollComm::host_oversubscribed).
-bool host_crowded(const mycollComm* comm);
-
 // How often (in idle passes) the loops look at the clock, the abort flag
 // and the peers: every 256th idle pass, and every pass once sleeping.
 inline bool idle_check_due(unsigned idle_passes) {
