@@ -14,6 +14,8 @@
 #include <cstring>
 #include <thread>
 
+#include "harness_cuda.h"
+
 namespace ntest {
 namespace {
 
@@ -23,6 +25,8 @@ struct Shared {
 };
 Shared* g_shared = nullptr;
 int g_failures = 0;
+Mem g_mem = Mem::Host;
+World* g_world = nullptr;  // this rank's, for failures found without one at hand
 
 void vreport(const World& w, const char* fmt, va_list ap) {
   if (g_failures < 25) {
@@ -92,22 +96,28 @@ const Fmt* float_fmt(ncclDataType_t t) {
 
 }  // namespace
 
-const ncclDataType_t kAllTypes[12] = {ncclInt8,   ncclUint8,    ncclInt32,      ncclUint32,
-                                      ncclInt64,  ncclUint64,   ncclFloat16,    ncclFloat32,
+const ncclDataType_t kAllTypes[12] = {ncclInt8,    ncclUint8,    ncclInt32,      ncclUint32,
+                                      ncclInt64,   ncclUint64,   ncclFloat16,    ncclFloat32,
                                       ncclFloat64, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2};
 
 size_t type_size(ncclDataType_t t) {
   switch (t) {
-    case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
-    case ncclFloat16: case ncclBfloat16: return 2;
-    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+    case ncclInt8:
+    case ncclUint8:
+    case ncclFloat8e4m3:
+    case ncclFloat8e5m2: return 1;
+    case ncclFloat16:
+    case ncclBfloat16: return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32: return 4;
     default: return 8;
   }
 }
 
 const char* type_name(ncclDataType_t t) {
-  static const char* names[] = {"int8",    "uint8",   "int32",    "uint32",     "int64",      "uint64",
-                                "float16", "float32", "float64",  "bfloat16",   "fp8e4m3",    "fp8e5m2"};
+  static const char* names[] = {"int8",    "uint8",   "int32",   "uint32",   "int64",   "uint64",
+                                "float16", "float32", "float64", "bfloat16", "fp8e4m3", "fp8e5m2"};
   return t >= 0 && t < 12 ? names[t] : "?";
 }
 
@@ -143,12 +153,36 @@ double load(ncclDataType_t t, const void* buf, size_t i) {
   switch (t) {
     case ncclInt8: return *reinterpret_cast<const int8_t*>(p);
     case ncclUint8: return *reinterpret_cast<const uint8_t*>(p);
-    case ncclInt32: { int32_t v; std::memcpy(&v, p, 4); return v; }
-    case ncclUint32: { uint32_t v; std::memcpy(&v, p, 4); return v; }
-    case ncclInt64: { int64_t v; std::memcpy(&v, p, 8); return double(v); }
-    case ncclUint64: { uint64_t v; std::memcpy(&v, p, 8); return double(v); }
-    case ncclFloat32: { float v; std::memcpy(&v, p, 4); return v; }
-    default: { double v; std::memcpy(&v, p, 8); return v; }
+    case ncclInt32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case ncclUint32: {
+      uint32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case ncclInt64: {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      return double(v);
+    }
+    case ncclUint64: {
+      uint64_t v;
+      std::memcpy(&v, p, 8);
+      return double(v);
+    }
+    case ncclFloat32: {
+      float v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    default: {
+      double v;
+      std::memcpy(&v, p, 8);
+      return v;
+    }
   }
 }
 
@@ -169,7 +203,8 @@ double tag_value(ncclDataType_t t, int r, size_t i, int seed) {
     case ncclFloat8e5m2: m = 9, off = 4; break;
     case ncclBfloat16: m = 256, off = 128; break;
     case ncclFloat16: m = 2048, off = 1024; break;
-    case ncclUint32: case ncclUint64: off = 0; break;
+    case ncclUint32:
+    case ncclUint64: off = 0; break;
     default: break;
   }
   return double((uint64_t(r) * 37 + i * 11 + uint64_t(seed)) % m) - double(off);
@@ -219,6 +254,59 @@ std::vector<char> buffer(ncclDataType_t t, size_t count) {
   return std::vector<char>(type_size(t) * (count ? count : 1), char(0x5a));
 }
 
+Mem mem() { return g_mem; }
+void set_mem(Mem m) { g_mem = m; }
+int gpu_count(std::string* why) { return cuda::device_count(why); }
+
+Buf::Buf(ncclDataType_t t, size_t count) : host_(buffer(t, count)), elem_(type_size(t)) {
+  if (g_mem != Mem::Cuda) return;
+  std::string why;
+  gpu_ = cuda::alloc(host_.size(), &why);
+  if (!gpu_) {
+    fail(*g_world, "cudaMalloc of %zu bytes: %s", host_.size(), why.c_str());
+    return;
+  }
+  put();
+}
+
+Buf::~Buf() { cuda::release(gpu_); }
+
+void Buf::put() {
+  std::string why;
+  if (gpu_ && !cuda::copy(gpu_, host_.data(), host_.size(), true, g_world->stream, &why))
+    fail(*g_world, "copy of %zu bytes to the GPU: %s", host_.size(), why.c_str());
+}
+
+void Buf::get() {
+  std::string why;
+  if (gpu_ && !cuda::copy(host_.data(), gpu_, host_.size(), false, g_world->stream, &why))
+    fail(*g_world, "copy of %zu bytes from the GPU: %s", host_.size(), why.c_str());
+}
+
+bool finish(World& w, const char* what, ncclComm_t comm, cudaStream_t stream) {
+  std::string why;
+  if (g_mem == Mem::Cuda && !cuda::sync(stream ? stream : w.stream, &why)) {
+    fail(w, "%s: waiting for the stream: %s", what, why.c_str());
+    return false;
+  }
+  if (!comm) comm = w.comm;
+  ncclResult_t state = ncclSuccess;
+  if (comm && (ncclCommGetAsyncError(comm, &state) != ncclSuccess || state != ncclSuccess)) {
+    fail(w, "%s: ncclCommGetAsyncError reports %d (%s): %s", what, int(state),
+         ncclGetErrorString(state), ncclGetLastError(comm));
+    return false;
+  }
+  return true;
+}
+
+Stream::Stream() {
+  std::string why;
+  if (g_mem == Mem::Cuda && !cuda::new_stream(&s_, &why))
+    fail(*g_world, "cudaStreamCreate: %s", why.c_str());
+}
+
+Stream::~Stream() { cuda::release_stream(s_); }
+
 void fail(const World& w, const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -236,8 +324,8 @@ bool expect(const World& w, bool cond, const char* fmt, ...) {
 }
 
 bool ok(const World& w, ncclResult_t r, const char* what) {
-  return expect(w, r == ncclSuccess, "%s returned %d (%s): %s", what, int(r),
-                ncclGetErrorString(r), ncclGetLastError(nullptr));
+  return expect(w, r == ncclSuccess, "%s returned %d (%s): %s", what, int(r), ncclGetErrorString(r),
+                ncclGetLastError(nullptr));
 }
 
 int failures() { return g_failures; }
@@ -270,17 +358,34 @@ static int child(int rank, int nranks, Suite suite, bool init_world) {
   World w;
   w.rank = rank;
   w.nranks = nranks;
+  g_world = &w;
+  if (g_mem == Mem::Cuda) {
+    std::string why;
+    const int gpus = cuda::device_count(&why);
+    if (gpus <= 0) {
+      fail(w, "--mem cuda: %s", why.c_str());
+      return 2;
+    }
+    w.device = rank % gpus;
+    if (!cuda::use_device(w.device, &w.stream, &why)) {
+      fail(w, "GPU %d: %s", w.device, why.c_str());
+      return 2;
+    }
+  }
   if (init_world) {
     ncclUniqueId id = shared_id(w, 0);
     if (!ok(w, ncclCommInitRank(&w.comm, nranks, id, rank), "ncclCommInitRank (world)")) return 2;
   }
   int rc = suite(w);
   if (w.comm && !ok(w, ncclCommDestroy(w.comm), "ncclCommDestroy (world)")) rc = 1;
+  cuda::release_stream(w.stream);
+  g_world = nullptr;
   return rc != 0 || g_failures > 0 ? 1 : 0;
 }
 
 int run_suite(const char* name, int nranks, Suite suite, bool init_world, double timeout_s) {
-  void* mem = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  void* mem =
+      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) {
     std::perror("mmap");
     return nranks;
@@ -317,7 +422,8 @@ int run_suite(const char* name, int nranks, Suite suite, bool init_world, double
       }
     }
     if (left > 0 && std::chrono::steady_clock::now() > until) {
-      std::fprintf(stderr, "[%s] timed out after %.0f s: killing %d rank(s)\n", name, timeout_s, left);
+      std::fprintf(stderr, "[%s] timed out after %.0f s: killing %d rank(s)\n", name, timeout_s,
+                   left);
       for (int r = 0; r < nranks; ++r)
         if (!done[r]) kill(pids[r], SIGKILL);
     }
@@ -325,7 +431,8 @@ int run_suite(const char* name, int nranks, Suite suite, bool init_world, double
   }
   munmap(mem, sizeof(Shared));
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("[nccl_api_test] %-8s np %d: %s (%.1f s)\n", name, nranks, failed ? "FAIL" : "PASS", s);
+  std::printf("[nccl_api_test] %-8s np %d %s memory: %s (%.1f s)\n", name, nranks,
+              g_mem == Mem::Cuda ? "GPU" : "host", failed ? "FAIL" : "PASS", s);
   std::fflush(stdout);
   return failed;
 }

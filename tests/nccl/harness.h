@@ -1,7 +1,9 @@
 // Harness of the nccl.h test program (nccl_api_test): forked ranks, ids
-// passed through shared memory, failure counting, and element codecs and
+// passed through shared memory, failure counting, the buffers handed to
+// NCCL (host memory, or GPU memory with --mem cuda), and element codecs and
 // reference values computed independently of mycoll (own fp16/bf16/fp8
-// rounding). Uses only nccl.h and the C/C++ standard libraries.
+// rounding). Uses only nccl.h, the C/C++ standard libraries and, for GPU
+// memory, the CUDA runtime (harness_cuda.cc).
 #pragma once
 
 #include <nccl.h>
@@ -18,7 +20,64 @@ namespace ntest {
 struct World {
   int rank = 0;
   int nranks = 1;
-  ncclComm_t comm = nullptr;  // the world communicator (blocking init)
+  ncclComm_t comm = nullptr;      // the world communicator (blocking init)
+  int device = -1;                // GPU of this rank (rank % GPUs) with --mem cuda
+  cudaStream_t stream = nullptr;  // the stream every call of the rank goes on
+};
+
+// ---- memory ------------------------------------------------------------------
+
+// Where the buffers handed to NCCL live. Host: host-memory communicators
+// (MYCOLL_HOST_COMM=1). Cuda: each rank on GPU rank % GPUs (so several ranks
+// share a GPU when there are fewer GPUs than ranks), its calls on a stream of
+// its own, results copied back to the host to be checked.
+enum class Mem { Host, Cuda };
+Mem mem();
+void set_mem(Mem m);
+// Whether this build can use GPU memory, and how many GPUs the process sees
+// (call in a rank, never in the parent before fork); 0 with a reason in why.
+int gpu_count(std::string* why);
+
+// A buffer of count elements of t (at least one), 0x5a bytes on both sides:
+// host() is what the test fills and checks, dev() what NCCL gets (the same
+// memory on the host; GPU memory with --mem cuda). put() copies host ->
+// GPU, get() GPU -> host (both on the rank's stream, waited for; no-ops on the host).
+class Buf {
+ public:
+  Buf(ncclDataType_t t, size_t count);
+  ~Buf();
+  Buf(const Buf&) = delete;
+  Buf& operator=(const Buf&) = delete;
+  char* host() { return host_.data(); }
+  char* dev(size_t elem_off = 0) { return base() + elem_off * elem_; }
+  size_t bytes() const { return host_.size(); }
+  void put();
+  void get();
+
+ private:
+  char* base() { return gpu_ ? static_cast<char*>(gpu_) : host_.data(); }
+  std::vector<char> host_;
+  size_t elem_;
+  void* gpu_ = nullptr;
+};
+
+// Waits for stream (default: the rank's) and asks comm (default: the
+// world's) for an asynchronous error (a kernel that gave up records one);
+// false, with a failure naming what, when either reports an error.
+bool finish(World& w, const char* what, ncclComm_t comm = nullptr, cudaStream_t stream = nullptr);
+
+// A stream of its own (GPU memory; nullptr on the host), for a second rank
+// driven by the same thread.
+class Stream {
+ public:
+  Stream();
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  cudaStream_t get() const { return s_; }
+
+ private:
+  cudaStream_t s_ = nullptr;
 };
 
 // A fresh id from rank 0 to every rank (slot: 0..kIdSlots-1, each used once).

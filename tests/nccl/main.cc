@@ -1,7 +1,12 @@
 // nccl_api_test: a program written only against nccl.h, linked against the
-// built libnccl.so.2, run as forked ranks on host buffers.
-//   nccl_api_test --np N [--suite colls|p2p|comm|errors|shrink|env|all]
+// built libnccl.so.2, run as forked ranks on host buffers, or with --mem cuda
+// on GPU buffers (rank r on GPU r % GPUs: with fewer GPUs than ranks,
+// several ranks share one).
+//   nccl_api_test --np N [--suite colls|p2p|comm|errors|shrink|env|all] [--mem host|cuda]
+// Exits 0 when every rank passed, 1 when one failed, 2 on bad arguments,
+// 77 (skipped) with --mem cuda where no GPU or no CUDA is available.
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -13,18 +18,44 @@
 
 int main(int argc, char** argv) {
   int np = 2;
-  std::string which = "all";
+  std::string which = "all", mem = "host";
+  bool bad = argc % 2 == 0;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--np") == 0) np = std::atoi(argv[i + 1]);
-    else if (std::strcmp(argv[i], "--suite") == 0) which = argv[i + 1];
+    const char* v = argv[i + 1];
+    if (std::strcmp(argv[i], "--np") == 0) {
+      np = std::atoi(v);
+    } else if (std::strcmp(argv[i], "--suite") == 0) {
+      which = v;
+    } else if (std::strcmp(argv[i], "--mem") == 0) {
+      mem = v;
+    } else {
+      bad = true;
+    }
   }
-  if (np < 1 || np > 64) {
-    std::fprintf(stderr, "usage: %s --np N [--suite NAME]\n", argv[0]);
+  if (bad || np < 1 || np > 64 || (mem != "host" && mem != "cuda")) {
+    std::fprintf(stderr, "usage: %s --np N [--suite NAME] [--mem host|cuda]\n", argv[0]);
     return 2;
   }
-  // Host-memory communicators even where GPUs exist; bounded waits.
-  setenv("MYCOLL_HOST_COMM", "1", 1);
-  setenv("MYCOLL_TIMEOUT", "60", 0);
+  if (mem == "cuda") {
+    // Asked in a child: CUDA must not be initialised in a process that forks ranks.
+    pid_t p = fork();
+    if (p == 0) {
+      std::string why;
+      const int n = ntest::gpu_count(&why);
+      if (n <= 0) std::printf("SKIP: --mem cuda: %s\n", why.c_str());
+      std::fflush(stdout);
+      _exit(n > 0 ? 0 : 77);
+    }
+    int status = 0;
+    if (p < 0 || waitpid(p, &status, 0) != p || !WIFEXITED(status)) return 2;
+    if (WEXITSTATUS(status) != 0) return 77;
+    ntest::set_mem(ntest::Mem::Cuda);
+    unsetenv("MYCOLL_HOST_COMM");
+  } else {
+    // Host-memory communicators even where GPUs exist.
+    setenv("MYCOLL_HOST_COMM", "1", 1);
+  }
+  setenv("MYCOLL_TIMEOUT", "60", 0);  // bounded waits
   char dir[] = "/tmp/nccl_api_test.XXXXXX";
   if (!mkdtemp(dir)) {
     std::perror("mkdtemp");

@@ -1,12 +1,14 @@
 // Point-to-point, communicator management (split, shrink, non-blocking
 // init, finalize, revoke, abort, registration), errors and bad arguments,
-// and the NCCL_* environment variables.
+// and the NCCL_* environment variables; on host buffers, or GPU buffers
+// with --mem cuda.
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -25,9 +27,15 @@ bool contains(const char* s, const char* part) { return s && std::strstr(s, part
 
 // Allreduce of each rank's value (float64 sum) on comm; checks the result.
 void check_allreduce(World& w, ncclComm_t comm, double mine, double want, const char* what) {
-  double v = mine, out = -1;
-  if (ok(w, ncclAllReduce(&v, &out, 1, ncclFloat64, ncclSum, comm, nullptr), what))
-    expect(w, out == want, "%s: sum is %g, want %g", what, out, want);
+  Buf v(ncclFloat64, 1), out(ncclFloat64, 1);
+  store(ncclFloat64, v.host(), 0, mine);
+  v.put();
+  if (ok(w, ncclAllReduce(v.dev(), out.dev(), 1, ncclFloat64, ncclSum, comm, w.stream), what) &&
+      finish(w, what, comm)) {
+    out.get();
+    const double got = load(ncclFloat64, out.host(), 0);
+    expect(w, got == want, "%s: sum is %g, want %g", what, got, want);
+  }
 }
 
 // Polls a non-blocking communicator until it leaves ncclInProgress (60 s at most).
@@ -35,7 +43,8 @@ ncclResult_t wait_ready(World& w, ncclComm_t comm) {
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   ncclResult_t state = ncclInProgress;
   while (state == ncclInProgress && std::chrono::steady_clock::now() < until) {
-    if (!ok(w, ncclCommGetAsyncError(comm, &state), "ncclCommGetAsyncError")) return ncclInternalError;
+    if (!ok(w, ncclCommGetAsyncError(comm, &state), "ncclCommGetAsyncError"))
+      return ncclInternalError;
     if (state == ncclInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   return state;
@@ -46,21 +55,24 @@ ncclResult_t wait_ready(World& w, ncclComm_t comm) {
 void test_all_pairs(World& w, ncclDataType_t t, int seed) {
   const int n = w.nranks;
   auto count = [](int from, int to) { return size_t(1 + (from * 5 + to * 3) % 17 * 61); };
-  std::vector<std::vector<char>> out(n), in(n);
+  std::vector<std::unique_ptr<Buf>> out(n), in(n);
   ok(w, ncclGroupStart(), "ncclGroupStart");
   for (int p = 0; p < n; ++p) {
-    out[p] = buffer(t, count(w.rank, p));
-    in[p] = buffer(t, count(p, w.rank));
+    out[p] = std::make_unique<Buf>(t, count(w.rank, p));
+    in[p] = std::make_unique<Buf>(t, count(p, w.rank));
     for (size_t i = 0; i < count(w.rank, p); ++i)
-      store(t, out[p].data(), i, tag_value(t, w.rank, p * 1000 + i, seed));
-    ok(w, ncclSend(out[p].data(), count(w.rank, p), t, p, w.comm, nullptr), "ncclSend");
-    ok(w, ncclRecv(in[p].data(), count(p, w.rank), t, p, w.comm, nullptr), "ncclRecv");
+      store(t, out[p]->host(), i, tag_value(t, w.rank, p * 1000 + i, seed));
+    out[p]->put();
+    ok(w, ncclSend(out[p]->dev(), count(w.rank, p), t, p, w.comm, w.stream), "ncclSend");
+    ok(w, ncclRecv(in[p]->dev(), count(p, w.rank), t, p, w.comm, w.stream), "ncclRecv");
   }
-  if (!ok(w, ncclGroupEnd(), "ncclGroupEnd (all pairs)")) return;
+  if (!ok(w, ncclGroupEnd(), "ncclGroupEnd (all pairs)") || !finish(w, "all-pairs send/recv"))
+    return;
   for (int p = 0; p < n; ++p) {
+    in[p]->get();
     std::vector<double> want(count(p, w.rank));
     for (size_t i = 0; i < want.size(); ++i) want[i] = tag_value(t, p, w.rank * 1000 + i, seed);
-    check_elems(w, t, in[p].data(), 0, want.size(), want, "all-pairs send/recv (self included)");
+    check_elems(w, t, in[p]->host(), 0, want.size(), want, "all-pairs send/recv (self included)");
   }
 }
 
@@ -74,18 +86,22 @@ int suite_p2p(World& w) {
   const int partner = w.rank ^ 1;
   if (partner < w.nranks) {
     const size_t count = 4099;
-    std::vector<int32_t> out(count), in(count, -1);
-    for (size_t i = 0; i < count; ++i) out[i] = int32_t(w.rank * 100000 + i);
+    Buf out(ncclInt32, count), in(ncclInt32, count);
+    for (size_t i = 0; i < count; ++i) store(ncclInt32, out.host(), i, double(w.rank * 100000 + i));
+    out.put();
     const bool first = w.rank % 2 == 0;
     for (int step = 0; step < 2; ++step) {
       if ((step == 0) == first)
-        ok(w, ncclSend(out.data(), count, ncclInt32, partner, w.comm, nullptr), "ncclSend (plain)");
+        ok(w, ncclSend(out.dev(), count, ncclInt32, partner, w.comm, w.stream), "ncclSend (plain)");
       else
-        ok(w, ncclRecv(in.data(), count, ncclInt32, partner, w.comm, nullptr), "ncclRecv (plain)");
+        ok(w, ncclRecv(in.dev(), count, ncclInt32, partner, w.comm, w.stream), "ncclRecv (plain)");
     }
-    for (size_t i = 0; i < count; ++i)
-      if (!expect(w, in[i] == int32_t(partner * 100000 + i), "plain recv element %zu is %d", i, in[i]))
-        break;
+    if (finish(w, "plain send/recv")) {
+      in.get();
+      std::vector<double> want(count);
+      for (size_t i = 0; i < count; ++i) want[i] = double(partner * 100000 + i);
+      check_elems(w, ncclInt32, in.host(), 0, count, want, "plain recv");
+    }
   }
   return 0;
 }
@@ -96,7 +112,7 @@ int suite_comm(World& w) {
   if (ok(w, ncclCommCount(w.comm, &v), "ncclCommCount")) expect(w, v == n, "count %d", v);
   if (ok(w, ncclCommUserRank(w.comm, &v), "ncclCommUserRank")) expect(w, v == me, "rank %d", v);
   if (ok(w, ncclCommCuDevice(w.comm, &v), "ncclCommCuDevice"))
-    expect(w, v == -1, "host communicator reports device %d", v);
+    expect(w, v == w.device, "communicator reports device %d, want %d", v, w.device);
 
   // Split by parity, keys reversing the order.
   ncclComm_t half = nullptr;
@@ -142,8 +158,8 @@ int suite_comm(World& w) {
     expect(w, wait_ready(w, c) == ncclSuccess, "non-blocking init failed: %s", ncclGetLastError(c));
     check_allreduce(w, c, me + 1, n * (n + 1) / 2.0, "allreduce after non-blocking init");
     ok(w, ncclCommFinalize(c), "ncclCommFinalize");
-    double x = 1, y = 0;
-    r = ncclAllReduce(&x, &y, 1, ncclFloat64, ncclSum, c, nullptr);
+    Buf x(ncclFloat64, 1), y(ncclFloat64, 1);
+    r = ncclAllReduce(x.dev(), y.dev(), 1, ncclFloat64, ncclSum, c, w.stream);
     expect(w, r == ncclInvalidUsage, "allreduce after finalize returned %d", int(r));
     expect(w, contains(ncclGetLastError(c), "finalized"), "last error: %s", ncclGetLastError(c));
     ok(w, ncclCommDestroy(c), "ncclCommDestroy (finalized)");
@@ -157,15 +173,26 @@ int suite_comm(World& w) {
     ncclComm_t pair[2] = {nullptr, nullptr};
     ok(w, ncclGetUniqueId(&solo), "ncclGetUniqueId (grouped init)");
     ok(w, ncclGroupStart(), "ncclGroupStart (grouped init)");
-    for (int r = 0; r < 2; ++r) ok(w, ncclCommInitRank(&pair[r], 2, solo, r), "grouped ncclCommInitRank");
+    for (int r = 0; r < 2; ++r)
+      ok(w, ncclCommInitRank(&pair[r], 2, solo, r), "grouped ncclCommInitRank");
     if (ok(w, ncclGroupEnd(), "ncclGroupEnd (grouped init)") && pair[0] && pair[1]) {
-      double in[2] = {3, 4}, outv[2] = {0, 0};
+      Buf in(ncclFloat64, 2), outv(ncclFloat64, 2);
+      store(ncclFloat64, in.host(), 0, 3);
+      store(ncclFloat64, in.host(), 1, 4);
+      in.put();
+      Stream streams[2];  // a rank's kernel waits for the other's: one stream each
       ok(w, ncclGroupStart(), "ncclGroupStart (two ranks)");
       for (int r = 0; r < 2; ++r)
-        ok(w, ncclAllReduce(&in[r], &outv[r], 1, ncclFloat64, ncclSum, pair[r], nullptr),
+        ok(w,
+           ncclAllReduce(in.dev(r), outv.dev(r), 1, ncclFloat64, ncclSum, pair[r],
+                         streams[r].get()),
            "allreduce of one thread's two ranks");
       ok(w, ncclGroupEnd(), "ncclGroupEnd (two ranks)");
-      expect(w, outv[0] == 7 && outv[1] == 7, "two ranks in one thread got %g, %g", outv[0], outv[1]);
+      for (int r = 0; r < 2; ++r)
+        finish(w, "allreduce of one thread's two ranks", pair[r], streams[r].get());
+      outv.get();
+      const double o0 = load(ncclFloat64, outv.host(), 0), o1 = load(ncclFloat64, outv.host(), 1);
+      expect(w, o0 == 7 && o1 == 7, "two ranks in one thread got %g, %g", o0, o1);
     }
     for (ncclComm_t p : pair)
       if (p) ok(w, ncclCommDestroy(p), "ncclCommDestroy (grouped init)");
@@ -180,33 +207,50 @@ int suite_comm(World& w) {
   }
 
   // ncclGroupSimulateEnd estimates and runs nothing; the next group is unaffected.
-  std::vector<float> a(1 << 16, 1.0f), b(1 << 16, -5.0f);
+  const size_t big = 1 << 16;
+  Buf a(ncclFloat32, big), b(ncclFloat32, big);
+  for (size_t i = 0; i < big; ++i) {
+    store(ncclFloat32, a.host(), i, 1.0);
+    store(ncclFloat32, b.host(), i, -5.0);
+  }
+  a.put();
+  b.put();
+  auto b_untouched = [&] {
+    b.get();
+    return load(ncclFloat32, b.host(), 0) == -5.0 && load(ncclFloat32, b.host(), big - 1) == -5.0;
+  };
   ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
   ok(w, ncclGroupStart(), "ncclGroupStart (simulate)");
-  ok(w, ncclAllReduce(a.data(), b.data(), a.size(), ncclFloat32, ncclSum, w.comm, nullptr),
+  ok(w, ncclAllReduce(a.dev(), b.dev(), big, ncclFloat32, ncclSum, w.comm, w.stream),
      "allreduce in simulated group");
   if (ok(w, ncclGroupSimulateEnd(&sim), "ncclGroupSimulateEnd"))
     expect(w, sim.estimatedTime > 0, "estimatedTime %g", sim.estimatedTime);
-  expect(w, b[0] == -5.0f && b.back() == -5.0f, "simulated allreduce ran (b[0] = %g)", b[0]);
-  float one = 1, sum = 0;
+  finish(w, "simulated group");
+  expect(w, b_untouched(), "simulated allreduce ran");
+  Buf sum(ncclFloat32, 1);
   ok(w, ncclGroupStart(), "ncclGroupStart");
-  ok(w, ncclAllReduce(&one, &sum, 1, ncclFloat32, ncclSum, w.comm, nullptr), "grouped allreduce");
+  ok(w, ncclAllReduce(a.dev(), sum.dev(), 1, ncclFloat32, ncclSum, w.comm, w.stream),
+     "grouped allreduce");
   ok(w, ncclGroupEnd(), "ncclGroupEnd");
-  expect(w, sum == float(n), "allreduce after a simulated group gave %g", sum);
-  expect(w, b[0] == -5.0f, "the simulated call ran at a later ncclGroupEnd");
+  finish(w, "allreduce after a simulated group");
+  sum.get();
+  expect(w, load(ncclFloat32, sum.host(), 0) == n, "allreduce after a simulated group gave %g",
+         load(ncclFloat32, sum.host(), 0));
+  expect(w, b_untouched(), "the simulated call ran at a later ncclGroupEnd");
 
   // Registration: recorded and validated.
   void* handle = nullptr;
-  if (ok(w, ncclCommRegister(w.comm, a.data(), a.size() * 4, &handle), "ncclCommRegister")) {
+  if (ok(w, ncclCommRegister(w.comm, a.dev(), a.bytes(), &handle), "ncclCommRegister")) {
     expect(w, handle != nullptr, "ncclCommRegister gave a NULL handle");
     ok(w, ncclCommDeregister(w.comm, handle), "ncclCommDeregister");
-    expect(w, ncclCommDeregister(w.comm, handle) == ncclInvalidArgument, "double deregister accepted");
+    expect(w, ncclCommDeregister(w.comm, handle) == ncclInvalidArgument,
+           "double deregister accepted");
   }
   ncclWindow_t win = nullptr;
-  if (ok(w, ncclCommWindowRegister(w.comm, a.data(), a.size() * 4, &win, NCCL_WIN_COLL_SYMMETRIC),
+  if (ok(w, ncclCommWindowRegister(w.comm, a.dev(), a.bytes(), &win, NCCL_WIN_COLL_SYMMETRIC),
          "ncclCommWindowRegister"))
     ok(w, ncclCommWindowDeregister(w.comm, win), "ncclCommWindowDeregister");
-  expect(w, ncclCommWindowRegister(w.comm, a.data(), 16, &win, 0x10) == ncclInvalidArgument,
+  expect(w, ncclCommWindowRegister(w.comm, a.dev(), 16, &win, 0x10) == ncclInvalidArgument,
          "unknown window flags accepted");
   expect(w, ncclCommRegister(w.comm, nullptr, 16, &handle) == ncclInvalidArgument,
          "NULL buffer registered");
@@ -214,12 +258,15 @@ int suite_comm(World& w) {
   // GPU memory: served where the library has CUDA and a GPU, refused clearly otherwise.
   void* mem = nullptr;
   r = ncclMemAlloc(&mem, 4096);
+  if (ntest::mem() == Mem::Cuda)
+    expect(w, r == ncclSuccess, "ncclMemAlloc with a GPU returned %d", int(r));
   if (r == ncclSuccess) {
     expect(w, mem != nullptr, "ncclMemAlloc gave NULL");
     ok(w, ncclMemFree(mem), "ncclMemFree");
   } else {
-    expect(w, (r == ncclInvalidUsage || r == ncclUnhandledCudaError) &&
-                  contains(ncclGetLastError(nullptr), "ncclMemAlloc"),
+    expect(w,
+           (r == ncclInvalidUsage || r == ncclUnhandledCudaError) &&
+               contains(ncclGetLastError(nullptr), "ncclMemAlloc"),
            "ncclMemAlloc returned %d: %s", int(r), ncclGetLastError(nullptr));
   }
   // The device API is refused with a reason.
@@ -232,8 +279,8 @@ int suite_comm(World& w) {
   if (ok(w, ncclCommSplit(w.comm, 0, me, &dup, nullptr), "ncclCommSplit (dup)")) {
     check_allreduce(w, dup, 1, n, "allreduce on duplicate");
     ok(w, ncclCommRevoke(dup, NCCL_REVOKE_DEFAULT), "ncclCommRevoke");
-    double x = 1, y = 0;
-    r = ncclAllReduce(&x, &y, 1, ncclFloat64, ncclSum, dup, nullptr);
+    Buf x(ncclFloat64, 1), y(ncclFloat64, 1);
+    r = ncclAllReduce(x.dev(), y.dev(), 1, ncclFloat64, ncclSum, dup, w.stream);
     expect(w, r == ncclInvalidUsage, "allreduce after revoke returned %d", int(r));
     ok(w, ncclCommDestroy(dup), "ncclCommDestroy (revoked)");
   }
@@ -278,15 +325,20 @@ int suite_errors(World& w) {
              "results %d and %d share a string", a, b);
   }
   expect(w, contains(ncclGetErrorString(ncclNumResults), "unknown"), "string for ncclNumResults");
-  expect(w, contains(ncclGetErrorString(static_cast<ncclResult_t>(12345)), "unknown"), "string for 12345");
+  expect(w, contains(ncclGetErrorString(static_cast<ncclResult_t>(12345)), "unknown"),
+         "string for 12345");
 
-  float x[4] = {1, 2, 3, 4}, y[4] = {};
+  float scalar[4] = {1, 2, 3, 4};
+  Buf xb(ncclFloat32, 4), yb(ncclFloat32, 4);
+  void *x = xb.dev(), *y = yb.dev();
   ncclRedOp_t fop = ncclSum;
-  ok(w, ncclRedOpCreatePreMulSum(&fop, x, ncclFloat32, ncclScalarHostImmediate, w.comm), "premulsum op");
-  auto check_msg = [&](ncclResult_t got, ncclResult_t want, const char* mentions, const char* what) {
+  ok(w, ncclRedOpCreatePreMulSum(&fop, scalar, ncclFloat32, ncclScalarHostImmediate, w.comm),
+     "premulsum op");
+  auto check_msg = [&](ncclResult_t got, ncclResult_t want, const char* mentions,
+                       const char* what) {
     expect(w, got == want, "%s: returned %d, want %d", what, int(got), int(want));
-    expect(w, contains(ncclGetLastError(nullptr), mentions), "%s: last error '%s' does not mention '%s'",
-           what, ncclGetLastError(nullptr), mentions);
+    expect(w, contains(ncclGetLastError(nullptr), mentions),
+           "%s: last error '%s' does not mention '%s'", what, ncclGetLastError(nullptr), mentions);
   };
   check_msg(ncclAllReduce(x, y, 4, ncclFloat32, ncclSum, nullptr, nullptr), ncclInvalidArgument,
             "comm is NULL", "NULL comm");
@@ -305,11 +357,11 @@ int suite_errors(World& w) {
   check_msg(ncclAllReduce(nullptr, y, 4, ncclFloat32, ncclSum, w.comm, nullptr),
             ncclInvalidArgument, "sendbuff", "NULL sendbuff");
   check_msg(ncclRedOpDestroy(ncclSum, w.comm), ncclInvalidArgument, "built-in", "destroy ncclSum");
-  check_msg(ncclRedOpCreatePreMulSum(&fop, x, static_cast<ncclDataType_t>(42),
+  check_msg(ncclRedOpCreatePreMulSum(&fop, scalar, static_cast<ncclDataType_t>(42),
                                      ncclScalarHostImmediate, w.comm),
             ncclInvalidArgument, "datatype", "premulsum of datatype 42");
-  check_msg(ncclRedOpCreatePreMulSum(&fop, x, ncclFloat32, static_cast<ncclScalarResidence_t>(9),
-                                     w.comm),
+  check_msg(ncclRedOpCreatePreMulSum(&fop, scalar, ncclFloat32,
+                                     static_cast<ncclScalarResidence_t>(9), w.comm),
             ncclInvalidArgument, "residence", "premulsum residence 9");
   ok(w, ncclRedOpDestroy(fop, w.comm), "ncclRedOpDestroy");
   check_msg(ncclRedOpDestroy(fop, w.comm), ncclInvalidArgument, "live", "destroy it twice");
@@ -320,7 +372,8 @@ int suite_errors(World& w) {
   ncclComm_t c = nullptr;
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
   cfg.magic = 0x1234;
-  check_msg(ncclCommInitRankConfig(&c, n, zero, w.rank, &cfg), ncclInvalidArgument, "magic", "bad magic");
+  check_msg(ncclCommInitRankConfig(&c, n, zero, w.rank, &cfg), ncclInvalidArgument, "magic",
+            "bad magic");
   cfg = NCCL_CONFIG_INITIALIZER;
   cfg.blocking = 7;
   check_msg(ncclCommInitRankConfig(&c, n, zero, w.rank, &cfg), ncclInvalidArgument, "blocking",
@@ -331,17 +384,26 @@ int suite_errors(World& w) {
   ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
   sim.magic = 1;
   ok(w, ncclGroupStart(), "ncclGroupStart");
-  check_msg(ncclGroupSimulateEnd(&sim), ncclInvalidArgument, "NCCL_SIM_INFO_INITIALIZER", "bad simInfo");
+  check_msg(ncclGroupSimulateEnd(&sim), ncclInvalidArgument, "NCCL_SIM_INFO_INITIALIZER",
+            "bad simInfo");
   ok(w, ncclGroupEnd(), "ncclGroupEnd (after a refused simulate)");
 
   // A bad call inside a group fails at once; the rest of the group runs.
-  float one = 1, sum = 0;
+  Buf one(ncclFloat32, 1), sum(ncclFloat32, 1);
+  store(ncclFloat32, one.host(), 0, 1.0);
+  one.put();
   ok(w, ncclGroupStart(), "ncclGroupStart");
-  expect(w, ncclAllReduce(x, y, 4, static_cast<ncclDataType_t>(-1), ncclSum, w.comm, nullptr) ==
-                ncclInvalidArgument, "bad grouped call accepted");
-  ok(w, ncclAllReduce(&one, &sum, 1, ncclFloat32, ncclSum, w.comm, nullptr), "good grouped call");
+  expect(w,
+         ncclAllReduce(x, y, 4, static_cast<ncclDataType_t>(-1), ncclSum, w.comm, w.stream) ==
+             ncclInvalidArgument,
+         "bad grouped call accepted");
+  ok(w, ncclAllReduce(one.dev(), sum.dev(), 1, ncclFloat32, ncclSum, w.comm, w.stream),
+     "good grouped call");
   ok(w, ncclGroupEnd(), "ncclGroupEnd");
-  expect(w, sum == float(n), "grouped allreduce after a refused call gave %g", sum);
+  finish(w, "grouped allreduce after a refused call");
+  sum.get();
+  expect(w, load(ncclFloat32, sum.host(), 0) == n, "grouped allreduce after a refused call gave %g",
+         load(ncclFloat32, sum.host(), 0));
   // The communicator stays usable after argument errors.
   check_allreduce(w, w.comm, 1, n, "allreduce after argument errors");
   return 0;
@@ -359,9 +421,11 @@ int suite_shrink(World& w) {
     _exit(failures() ? 1 : 0);  // a rank that died
   }
   int self = me;
-  expect(w, ncclCommShrink(w.comm, &self, 1, &nc, nullptr, NCCL_SHRINK_DEFAULT) == ncclInvalidArgument,
+  expect(w,
+         ncclCommShrink(w.comm, &self, 1, &nc, nullptr, NCCL_SHRINK_DEFAULT) == ncclInvalidArgument,
          "a rank excluding itself was accepted");
-  if (ok(w, ncclCommShrink(w.comm, &excluded, 1, &nc, nullptr, NCCL_SHRINK_ABORT), "ncclCommShrink")) {
+  if (ok(w, ncclCommShrink(w.comm, &excluded, 1, &nc, nullptr, NCCL_SHRINK_ABORT),
+         "ncclCommShrink")) {
     int v = -1;
     ok(w, ncclCommCount(nc, &v), "ncclCommCount (shrunk)");
     expect(w, v == n - 1, "shrunk size %d", v);
@@ -390,9 +454,17 @@ int suite_env(World& w) {
   setenv("NCCL_MADE_UP_SETTING", "1", 1);
   ncclUniqueId id = shared_id(w, 0);
   if (!ok(w, ncclCommInitRank(&w.comm, w.nranks, id, w.rank), "ncclCommInitRank (env)")) return 1;
-  std::vector<float> a(4096, 1.0f), b(4096, 0.0f);
-  if (ok(w, ncclAllReduce(a.data(), b.data(), a.size(), ncclFloat32, ncclSum, w.comm, nullptr), "allreduce"))
-    expect(w, b[0] == float(w.nranks) && b.back() == float(w.nranks), "allreduce gave %g", b[0]);
+  const size_t elems = 4096;
+  Buf a(ncclFloat32, elems), b(ncclFloat32, elems);
+  for (size_t i = 0; i < elems; ++i) store(ncclFloat32, a.host(), i, 1.0);
+  a.put();
+  if (ok(w, ncclAllReduce(a.dev(), b.dev(), elems, ncclFloat32, ncclSum, w.comm, w.stream),
+         "allreduce") &&
+      finish(w, "allreduce")) {
+    b.get();
+    check_elems(w, ncclFloat32, b.host(), 0, elems, std::vector<double>(elems, w.nranks),
+                "allreduce (env)");
+  }
   ok(w, ncclCommDestroy(w.comm), "ncclCommDestroy (env)");
   w.comm = nullptr;
   const std::string path = std::string(dir) + "/nccl." + std::to_string(getpid()) + ".log";
@@ -406,12 +478,13 @@ int suite_env(World& w) {
     for (size_t p = log.find(s); p != std::string::npos; p = log.find(s, p + 1)) ++k;
     return k;
   };
-  const char* once[] = {"NCCL API 2.28.9 served by mycoll",
-                        "NCCL_ALGO=Tree -> MYCOLL_ALGO=tree",
-                        "NCCL_DEBUG=INFO -> MYCOLL_DEBUG=INFO",
-                        "NCCL_SOCKET_IFNAME=bogus0 not applied: MYCOLL_SOCKET_IFNAME=lo is set and wins",
-                        "NCCL_NVLS_ENABLE=0 ignored",
-                        "NCCL_MADE_UP_SETTING=1 ignored"};
+  const char* once[] = {
+      "NCCL API 2.28.9 served by mycoll",
+      "NCCL_ALGO=Tree -> MYCOLL_ALGO=tree",
+      "NCCL_DEBUG=INFO -> MYCOLL_DEBUG=INFO",
+      "NCCL_SOCKET_IFNAME=bogus0 not applied: MYCOLL_SOCKET_IFNAME=lo is set and wins",
+      "NCCL_NVLS_ENABLE=0 ignored",
+      "NCCL_MADE_UP_SETTING=1 ignored"};
   for (const char* s : once)
     expect(w, count(s) == 1, "log has '%s' %zu times (want once)", s, count(s));
   expect(w, count("algo tree") >= 1, "the allreduce did not run the tree algorithm (NCCL_ALGO)");

@@ -1,0 +1,93 @@
+#include "harness_cuda.h"
+
+#if NTEST_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace ntest::cuda {
+
+#if NTEST_HAVE_CUDA
+
+namespace {
+bool check(cudaError_t e, std::string* why) {
+  if (e == cudaSuccess) return true;
+  *why = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+  return false;
+}
+}  // namespace
+
+int device_count(std::string* why) {
+  int n = 0;
+  if (!check(cudaGetDeviceCount(&n), why)) return 0;
+  if (n == 0) *why = "no CUDA GPU";
+  return n;
+}
+
+bool new_stream(cudaStream_t* stream, std::string* why) {
+  return check(cudaStreamCreateWithFlags(stream, cudaStreamNonBlocking), why);
+}
+
+bool use_device(int device, cudaStream_t* stream, std::string* why) {
+  return check(cudaSetDevice(device), why) && new_stream(stream, why);
+}
+
+void release_stream(cudaStream_t stream) {
+  if (stream) cudaStreamDestroy(stream);
+}
+
+void* alloc(size_t bytes, std::string* why) {
+  void* p = nullptr;
+  return check(cudaMalloc(&p, bytes), why) ? p : nullptr;
+}
+
+void release(void* p) {
+  if (p) cudaFree(p);
+}
+
+// On the rank's stream, then waited for: a plain cudaMemcpy from pageable
+// memory may return before its DMA lands, and runs on the legacy default
+// stream, which a non-blocking stream's kernels do not wait for.
+bool copy(void* dst, const void* src, size_t bytes, bool to_device, cudaStream_t stream,
+          std::string* why) {
+  return check(cudaMemcpyAsync(dst, src, bytes,
+                               to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, stream),
+               why) &&
+         check(cudaStreamSynchronize(stream), why);
+}
+
+bool sync(cudaStream_t stream, std::string* why) {
+  return check(cudaStreamSynchronize(stream), why);
+}
+
+#else  // built without CUDA
+
+int device_count(std::string* why) {
+  *why = "nccl_api_test was built without CUDA";
+  return 0;
+}
+bool use_device(int, cudaStream_t*, std::string* why) {
+  *why = "nccl_api_test was built without CUDA";
+  return false;
+}
+bool new_stream(cudaStream_t*, std::string* why) {
+  *why = "nccl_api_test was built without CUDA";
+  return false;
+}
+void release_stream(cudaStream_t) {}
+void* alloc(size_t, std::string* why) {
+  *why = "nccl_api_test was built without CUDA";
+  return nullptr;
+}
+void release(void*) {}
+bool copy(void*, const void*, size_t, bool, cudaStream_t, std::string* why) {
+  *why = "nccl_api_test was built without CUDA";
+  return false;
+}
+bool sync(cudaStream_t, std::string* why) {
+  *why = "nccl_api_test was built without CUDA";
+  return false;
+}
+
+#endif
+
+}  // namespace ntest::cuda
