@@ -418,18 +418,25 @@ int rank_main(mycollComm_t comm, int rank, int nranks, const Options& o, const c
   d.alloc(&d.checksums, static_cast<size_t>(nranks), "checksums");
 
   // Data and initial parameters: host -> device, then rank 0's parameters to
-  // everybody. Synchronous copies: the host vectors die at the end of scope.
+  // everybody. The copies go on the training stream and are waited for
+  // before the host vectors die at the end of scope (a plain cudaMemcpy
+  // from pageable memory may return before its DMA lands, and runs on the
+  // legacy default stream, which this non-blocking stream does not wait for).
   {
     std::vector<float> x;
     std::vector<int> y;
     make_shard(rank, shard, &x, &y);
-    cuda_must(cudaMemcpy(d.x, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice),
-              "cudaMemcpy(x)");
-    cuda_must(cudaMemcpy(d.y, y.data(), y.size() * sizeof(int), cudaMemcpyHostToDevice),
-              "cudaMemcpy(y)");
+    cuda_must(cudaMemcpyAsync(d.x, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice,
+                              d.stream),
+              "cudaMemcpyAsync(x)");
+    cuda_must(cudaMemcpyAsync(d.y, y.data(), y.size() * sizeof(int), cudaMemcpyHostToDevice,
+                              d.stream),
+              "cudaMemcpyAsync(y)");
     std::vector<float> p = init_params(rank);
-    cuda_must(cudaMemcpy(d.params, p.data(), kParams * sizeof(float), cudaMemcpyHostToDevice),
-              "cudaMemcpy(params)");
+    cuda_must(cudaMemcpyAsync(d.params, p.data(), kParams * sizeof(float), cudaMemcpyHostToDevice,
+                              d.stream),
+              "cudaMemcpyAsync(params)");
+    cuda_must(cudaStreamSynchronize(d.stream), "cudaStreamSynchronize (inputs)");
   }
   cuda_must(cudaMemsetAsync(d.stats, 0, 2 * sizeof(float), d.stream), "cudaMemsetAsync(stats)");
   if (o.broadcast)

@@ -67,9 +67,13 @@ class DeviceFloats {
   DeviceFloats(const DeviceFloats&) = delete;
   DeviceFloats& operator=(const DeviceFloats&) = delete;
   float* get() const { return p_; }
-  void upload(const std::vector<float>& h) {
-    cuda_must(cudaMemcpy(p_, h.data(), n_ * sizeof(float), cudaMemcpyHostToDevice),
-              "cudaMemcpy H2D");
+  // On the stream the collectives use, waited for: a plain cudaMemcpy from
+  // pageable memory may return before its DMA lands, and runs on the
+  // legacy default stream, which a non-blocking stream does not wait for.
+  void upload(const std::vector<float>& h, cudaStream_t s) {
+    cuda_must(cudaMemcpyAsync(p_, h.data(), n_ * sizeof(float), cudaMemcpyHostToDevice, s),
+              "cudaMemcpyAsync H2D");
+    cuda_must(cudaStreamSynchronize(s), "cudaStreamSynchronize (upload)");
   }
   std::vector<float> download() const {
     std::vector<float> h(n_);
@@ -116,19 +120,18 @@ int rank_main(mycollComm_t comm, int rank, int nranks, size_t count) {
 
   std::vector<float> input(count), poison(count, -1000.f);
   for (size_t i = 0; i < count; ++i) input[i] = ring_example::input_value(rank, i);
-  DeviceFloats send(count), ring_out(count), in_place(count), lib_out(count);
-  DeviceFloats scratch(count / nranks + 1);
-  send.upload(input);
-  in_place.upload(input);
-  ring_out.upload(poison);
-  lib_out.upload(poison);
-
   cudaStream_t s = nullptr;
   cuda_must(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
   struct StreamGuard {
     cudaStream_t s;
     ~StreamGuard() { cudaStreamDestroy(s); }
   } guard{s};
+  DeviceFloats send(count), ring_out(count), in_place(count), lib_out(count);
+  DeviceFloats scratch(count / nranks + 1);
+  send.upload(input, s);
+  in_place.upload(input, s);
+  ring_out.upload(poison, s);
+  lib_out.upload(poison, s);
   const ring_example::RingOps ops = ring_example::cuda_ring_ops();
 
   // Everything below is enqueued on s in this order; nothing waits until the sync.

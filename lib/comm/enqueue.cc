@@ -382,6 +382,56 @@ static Task make_p2p_task(mycollComm* c, const std::vector<Call>& calls) {
   return t;
 }
 
+// Enqueues the device work of a group: each communicator's tasks on its
+// stream, except where several communicators of one GPU name the same
+// stream (ranks of one communicator driven by this thread): those run side
+// by side, each on a side stream forked from that stream and joined back
+// (DeviceComm::fork), since on one stream each rank's kernel would wait
+// behind another's that it waits for. The first failure stops the group's
+// enqueues (as a failed launch always did); side streams already forked are
+// joined again before it is rethrown.
+static void enqueue_device(std::vector<HostWork>& work, std::vector<mycollStream_t>& streams) {
+  std::vector<bool> done(work.size(), false);
+  for (size_t i = 0; i < work.size(); ++i) {
+    if (done[i]) continue;
+    std::vector<size_t> same{i};
+    for (size_t j = i + 1; j < work.size(); ++j)
+      if (!done[j] && streams[j] == streams[i] &&
+          work[j].comm->device->device() == work[i].comm->device->device())
+        same.push_back(j);
+    for (size_t k : same) done[k] = true;
+    if (same.size() == 1) {
+      work[i].comm->device->enqueue(work[i].tasks, streams[i]);
+      continue;
+    }
+    if (log_enabled(LogLevel::Info, Subsys::Coll))
+      log_info(Subsys::Coll,
+               "{} communicators of GPU {} in this group name one stream: each runs on a side "
+               "stream forked from it and joined back",
+               same.size(), work[i].comm->device->device());
+    for (size_t k : same) work[k].comm->device->fork(streams[k]);
+    std::exception_ptr err;
+    std::vector<size_t> forked;
+    for (size_t k : same) {
+      try {
+        work[k].comm->device->enqueue_beside(work[k].tasks);
+        forked.push_back(k);
+      } catch (...) {
+        err = std::current_exception();
+        break;
+      }
+    }
+    for (size_t k : forked) {
+      try {
+        work[k].comm->device->join(streams[k]);
+      } catch (...) {
+        if (!err) err = std::current_exception();
+      }
+    }
+    if (err) std::rethrow_exception(err);
+  }
+}
+
 // Executes calls grouped by communicator: each communicator's point-to-point
 // calls as one batch first, then its collectives in order.
 static void execute(std::vector<std::pair<mycollComm*, Call>>& calls) {
@@ -392,7 +442,8 @@ static void execute(std::vector<std::pair<mycollComm*, Call>>& calls) {
     (call.coll == Coll::SendRecv ? p2p[c] : colls[c]).push_back(call);
     (void)colls[c];
   }
-  std::vector<HostWork> host;
+  std::vector<HostWork> host, device;
+  std::vector<mycollStream_t> device_streams;
   std::exception_ptr err;
   for (mycollComm* c : order) {
     HostWork w;
@@ -414,12 +465,14 @@ static void execute(std::vector<std::pair<mycollComm*, Call>>& calls) {
     }
     if (w.tasks.empty()) continue;
     if (c->device) {
-      c->device->enqueue(w.tasks, stream);
+      device.push_back(std::move(w));
+      device_streams.push_back(stream);
       continue;
     }
     if (stream) stream_synchronize(stream);
     host.push_back(std::move(w));
   }
+  if (!device.empty()) enqueue_device(device, device_streams);
   if (!host.empty()) run_host(host);
   if (err) std::rethrow_exception(err);
 }

@@ -99,6 +99,10 @@ class DeviceCommImpl : public DeviceComm {
     return device_algo(policy, c, bytes, limits_);
   }
   void enqueue(std::vector<Task>& tasks, mycollStream_t stream) override;
+  void fork(mycollStream_t stream) override;
+  void enqueue_beside(std::vector<Task>& tasks) override;
+  void join(mycollStream_t stream) override;
+  int device() const override { return dev_; }
 
  private:
   // Setup (device_comm_setup.cc).
@@ -161,6 +165,11 @@ class DeviceCommImpl : public DeviceComm {
   cudaStream_t last_stream_ = nullptr;  // the stream of the last operation (compared only)
   bool order_recorded_ = false;         // order_event_ marks the end of the last operation
   cudaEvent_t order_event_ = nullptr;
+  // The side stream of groups whose ranks share a stream (fork()), and its
+  // fork and join events; created at the first such group.
+  cudaStream_t side_stream_ = nullptr;
+  cudaEvent_t fork_event_ = nullptr;
+  cudaEvent_t join_event_ = nullptr;
   cudaStream_t last_checked_stream_ = nullptr;
   bool warned_blocking_stream_ = false;
   bool any_proxy_ = false;  // some rank of the communicator has proxy peers

@@ -50,6 +50,30 @@ mycollResult_t DeviceCommImpl::poll_error(std::string* reason) {
   return static_cast<mycollResult_t>(code);
 }
 
+namespace {
+
+// Makes dev the calling thread's current device (cudaSetDevice only when it
+// differs) and restores the caller's on every exit, a failed launch included:
+// launches go to the communicator's GPU whatever the caller's current device.
+class OnDevice {
+ public:
+  explicit OnDevice(int dev) : dev_(dev) {
+    cudaGetDevice(&prev_);
+    if (prev_ != dev_) cuda_check(cudaSetDevice(dev_), "cudaSetDevice");
+  }
+  ~OnDevice() {
+    if (prev_ != dev_ && prev_ >= 0) cudaSetDevice(prev_);
+  }
+  OnDevice(const OnDevice&) = delete;
+  OnDevice& operator=(const OnDevice&) = delete;
+
+ private:
+  int dev_;
+  int prev_ = -1;
+};
+
+}  // namespace
+
 void DeviceCommImpl::enqueue(std::vector<Task>& tasks, mycollStream_t stream) {
   cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
   std::string why;
@@ -57,18 +81,7 @@ void DeviceCommImpl::enqueue(std::vector<Task>& tasks, mycollStream_t stream) {
     c_.fail(e, why);
     throw_error(e, why);
   }
-  // Launches go to this communicator's GPU whatever the caller's current
-  // device; cudaSetDevice only when it differs, and the caller's device is
-  // restored on every exit (a failed launch included).
-  int cur = -1;
-  cudaGetDevice(&cur);
-  struct RestoreDevice {
-    int prev, dev;
-    ~RestoreDevice() {
-      if (prev != dev && prev >= 0) cudaSetDevice(prev);
-    }
-  } restore{cur, dev_};
-  if (cur != dev_) cuda_check(cudaSetDevice(dev_), "cudaSetDevice");
+  OnDevice on(dev_);
   if (threads_on_gpu_ > 1 && s != last_checked_stream_) check_shared_stream(s);
   const bool capturing = stream_capturing(s);
   // Programmatic launch of the LL kernel (pdl_): eager calls only (in a
@@ -78,6 +91,33 @@ void DeviceCommImpl::enqueue(std::vector<Task>& tasks, mycollStream_t stream) {
     cuda_check(cudaStreamWaitEvent(s, order_event_, 0), "cudaStreamWaitEvent (issue order)");
   for (Task& t : tasks) launch(t, s);
   mark_issue_order(s, capturing);
+}
+
+void DeviceCommImpl::fork(mycollStream_t stream) {
+  OnDevice on(dev_);
+  if (!side_stream_) {
+    cuda_check(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking),
+               "cudaStreamCreate (side stream)");
+    cuda_check(cudaEventCreateWithFlags(&fork_event_, cudaEventDisableTiming),
+               "cudaEventCreate (fork)");
+    cuda_check(cudaEventCreateWithFlags(&join_event_, cudaEventDisableTiming),
+               "cudaEventCreate (join)");
+  }
+  cuda_check(cudaEventRecord(fork_event_, reinterpret_cast<cudaStream_t>(stream)),
+             "cudaEventRecord (fork)");
+}
+
+void DeviceCommImpl::enqueue_beside(std::vector<Task>& tasks) {
+  OnDevice on(dev_);
+  cuda_check(cudaStreamWaitEvent(side_stream_, fork_event_, 0), "cudaStreamWaitEvent (fork)");
+  enqueue(tasks, side_stream_);
+  cuda_check(cudaEventRecord(join_event_, side_stream_), "cudaEventRecord (join)");
+}
+
+void DeviceCommImpl::join(mycollStream_t stream) {
+  OnDevice on(dev_);
+  cuda_check(cudaStreamWaitEvent(reinterpret_cast<cudaStream_t>(stream), join_event_, 0),
+             "cudaStreamWaitEvent (join)");
 }
 
 // Ranks of this process share the GPU: their kernels must run at once. A

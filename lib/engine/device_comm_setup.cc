@@ -221,6 +221,9 @@ DeviceCommImpl::~DeviceCommImpl() {
   for (void* p : retired_) cudaFree(p);
   if (init_stream_) cudaStreamDestroy(init_stream_);
   if (order_event_) cudaEventDestroy(order_event_);
+  if (side_stream_) cudaStreamDestroy(side_stream_);
+  if (fork_event_) cudaEventDestroy(fork_event_);
+  if (join_event_) cudaEventDestroy(join_event_);
   if (d_comm_) cudaFree(d_comm_);
   if (d_remote_) cudaFree(d_remote_);
   if (d_peers_) cudaFree(d_peers_);

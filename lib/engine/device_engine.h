@@ -35,6 +35,19 @@ class DeviceComm {
   virtual std::string describe_peer(int rank) const = 0;
   // Enqueues the tasks of one communicator on stream; returns at once.
   virtual void enqueue(std::vector<Task>& tasks, mycollStream_t stream) = 0;
+  // Ranks driven by one thread whose calls in one group name the same
+  // stream (ranks of one communicator sharing a GPU: mycollCommInitAll with
+  // a repeated device): on that stream alone each rank's kernels would queue
+  // behind the others', which they wait for. So each rank enqueues on a
+  // side stream of its own instead, forked from the caller's stream and
+  // joined back (lib/comm/enqueue.cc): fork() for every rank of the group
+  // first (where the side streams start), then enqueue_beside() for each,
+  // then join() for each (the caller's stream waits for every side stream).
+  virtual void fork(mycollStream_t stream) = 0;
+  virtual void enqueue_beside(std::vector<Task>& tasks) = 0;
+  virtual void join(mycollStream_t stream) = 0;
+  // The CUDA device this communicator's kernels run on.
+  virtual int device() const = 0;
   // A kernel that gave up (timeout, abort) leaves its reason here; returns
   // mycollSuccess while healthy. Never blocks.
   virtual mycollResult_t poll_error(std::string* reason) = 0;

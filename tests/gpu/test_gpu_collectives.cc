@@ -357,7 +357,8 @@ TEST_P(GpuThreads, InitAllOneThreadPerRank) {
       cudaStreamCreateWithFlags(&ss[i], cudaStreamNonBlocking);
       cudaMalloc(&bufs[i], count * sizeof(float));
       for (size_t k = 0; k < count; ++k) h[k] = float(i + (k % 7));
-      cudaMemcpy(bufs[i], h.data(), count * sizeof(float), cudaMemcpyHostToDevice);
+      cudaMemcpyAsync(bufs[i], h.data(), count * sizeof(float), cudaMemcpyHostToDevice, ss[i]);
+      cudaStreamSynchronize(ss[i]);  // a plain cudaMemcpy's DMA may land after the call
     }
     mycollGroupStart();
     for (int i = 0; i < n; ++i)
@@ -1273,7 +1274,8 @@ int p2p_size_body(mycollComm_t comm, const MemOps&) {
   cudaMalloc(&buf, most * sizeof(float));
   std::vector<float> h(most);
   for (size_t i = 0; i < most; ++i) h[i] = float(i % 4093) * 0.5f + float(rank);
-  cudaMemcpy(buf, h.data(), most * sizeof(float), cudaMemcpyHostToDevice);
+  cudaMemcpyAsync(buf, h.data(), most * sizeof(float), cudaMemcpyHostToDevice, s);
+  cudaStreamSynchronize(s);  // a plain cudaMemcpy's DMA may land after the call
   if (rank == 0) {
     mycollGroupStart();
     for (int r = 1; r < n; ++r) mycollSend(buf, first, mycollFloat32, r, comm, st);

@@ -176,23 +176,29 @@ int suite_comm(World& w) {
     for (int r = 0; r < 2; ++r)
       ok(w, ncclCommInitRank(&pair[r], 2, solo, r), "grouped ncclCommInitRank");
     if (ok(w, ncclGroupEnd(), "ncclGroupEnd (grouped init)") && pair[0] && pair[1]) {
-      Buf in(ncclFloat64, 2), outv(ncclFloat64, 2);
-      store(ncclFloat64, in.host(), 0, 3);
-      store(ncclFloat64, in.host(), 1, 4);
-      in.put();
-      Stream streams[2];  // a rank's kernel waits for the other's: one stream each
-      ok(w, ncclGroupStart(), "ncclGroupStart (two ranks)");
-      for (int r = 0; r < 2; ++r)
-        ok(w,
-           ncclAllReduce(in.dev(r), outv.dev(r), 1, ncclFloat64, ncclSum, pair[r],
-                         streams[r].get()),
-           "allreduce of one thread's two ranks");
-      ok(w, ncclGroupEnd(), "ncclGroupEnd (two ranks)");
-      for (int r = 0; r < 2; ++r)
-        finish(w, "allreduce of one thread's two ranks", pair[r], streams[r].get());
-      outv.get();
-      const double o0 = load(ncclFloat64, outv.host(), 0), o1 = load(ncclFloat64, outv.host(), 1);
-      expect(w, o0 == 7 && o1 == 7, "two ranks in one thread got %g, %g", o0, o1);
+      // Twice: a stream each, then both on one stream (each rank's kernel
+      // waits for the other's, so the library must not queue one behind
+      // the other).
+      Stream streams[2];
+      for (int shared = 0; shared < 2; ++shared) {
+        Buf in(ncclFloat64, 2), outv(ncclFloat64, 2);
+        store(ncclFloat64, in.host(), 0, 3 + shared);
+        store(ncclFloat64, in.host(), 1, 4);
+        in.put();
+        cudaStream_t st[2] = {streams[0].get(), streams[shared ? 0 : 1].get()};
+        const char* what = shared ? "allreduce of one thread's two ranks on one stream"
+                                  : "allreduce of one thread's two ranks";
+        ok(w, ncclGroupStart(), "ncclGroupStart (two ranks)");
+        for (int r = 0; r < 2; ++r)
+          ok(w, ncclAllReduce(in.dev(r), outv.dev(r), 1, ncclFloat64, ncclSum, pair[r], st[r]),
+             what);
+        ok(w, ncclGroupEnd(), "ncclGroupEnd (two ranks)");
+        for (int r = 0; r < 2; ++r) finish(w, what, pair[r], st[r]);
+        outv.get();
+        const double o0 = load(ncclFloat64, outv.host(), 0), o1 = load(ncclFloat64, outv.host(), 1);
+        const double want = 7 + shared;
+        expect(w, o0 == want && o1 == want, "%s: got %g, %g, want %g", what, o0, o1, want);
+      }
     }
     for (ncclComm_t p : pair)
       if (p) ok(w, ncclCommDestroy(p), "ncclCommDestroy (grouped init)");

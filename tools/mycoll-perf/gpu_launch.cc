@@ -295,7 +295,9 @@ int run_env(const Options& o) {
         cuda_must(cudaSetDevice(pc.first_dev), "cudaSetDevice");
         cuda_must(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
         cuda_must(cudaMalloc(&buf, bytes), "cudaMalloc");
-        cuda_must(cudaMemcpy(buf, data, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+        // On s: a plain cudaMemcpy may return before its DMA lands, and
+        // s (non-blocking) would not wait for it. data outlives the sync.
+        cuda_must(cudaMemcpyAsync(buf, data, bytes, cudaMemcpyHostToDevice, s), "cudaMemcpyAsync");
         must(mycollBroadcast(buf, buf, bytes, mycollUint8, 0, pc.env_comm,
                              reinterpret_cast<mycollStream_t>(s)),
              "mycollBroadcast (id relay)", pc.env_comm);
