@@ -401,6 +401,7 @@ static void enqueue_device(std::vector<HostWork>& work, std::vector<mycollStream
         same.push_back(j);
     for (size_t k : same) done[k] = true;
     if (same.size() == 1) {
+      LogScope scope(&work[i].comm->log_tag);  // a group may span communicators
       work[i].comm->device->enqueue(work[i].tasks, streams[i]);
       continue;
     }
@@ -414,6 +415,7 @@ static void enqueue_device(std::vector<HostWork>& work, std::vector<mycollStream
     std::vector<size_t> forked;
     for (size_t k : same) {
       try {
+        LogScope scope(&work[k].comm->log_tag);
         work[k].comm->device->enqueue_beside(work[k].tasks);
         forked.push_back(k);
       } catch (...) {
