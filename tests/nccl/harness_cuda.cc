@@ -31,6 +31,8 @@ bool use_device(int device, cudaStream_t* stream, std::string* why) {
   return check(cudaSetDevice(device), why) && new_stream(stream, why);
 }
 
+bool set_device(int device, std::string* why) { return check(cudaSetDevice(device), why); }
+
 void release_stream(cudaStream_t stream) {
   if (stream) cudaStreamDestroy(stream);
 }
@@ -66,6 +68,10 @@ int device_count(std::string* why) {
   return 0;
 }
 bool use_device(int, cudaStream_t*, std::string* why) {
+  *why = "nccl_api_test was built without CUDA";
+  return false;
+}
+bool set_device(int, std::string* why) {
   *why = "nccl_api_test was built without CUDA";
   return false;
 }

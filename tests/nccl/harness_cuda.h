@@ -14,6 +14,8 @@ namespace ntest::cuda {
 int device_count(std::string* why);
 // Makes device current for this thread and creates the rank's stream.
 bool use_device(int device, cudaStream_t* stream, std::string* why);
+// Makes device current for this thread.
+bool set_device(int device, std::string* why);
 bool new_stream(cudaStream_t* stream, std::string* why);
 void release_stream(cudaStream_t stream);
 void* alloc(size_t bytes, std::string* why);

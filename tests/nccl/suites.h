@@ -5,11 +5,12 @@
 
 namespace ntest {
 
-int suite_colls(World& w);   // test_colls.cc: every collective x type x op
-int suite_p2p(World& w);     // test_comm.cc: grouped and plain send/recv
-int suite_comm(World& w);    // test_comm.cc: split, non-blocking init, finalize, revoke, ...
-int suite_errors(World& w);  // test_comm.cc: error codes, strings, bad arguments
-int suite_shrink(World& w);  // test_comm.cc: shrink without the last rank (which stops)
-int suite_env(World& w);     // test_comm.cc: NCCL_* variables, NCCL_DEBUG=INFO output
+int suite_colls(World& w);    // test_colls.cc: every collective x type x op
+int suite_p2p(World& w);      // test_comm.cc: grouped and plain send/recv
+int suite_comm(World& w);     // test_comm.cc: split, non-blocking init, finalize, revoke, ...
+int suite_errors(World& w);   // test_comm.cc: error codes, strings, bad arguments
+int suite_shrink(World& w);   // test_comm.cc: shrink without the last rank (which stops)
+int suite_env(World& w);      // test_comm.cc: NCCL_* variables, NCCL_DEBUG=INFO output
+int suite_initall(World& w);  // test_initall.cc: one thread drives every rank (ncclCommInitAll)
 
 }  // namespace ntest
