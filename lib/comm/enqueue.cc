@@ -382,21 +382,24 @@ static Task make_p2p_task(mycollComm* c, const std::vector<Call>& calls) {
   return t;
 }
 
-// Enqueues the device work of a group: each communicator's tasks on its
-// stream, except where several communicators of one GPU name the same
-// stream (ranks of one communicator driven by this thread): those run side
-// by side, each on a side stream forked from that stream and joined back
-// (DeviceComm::fork), since on one stream each rank's kernel would wait
-// behind another's that it waits for. The first failure stops the group's
-// enqueues (as a failed launch always did); side streams already forked are
-// joined again before it is rethrown.
+// Enqueues the device work of a group in group order, each communicator's
+// tasks on its stream, except where several ranks of one communicator
+// (driven by this thread, on one GPU) name the same stream: on it each
+// rank's kernel would wait behind another's that it waits for, so they run
+// side by side, each on a side stream forked from that stream and joined
+// back (DeviceComm::fork); their grids are sized to be resident together.
+// Different communicators on one stream keep its order: kernels of two
+// communicators need not fit the GPU together, and run concurrently they
+// could start in another order in another process. The first failure stops
+// the group's enqueues (as a failed launch always did); side streams
+// already forked are joined again before it is rethrown.
 static void enqueue_device(std::vector<HostWork>& work, std::vector<mycollStream_t>& streams) {
   std::vector<bool> done(work.size(), false);
   for (size_t i = 0; i < work.size(); ++i) {
     if (done[i]) continue;
     std::vector<size_t> same{i};
     for (size_t j = i + 1; j < work.size(); ++j)
-      if (!done[j] && streams[j] == streams[i] &&
+      if (!done[j] && streams[j] == streams[i] && work[j].comm->id == work[i].comm->id &&
           work[j].comm->device->device() == work[i].comm->device->device())
         same.push_back(j);
     for (size_t k : same) done[k] = true;
@@ -405,11 +408,13 @@ static void enqueue_device(std::vector<HostWork>& work, std::vector<mycollStream
       work[i].comm->device->enqueue(work[i].tasks, streams[i]);
       continue;
     }
-    if (log_enabled(LogLevel::Info, Subsys::Coll))
+    if (log_enabled(LogLevel::Info, Subsys::Coll)) {
+      LogScope scope(&work[i].comm->log_tag);
       log_info(Subsys::Coll,
-               "{} communicators of GPU {} in this group name one stream: each runs on a side "
-               "stream forked from it and joined back",
+               "{} ranks of this communicator on GPU {} name one stream in this group: each runs "
+               "on a side stream forked from it and joined back",
                same.size(), work[i].comm->device->device());
+    }
     for (size_t k : same) work[k].comm->device->fork(streams[k]);
     std::exception_ptr err;
     std::vector<size_t> forked;
