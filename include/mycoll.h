@@ -105,7 +105,11 @@ MYCOLL_API const char* mycollGetLastError(mycollComm_t comm);
 MYCOLL_API mycollResult_t mycollGetUniqueId(mycollUniqueId* uniqueId);
 MYCOLL_API mycollResult_t mycollCommInitRank(mycollComm_t* comm, int nranks, mycollUniqueId commId,
                                              int rank);
-/* One process, ndev GPUs (devlist NULL = 0..ndev-1). */
+/* One process, ndev ranks on GPUs devlist[i] (NULL = 0..ndev-1; a device
+ * may repeat: ranks then share it). A thread driving several ranks issues
+ * their calls between mycollGroupStart and mycollGroupEnd, where they may
+ * share a stream; outside a group one rank's collective waits for the
+ * others', so each rank then needs a stream (or thread) of its own. */
 MYCOLL_API mycollResult_t mycollCommInitAll(mycollComm_t* comms, int ndev, const int* devlist);
 /* Rank, size and rendezvous from MYCOLL_RANK/MYCOLL_NRANKS/MYCOLL_ADDR, else
  * torchrun's RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, else Open MPI's or

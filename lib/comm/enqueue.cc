@@ -492,12 +492,47 @@ struct CallScratch {
 };
 thread_local CallScratch t_scratch;
 
+// The last GPU collective this thread issued outside a group (its
+// identity only: the communicator may be gone since).
+struct LastDeviceCollective {
+  uint64_t comm_id = 0;
+  int rank = -1;
+  mycollStream_t stream = nullptr;
+  uint64_t coll_seq = 0;
+  bool waits_for_all = false;  // its kernel receives from every other rank
+};
+thread_local LastDeviceCollective t_last_device;
+
+// One thread driving several ranks of a communicator outside a group, on
+// one stream: rank a's call k, then rank b's call k on that stream. a's
+// kernel waits for b's, which the stream queues behind it, so neither
+// would ever run to the end (until MYCOLL_TIMEOUT). Refused at b's call.
+static void check_not_queued_behind_peer(const mycollComm* c, const Call& call) {
+  const LastDeviceCollective& l = t_last_device;
+  if (!l.waits_for_all || l.comm_id != c->id || l.rank == c->rank || l.stream != call.stream ||
+      l.coll_seq != c->coll_seq)
+    return;
+  throw_error(mycollInvalidUsage,
+              "rank " + std::to_string(c->rank) + "'s collective " +
+                  std::to_string(c->coll_seq) + " goes on the stream where this thread just "
+                  "issued rank " + std::to_string(l.rank) +
+                  "'s, outside a group: that one waits for this one, which the stream would "
+                  "queue behind it. Issue the ranks' calls between mycollGroupStart and "
+                  "mycollGroupEnd (they may share a stream there), or give each rank its own "
+                  "stream");
+}
+
 // A collective outside a group on a GPU communicator.
 [[gnu::noinline]] static void execute_on_device(mycollComm* c, const Call& call) {
+  check_not_queued_behind_peer(c, call);
   std::vector<Task>& tasks = t_scratch.tasks;
   tasks.clear();
   tasks.push_back(make_collective_task(c, call));
   c->device->enqueue(tasks, call.stream);
+  const Coll k = call.coll;
+  t_last_device = {c->id, c->rank, call.stream, tasks.back().coll_seq,
+                   c->nranks > 1 && (k == Coll::AllReduce || k == Coll::AllGather ||
+                                     k == Coll::ReduceScatter || k == Coll::AllToAll)};
 }
 
 // A host collective outside a group on the general loop.

@@ -381,6 +381,72 @@ TEST_P(GpuThreads, InitAllOneThreadPerRank) {
   EXPECT_EQ(describe_failures(res), "");
 }
 
+// One thread drives two ranks of one communicator on one GPU with one
+// stream: inside a group their all-reduce runs (side by side); outside a
+// group the second rank's call is refused at once naming the group, not
+// queued behind the first rank's kernel that waits for it; abort then
+// ends the first rank's kernel promptly.
+TEST(GpuOneThread, RanksOnOneStreamGroupedRunUngroupedAreRefused) {
+  SKIP_WITHOUT_GPU();
+  LaunchOptions opt;  // run in a child: this test process must not init CUDA
+  opt.nranks = 1;
+  opt.init_comm = false;
+  opt.timeout_s = 120;
+  opt.env = {{"MYCOLL_TIMEOUT", "30"}};
+  auto res = run_ranks(opt, [](mycollComm_t, int, int, const mycollUniqueId&) {
+    const int dev = gpu_of(0);
+    int devs[2] = {dev, dev};
+    mycollComm_t comms[2] = {nullptr, nullptr};
+    if (!check(mycollCommInitAll(comms, 2, devs) == mycollSuccess,
+               std::string("InitAll: ") + mycollGetLastError(nullptr)))
+      return 1;
+    cudaSetDevice(dev);
+    cudaStream_t s = rank_stream();
+    const auto st = reinterpret_cast<mycollStream_t>(s);
+    const size_t count = 1031;
+    float* buf = nullptr;  // rank r's input at r * count, output at (2 + r) * count
+    cudaMalloc(&buf, 4 * count * sizeof(float));
+    std::vector<float> h(2 * count);
+    for (size_t i = 0; i < 2 * count; ++i) h[i] = float(i / count + 1) * float(i % count % 13);
+    cudaMemcpyAsync(buf, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice, s);
+    cudaStreamSynchronize(s);
+    mycollGroupStart();
+    for (int r = 0; r < 2; ++r)
+      mycollAllReduce(buf + r * count, buf + (2 + r) * count, count, mycollFloat32, mycollSum,
+                      comms[r], st);
+    check(mycollGroupEnd() == mycollSuccess, "grouped all-reduce on one stream");
+    cudaStreamSynchronize(s);
+    std::vector<float> out(2 * count);
+    cudaMemcpy(out.data(), buf + 2 * count, out.size() * sizeof(float), cudaMemcpyDeviceToHost);
+    for (size_t i = 0; i < 2 * count; ++i)
+      if (!check(out[i] == 3.0f * float(i % count % 13), "grouped all-reduce element")) break;
+    for (int r = 0; r < 2; ++r) {
+      mycollResult_t async = mycollSuccess;
+      mycollCommGetAsyncError(comms[r], &async);
+      check(async == mycollSuccess, std::string("async error: ") + mycollGetLastError(comms[r]));
+    }
+    // Outside a group: rank 0's call is enqueued, rank 1's refused.
+    check(mycollAllReduce(buf, buf + 2 * count, count, mycollFloat32, mycollSum, comms[0], st) ==
+              mycollSuccess,
+          "rank 0's ungrouped all-reduce is enqueued");
+    const mycollResult_t r1 =
+        mycollAllReduce(buf + count, buf + 3 * count, count, mycollFloat32, mycollSum, comms[1], st);
+    const std::string why = mycollGetLastError(comms[1]);
+    check(r1 == mycollInvalidUsage && why.find("mycollGroupStart") != std::string::npos,
+          "rank 1's call on the same stream: " + std::to_string(r1) + " " + why);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int r = 0; r < 2; ++r) check(mycollCommAbort(comms[r]) == mycollSuccess, "abort");
+    cudaStreamSynchronize(s);
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    check(secs < 10, "rank 0's kernel ended " + std::to_string(secs) + " s after abort");
+    cudaFree(buf);
+    cudaStreamDestroy(s);
+    return failures();
+  });
+  EXPECT_EQ(describe_failures(res), "");
+}
+
 INSTANTIATE_TEST_SUITE_P(Gpu, GpuThreads, ::testing::Values(2, 3, 4, 5, 8),
                          [](const ::testing::TestParamInfo<int>& i) {
                            return std::to_string(i.param) + "ranks";
