@@ -512,11 +512,12 @@ static void check_not_queued_behind_peer(const mycollComm* c, const Call& call) 
   if (!l.waits_for_all || l.comm_id != c->id || l.rank == c->rank || l.stream != call.stream ||
       l.coll_seq != c->coll_seq)
     return;
+  const std::string me = "rank " + std::to_string(c->rank) + "'s collective " +
+                         std::to_string(c->coll_seq);
+  const std::string other = "rank " + std::to_string(l.rank) + "'s";
   throw_error(mycollInvalidUsage,
-              "rank " + std::to_string(c->rank) + "'s collective " +
-                  std::to_string(c->coll_seq) + " goes on the stream where this thread just "
-                  "issued rank " + std::to_string(l.rank) +
-                  "'s, outside a group: that one waits for this one, which the stream would "
+              me + " goes on the stream where this thread just issued " + other +
+                  ", outside a group: that one waits for this one, which the stream would "
                   "queue behind it. Issue the ranks' calls between mycollGroupStart and "
                   "mycollGroupEnd (they may share a stream there), or give each rank its own "
                   "stream");
