@@ -426,12 +426,12 @@ int rank_main(mycollComm_t comm, int rank, int nranks, const Options& o, const c
     std::vector<float> x;
     std::vector<int> y;
     make_shard(rank, shard, &x, &y);
-    cuda_must(cudaMemcpyAsync(d.x, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice,
-                              d.stream),
-              "cudaMemcpyAsync(x)");
-    cuda_must(cudaMemcpyAsync(d.y, y.data(), y.size() * sizeof(int), cudaMemcpyHostToDevice,
-                              d.stream),
-              "cudaMemcpyAsync(y)");
+    cuda_must(
+        cudaMemcpyAsync(d.x, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice, d.stream),
+        "cudaMemcpyAsync(x)");
+    cuda_must(
+        cudaMemcpyAsync(d.y, y.data(), y.size() * sizeof(int), cudaMemcpyHostToDevice, d.stream),
+        "cudaMemcpyAsync(y)");
     std::vector<float> p = init_params(rank);
     cuda_must(cudaMemcpyAsync(d.params, p.data(), kParams * sizeof(float), cudaMemcpyHostToDevice,
                               d.stream),

@@ -512,8 +512,8 @@ static void check_not_queued_behind_peer(const mycollComm* c, const Call& call) 
   if (!l.waits_for_all || l.comm_id != c->id || l.rank == c->rank || l.stream != call.stream ||
       l.coll_seq != c->coll_seq)
     return;
-  const std::string me = "rank " + std::to_string(c->rank) + "'s collective " +
-                         std::to_string(c->coll_seq);
+  const std::string me =
+      "rank " + std::to_string(c->rank) + "'s collective " + std::to_string(c->coll_seq);
   const std::string other = "rank " + std::to_string(l.rank) + "'s";
   throw_error(mycollInvalidUsage,
               me + " goes on the stream where this thread just issued " + other +

@@ -429,8 +429,8 @@ TEST(GpuOneThread, RanksOnOneStreamGroupedRunUngroupedAreRefused) {
     check(mycollAllReduce(buf, buf + 2 * count, count, mycollFloat32, mycollSum, comms[0], st) ==
               mycollSuccess,
           "rank 0's ungrouped all-reduce is enqueued");
-    const mycollResult_t r1 =
-        mycollAllReduce(buf + count, buf + 3 * count, count, mycollFloat32, mycollSum, comms[1], st);
+    const mycollResult_t r1 = mycollAllReduce(buf + count, buf + 3 * count, count, mycollFloat32,
+                                              mycollSum, comms[1], st);
     const std::string why = mycollGetLastError(comms[1]);
     check(r1 == mycollInvalidUsage && why.find("mycollGroupStart") != std::string::npos,
           "rank 1's call on the same stream: " + std::to_string(r1) + " " + why);
