@@ -246,11 +246,13 @@ void DeviceCommImpl::launch(const Task& t, cudaStream_t s) {
   // peer it sends to within the call, the others' in its next collective
   // kernel (kernels/prims/call_check.cuh); never with MYCOLL_GPU_CALL_CHECK=strict.
   const bool may_defer = sig != 0 && !c_.cfg.gpu_call_check_strict;
-  if (log_enabled(LogLevel::Info, Subsys::Coll))
-    log_info(Subsys::Coll, "op {} {} of {} bytes: {}{}", t.seq, coll_name(t.coll),
-             uint64_t(t.count) * dtype_size(t.dtype), describe(k),
-             k.kernel == DevKernel::LlColl && launch_pdl_ ? " (programmatic launch)" : "");
   const uint64_t block = uint64_t(t.count) * dtype_size(t.dtype);
+  // A send/recv batch's line waits for p2p_entry, which picks its kernel.
+  const bool log_call = log_enabled(LogLevel::Info, Subsys::Coll);
+  if (log_call && t.coll != Coll::SendRecv)
+    log_info(Subsys::Coll, "op {} {} of {} bytes: {}{}", t.seq, coll_name(t.coll), block,
+             describe(k),
+             k.kernel == DevKernel::LlColl && launch_pdl_ ? " (programmatic launch)" : "");
   switch (k.kernel) {
     case DevKernel::Ring: {
       const int nch =
@@ -274,6 +276,13 @@ void DeviceCommImpl::launch(const Task& t, cudaStream_t s) {
   DevPlan* pp = nullptr;
   if (t.coll == Coll::SendRecv) {
     P2pEntry& e = p2p_entry(t, s);
+    if (log_call && e.ll)
+      log_info(Subsys::Coll,
+               "op {} sendrecv of {} bytes: LL point-to-point kernel ({} peer/channel/direction "
+               "key(s), {} slice(s))",
+               t.seq, block, e.batch.keys.size(), e.batch.ptr.size());
+    else if (log_call)
+      log_info(Subsys::Coll, "op {} sendrecv of {} bytes: {}", t.seq, block, describe(k));
     if (e.ll) {
       P2pLlCommon c = p2p_common_;
       c.nkeys = int32_t(e.batch.keys.size());
