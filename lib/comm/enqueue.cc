@@ -518,9 +518,9 @@ static void check_not_queued_behind_peer(const mycollComm* c, const Call& call) 
   throw_error(mycollInvalidUsage,
               me + " goes on the stream where this thread just issued " + other +
                   ", outside a group: that one waits for this one, which the stream would "
-                  "queue behind it. Issue the ranks' calls between mycollGroupStart and "
-                  "mycollGroupEnd (they may share a stream there), or give each rank its own "
-                  "stream");
+                  "queue behind it. Issue the ranks' calls in one group (mycollGroupStart / "
+                  "mycollGroupEnd, ncclGroupStart / ncclGroupEnd; they may share a stream "
+                  "there), or give each rank its own stream");
 }
 
 // A collective outside a group on a GPU communicator.
