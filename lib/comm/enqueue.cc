@@ -393,7 +393,8 @@ static Task make_p2p_task(mycollComm* c, const std::vector<Call>& calls) {
 // could start in another order in another process. The first failure stops
 // the group's enqueues (as a failed launch always did); side streams
 // already forked are joined again before it is rethrown.
-static void enqueue_device(std::vector<HostWork>& work, std::vector<mycollStream_t>& streams) {
+static void enqueue_device(std::vector<HostWork>& work,
+                           const std::vector<mycollStream_t>& streams) {
   std::vector<bool> done(work.size(), false);
   for (size_t i = 0; i < work.size(); ++i) {
     if (done[i]) continue;
@@ -484,14 +485,6 @@ static void execute(std::vector<std::pair<mycollComm*, Call>>& calls) {
   if (err) std::rethrow_exception(err);
 }
 
-// Task lists reused by every call on this thread (cleared, never shrunk),
-// so that a GPU collective outside a group allocates nothing once warm.
-struct CallScratch {
-  std::vector<Task> tasks;
-  std::vector<HostWork> host;
-};
-thread_local CallScratch t_scratch;
-
 // The last GPU collective this thread issued outside a group (its
 // identity only: the communicator may be gone since).
 struct LastDeviceCollective {
@@ -501,14 +494,23 @@ struct LastDeviceCollective {
   uint64_t coll_seq = 0;
   bool waits_for_all = false;  // its kernel receives from every other rank
 };
-thread_local LastDeviceCollective t_last_device;
+
+// Per-thread call state: task lists reused by every call (cleared, never
+// shrunk), so that a GPU collective outside a group allocates nothing once
+// warm, and the last GPU collective issued outside a group.
+struct CallScratch {
+  std::vector<Task> tasks;
+  std::vector<HostWork> host;
+  LastDeviceCollective last_device;
+};
+thread_local CallScratch t_scratch;
 
 // One thread driving several ranks of a communicator outside a group, on
 // one stream: rank a's call k, then rank b's call k on that stream. a's
 // kernel waits for b's, which the stream queues behind it, so neither
 // would ever run to the end (until MYCOLL_TIMEOUT). Refused at b's call.
-static void check_not_queued_behind_peer(const mycollComm* c, const Call& call) {
-  const LastDeviceCollective& l = t_last_device;
+static void check_not_queued_behind_peer(const mycollComm* c, const Call& call,
+                                         const LastDeviceCollective& l) {
   if (!l.waits_for_all || l.comm_id != c->id || l.rank == c->rank || l.stream != call.stream ||
       l.coll_seq != c->coll_seq)
     return;
@@ -525,15 +527,16 @@ static void check_not_queued_behind_peer(const mycollComm* c, const Call& call) 
 
 // A collective outside a group on a GPU communicator.
 [[gnu::noinline]] static void execute_on_device(mycollComm* c, const Call& call) {
-  check_not_queued_behind_peer(c, call);
-  std::vector<Task>& tasks = t_scratch.tasks;
+  CallScratch& scratch = t_scratch;
+  check_not_queued_behind_peer(c, call, scratch.last_device);
+  std::vector<Task>& tasks = scratch.tasks;
   tasks.clear();
   tasks.push_back(make_collective_task(c, call));
   c->device->enqueue(tasks, call.stream);
   const Coll k = call.coll;
-  t_last_device = {c->id, c->rank, call.stream, tasks.back().coll_seq,
-                   c->nranks > 1 && (k == Coll::AllReduce || k == Coll::AllGather ||
-                                     k == Coll::ReduceScatter || k == Coll::AllToAll)};
+  scratch.last_device = {c->id, c->rank, call.stream, tasks.back().coll_seq,
+                         c->nranks > 1 && (k == Coll::AllReduce || k == Coll::AllGather ||
+                                           k == Coll::ReduceScatter || k == Coll::AllToAll)};
 }
 
 // A host collective outside a group on the general loop.
