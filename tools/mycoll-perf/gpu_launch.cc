@@ -93,7 +93,7 @@ struct Proc {
 
 // What process 0 made for every rank.
 struct Ids {
-  bool mycoll_init_all = false;  // mycollCommInitAll (one process, one thread)
+  bool mycoll_init_all = false;   // mycollCommInitAll (one process, one thread)
   bool mycoll_reuse_env = false;  // the process communicator is the only rank's
   mycollUniqueId mycoll{};
   bool nccl_init_all = false;
@@ -267,12 +267,14 @@ int run_env(const Options& o) {
                  r, local);
   }
   if (have < 1)
-    return not_enough_gpus(o, have, (local + 1) * per,
-                           "local rank " + std::to_string(local) + " x " + std::to_string(per) +
-                               " per process");
+    return not_enough_gpus(
+        o, have, (local + 1) * per,
+        "local rank " + std::to_string(local) + " x " + std::to_string(per) + " per process");
   if ((local + 1) * per > have)
-    std::fprintf(stderr, "mycoll-perf: local rank %d shares a GPU with other ranks (%d GPU(s)): "
-                 "timings measure a shared GPU\n", local, have);
+    std::fprintf(stderr,
+                 "mycoll-perf: local rank %d shares a GPU with other ranks (%d GPU(s)): "
+                 "timings measure a shared GPU\n",
+                 local, have);
   Proc pc;
   pc.ngpus = have;
   pc.first_dev = (local * per) % have;
@@ -348,9 +350,10 @@ int run_gpu(const Options& o) {
                    np * per, have);
       return 2;
     }
-    std::printf("# %d ranks on %d GPU(s): ranks share GPUs round-robin, so these timings measure "
-                "a shared GPU (correctness and development, not speed)\n",
-                np * per, have);
+    std::printf(
+        "# %d ranks on %d GPU(s): ranks share GPUs round-robin, so these timings measure "
+        "a shared GPU (correctness and development, not speed)\n",
+        np * per, have);
     std::fflush(stdout);
   }
   auto body = [&o, per, have](int proc, int nprocs, const Share& share) {
