@@ -395,6 +395,12 @@ static Task make_p2p_task(mycollComm* c, const std::vector<Call>& calls) {
 // already forked are joined again before it is rethrown.
 static void enqueue_device(std::vector<HostWork>& work,
                            const std::vector<mycollStream_t>& streams) {
+  // Every stream first: a stream of the wrong GPU refused after another
+  // rank's kernel was launched would leave that kernel waiting for this one.
+  for (size_t i = 0; i < work.size(); ++i) {
+    LogScope scope(&work[i].comm->log_tag);
+    work[i].comm->device->check_stream(streams[i]);
+  }
   std::vector<bool> done(work.size(), false);
   for (size_t i = 0; i < work.size(); ++i) {
     if (done[i]) continue;
@@ -529,6 +535,7 @@ static void check_not_queued_behind_peer(const mycollComm* c, const Call& call,
 [[gnu::noinline]] static void execute_on_device(mycollComm* c, const Call& call) {
   CallScratch& scratch = t_scratch;
   check_not_queued_behind_peer(c, call, scratch.last_device);
+  c->device->check_stream(call.stream);  // before the call takes a sequence number
   std::vector<Task>& tasks = scratch.tasks;
   tasks.clear();
   tasks.push_back(make_collective_task(c, call));

@@ -98,6 +98,7 @@ class DeviceCommImpl : public DeviceComm {
   Algo choose_algo(const AlgoPolicy& policy, Coll c, uint64_t bytes) const override {
     return device_algo(policy, c, bytes, limits_);
   }
+  void check_stream(mycollStream_t stream) override;
   void enqueue(std::vector<Task>& tasks, mycollStream_t stream) override;
   void fork(mycollStream_t stream) override;
   void enqueue_beside(std::vector<Task>& tasks) override;
@@ -133,6 +134,7 @@ class DeviceCommImpl : public DeviceComm {
   void ensure_scratch(size_t bytes, cudaStream_t s);
   // Per call (device_comm_launch.cc).
   void check_shared_stream(cudaStream_t s);
+  void enqueue_on(std::vector<Task>& tasks, cudaStream_t s);
   static bool stream_capturing(cudaStream_t s);
   void mark_issue_order(cudaStream_t s, bool capturing);
   DevCall dev_call(const Task& t) const;
@@ -170,7 +172,8 @@ class DeviceCommImpl : public DeviceComm {
   cudaStream_t side_stream_ = nullptr;
   cudaEvent_t fork_event_ = nullptr;
   cudaEvent_t join_event_ = nullptr;
-  cudaStream_t last_checked_stream_ = nullptr;
+  cudaStream_t last_checked_stream_ = nullptr;  // passed check_stream (when stream_checked_)
+  bool stream_checked_ = false;
   bool warned_blocking_stream_ = false;
   bool any_proxy_ = false;  // some rank of the communicator has proxy peers
   DevLimits limits_;        // the selection table's fixed inputs (set at init)

@@ -74,15 +74,51 @@ class OnDevice {
 
 }  // namespace
 
-void DeviceCommImpl::enqueue(std::vector<Task>& tasks, mycollStream_t stream) {
+// The stream must be one of this communicator's GPU: a kernel or event on
+// another GPU's stream fails at launch, and in a group the ranks launched
+// before it would wait for this one until MYCOLL_TIMEOUT. So the stream is
+// checked before anything is launched (enqueue_device in lib/comm/enqueue.cc
+// checks every stream of a group first). The stream checked last is
+// remembered: a call on it costs one comparison.
+void DeviceCommImpl::check_stream(mycollStream_t stream) {
   cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
+  if (stream_checked_ && s == last_checked_stream_) return;
+  OnDevice on(dev_);
+  // The legacy and per-thread default streams are the current device's.
+  if (s != nullptr && s != cudaStreamLegacy && s != cudaStreamPerThread) {
+    int d = -1;
+    const cudaError_t e = cudaStreamGetDevice(s, &d);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      throw_error(mycollInvalidArgument, "rank " + std::to_string(c_.rank) +
+                                             ": the stream passed is not a usable CUDA stream "
+                                             "(cudaStreamGetDevice: " +
+                                             cudaGetErrorString(e) + ")");
+    }
+    if (d != dev_)
+      throw_error(mycollInvalidArgument,
+                  "rank " + std::to_string(c_.rank) + " is on GPU " + std::to_string(dev_) +
+                      " but the stream passed belongs to GPU " + std::to_string(d) +
+                      ": pass a stream created while GPU " + std::to_string(dev_) +
+                      " was current (one stream cannot serve ranks on different GPUs)");
+  }
+  if (threads_on_gpu_ > 1) check_shared_stream(s);
+  last_checked_stream_ = s;
+  stream_checked_ = true;
+}
+
+void DeviceCommImpl::enqueue(std::vector<Task>& tasks, mycollStream_t stream) {
+  check_stream(stream);
+  enqueue_on(tasks, reinterpret_cast<cudaStream_t>(stream));
+}
+
+void DeviceCommImpl::enqueue_on(std::vector<Task>& tasks, cudaStream_t s) {
   std::string why;
   if (mycollResult_t e = poll_error(&why)) {
     c_.fail(e, why);
     throw_error(e, why);
   }
   OnDevice on(dev_);
-  if (threads_on_gpu_ > 1 && s != last_checked_stream_) check_shared_stream(s);
   const bool capturing = stream_capturing(s);
   // Programmatic launch of the LL kernel (pdl_): eager calls only (in a
   // graph its edges measured no faster: docs/performance.md "Session 30").
@@ -110,7 +146,7 @@ void DeviceCommImpl::fork(mycollStream_t stream) {
 void DeviceCommImpl::enqueue_beside(std::vector<Task>& tasks) {
   OnDevice on(dev_);
   cuda_check(cudaStreamWaitEvent(side_stream_, fork_event_, 0), "cudaStreamWaitEvent (fork)");
-  enqueue(tasks, side_stream_);
+  enqueue_on(tasks, side_stream_);
   cuda_check(cudaEventRecord(join_event_, side_stream_), "cudaEventRecord (join)");
 }
 
@@ -150,7 +186,6 @@ void DeviceCommImpl::check_shared_stream(cudaStream_t s) {
              c_.rank, threads_on_gpu_, dev_);
   }
   cudaGetLastError();
-  last_checked_stream_ = s;
 }
 
 // The operations of a communicator run one after the other in the order

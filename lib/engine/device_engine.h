@@ -33,6 +33,11 @@ class DeviceComm {
   virtual ~DeviceComm() = default;
   // "cuda_ipc NVLink (IPC between processes)" etc.
   virtual std::string describe_peer(int rank) const = 0;
+  // Refuses, before anything of the call or group is launched, a stream
+  // that belongs to another GPU than this communicator's (or is no stream),
+  // and on a GPU shared by ranks of this process the legacy default stream.
+  // Cheap when the stream is the one checked last. enqueue() checks too.
+  virtual void check_stream(mycollStream_t stream) = 0;
   // Enqueues the tasks of one communicator on stream; returns at once.
   virtual void enqueue(std::vector<Task>& tasks, mycollStream_t stream) = 0;
   // Ranks driven by one thread whose calls in one group name the same

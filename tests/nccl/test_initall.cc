@@ -3,8 +3,9 @@
 // memory: a group of ncclCommInitRank), then each collective issued for all ranks from one thread
 // inside one group. With --mem cuda rank r is on GPU r % GPUs, so with fewer GPUs the ranks share
 // one CUDA context and their kernels must run at once. Each case runs with a stream per rank and
-// with one stream for all (the group must not queue a rank's kernel behind another's that it waits
-// for). Outputs of every rank checked element by element against harness.cc's references.
+// with one stream for all the ranks of a GPU (the group must not queue a rank's kernel behind
+// another's that it waits for). With two GPUs or more, a stream of another GPU is refused before
+// anything runs, and the communicators stay usable. Outputs of every rank checked element by element against harness.cc's references.
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -21,10 +22,10 @@ struct Ranks {
   int n;
   std::vector<ncclComm_t> comms;
   std::vector<int> devs;
-  std::vector<std::unique_ptr<Stream>> own;  // a stream per rank
-  bool shared = false;                       // all ranks on own[0]'s stream
+  std::vector<std::unique_ptr<Stream>> own;  // a stream per rank, on its GPU
+  bool shared = false;  // the ranks of a GPU on one stream (rank devs[r]'s: the first on it)
 
-  cudaStream_t stream(int r) const { return own[shared ? 0 : r]->get(); }
+  cudaStream_t stream(int r) const { return own[shared ? devs[r] : r]->get(); }
 
   // Buffers of every rank, each on its rank's GPU.
   std::vector<std::unique_ptr<Buf>> bufs(ncclDataType_t t, size_t count) {
@@ -56,7 +57,7 @@ void what_of(char* out, size_t size, const char* coll, ncclDataType_t t, size_t 
              const Ranks& k) {
   std::snprintf(out, size, "%s %s count %zu %s, %d ranks in one thread, %s", coll, type_name(t),
                 count, inplace ? "in place" : "out of place", k.n,
-                k.shared ? "one stream" : "a stream each");
+                k.shared ? "one stream per GPU" : "a stream each");
 }
 
 void reductions(Ranks& k, int& seed) {
@@ -245,6 +246,50 @@ void movements(Ranks& k, int& seed) {
       }
 }
 
+// Rank 1 handed rank 0's stream, which belongs to another GPU: ncclInvalidArgument before
+// anything is launched, alone and in a group (where rank 0's kernel would otherwise wait for rank
+// 1's); then the same all-reduce on the right streams gives every rank the right sum.
+void wrong_gpu_stream(Ranks& k, int& seed) {
+  const int n = k.n;
+  const size_t count = 1031;
+  const ncclDataType_t t = ncclFloat32;
+  auto send = k.bufs(t, count), recv = k.bufs(t, count);
+  ++seed;
+  for (int r = 0; r < n; ++r) {
+    for (size_t i = 0; i < count; ++i) store(t, send[r]->host(), i, input(t, ncclSum, r, i, seed));
+    send[r]->put();
+  }
+  cudaStream_t gpu0 = k.own[0]->get();
+  ncclResult_t e = ncclAllReduce(send[1]->dev(), recv[1]->dev(), count, t, ncclSum, k.comms[1], gpu0);
+  expect(k.w, e == ncclInvalidArgument,
+         "rank 1 (GPU %d) all-reduce on a stream of GPU %d returned %d, want ncclInvalidArgument",
+         k.devs[1], k.devs[0], int(e));
+  const char* msg = ncclGetLastError(k.comms[1]);
+  expect(k.w, msg && std::strstr(msg, "belongs to GPU"), "the refusal names the stream's GPU: %s",
+         msg ? msg : "(null)");
+  ok(k.w, ncclGroupStart(), "ncclGroupStart");
+  for (int r = 0; r < n; ++r)
+    ncclAllReduce(send[r]->dev(), recv[r]->dev(), count, t, ncclSum, k.comms[r], gpu0);
+  e = ncclGroupEnd();
+  expect(k.w, e == ncclInvalidArgument,
+         "a group where rank 1 names a stream of another GPU returned %d, want ncclInvalidArgument",
+         int(e));
+  k.shared = false;
+  if (k.group("allreduce float32 count 1031 after a stream of the wrong GPU was refused",
+              [&](int r) {
+                return ncclAllReduce(send[r]->dev(), recv[r]->dev(), count, t, ncclSum, k.comms[r],
+                                     k.stream(r));
+              })) {
+    std::vector<double> want(count);
+    for (size_t i = 0; i < count; ++i) want[i] = reference(t, ncclSum, n, i, seed);
+    for (int r = 0; r < n; ++r) {
+      recv[r]->get();
+      check_elems(k.w, t, recv[r]->host(), 0, count, want,
+                  "allreduce after a stream of the wrong GPU was refused");
+    }
+  }
+}
+
 }  // namespace
 
 int suite_initall(World& w) {
@@ -279,6 +324,7 @@ int suite_initall(World& w) {
   }
   k.on_gpu(0);
   int seed = 1000;
+  if (mem() == Mem::Cuda && k.n > 1 && k.devs[1] != k.devs[0]) wrong_gpu_stream(k, seed);
   for (bool shared : {false, true}) {
     k.shared = shared;
     reductions(k, seed);
