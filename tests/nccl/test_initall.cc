@@ -5,7 +5,8 @@
 // one CUDA context and their kernels must run at once. Each case runs with a stream per rank and
 // with one stream for all the ranks of a GPU (the group must not queue a rank's kernel behind
 // another's that it waits for). With two GPUs or more, a stream of another GPU is refused before
-// anything runs, and the communicators stay usable. Outputs of every rank checked element by element against harness.cc's references.
+// anything runs, and the communicators stay usable. Outputs of every rank checked element by
+// element against harness.cc's references.
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -260,7 +261,8 @@ void wrong_gpu_stream(Ranks& k, int& seed) {
     send[r]->put();
   }
   cudaStream_t gpu0 = k.own[0]->get();
-  ncclResult_t e = ncclAllReduce(send[1]->dev(), recv[1]->dev(), count, t, ncclSum, k.comms[1], gpu0);
+  ncclResult_t e =
+      ncclAllReduce(send[1]->dev(), recv[1]->dev(), count, t, ncclSum, k.comms[1], gpu0);
   expect(k.w, e == ncclInvalidArgument,
          "rank 1 (GPU %d) all-reduce on a stream of GPU %d returned %d, want ncclInvalidArgument",
          k.devs[1], k.devs[0], int(e));
