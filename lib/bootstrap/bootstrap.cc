@@ -77,6 +77,8 @@ class BootstrapImpl final : public Bootstrap {
   void barrier() override;
   void send(int peer, const void* data, size_t bytes) override;
   void recv(int peer, void* data, size_t bytes) override;
+  void send_rescue(int peer, const void* data, size_t bytes) override;
+  void recv_rescue(int peer, void* data, size_t bytes) override;
   void abort() override {
     abort_internal(own_report("rank " + std::to_string(rank_) + " aborted"), Source::kLocal);
   }
@@ -118,7 +120,8 @@ class BootstrapImpl final : public Bootstrap {
     int borrowed = -1;
     int get() const { return fd.valid() ? fd.get() : borrowed; }
     int rank = -1;
-    bool ended = false;  // read side over; kept to send reports back
+    bool ended = false;   // read side over; kept to send reports back
+    bool rescue = false;  // a rescue link: one kRescue frame, its end no news
     FrameReader reader;
     FrameMac back_mac;  // used by the I/O thread only
   };
@@ -416,6 +419,9 @@ void BootstrapImpl::io_loop() {
     pending = std::move(still);
     for (size_t i = 0; i < nlinks_polled; ++i)
       if (!links[i]->ended && fds[base + i].revents && !io_read(*links[i])) links[i]->ended = true;
+    links.erase(std::remove_if(links.begin(), links.end(),
+                               [](const auto& l) { return l->rescue && l->ended; }),
+                links.end());
     for (size_t i = 0; i < back_polled.size(); ++i) {
       Incoming& in = *back[back_polled[i]];
       if (fds[base + nlinks_polled + i].revents && !io_read(in)) in.borrowed = -1;  // ended
@@ -504,17 +510,22 @@ void BootstrapImpl::io_admit(ServerHandshake& hs, std::vector<std::unique_ptr<In
   else
     parse_peer_hello(hello.data(), hello.size(), nranks_, rank_, &h, &bad);
   std::lock_guard<std::mutex> lk(mu_);
-  if (bad.empty() && incoming_present_[h.rank])
+  const bool rescue = bad.empty() && h.flags == kHelloRescue;
+  if (rescue &&
+      std::count_if(links.begin(), links.end(), [](const auto& l) { return l->rescue; }) >= nranks_)
+    bad = "too many rescue links";
+  if (bad.empty() && !rescue && incoming_present_[h.rank])
     bad = "second link from rank " + std::to_string(h.rank);
   if (!bad.empty()) {
     log_warn(Subsys::Bootstrap, "rank {}: rejected link from {}: {}", rank_, hs.peer().str(), bad);
     return;
   }
-  auto link = std::make_unique<Incoming>(Link::kPeer, nranks_, in,
+  auto link = std::make_unique<Incoming>(rescue ? Link::kRescue : Link::kPeer, nranks_, in,
                                          FrameMac(hs.session_key(), Dir::kFromServer));
   link->fd = hs.take_fd();
   link->rank = h.rank;
-  incoming_present_[h.rank] = true;
+  link->rescue = rescue;
+  if (!rescue) incoming_present_[h.rank] = true;
   links.push_back(std::move(link));
   log_trace(Subsys::Bootstrap, "rank {}: link from rank {} ({}) up", rank_, h.rank,
             hs.peer().str());
@@ -535,6 +546,9 @@ bool BootstrapImpl::io_read(Incoming& in) {
     size_t want = 0;
     uint8_t* dst = in.reader.buffer(&want);
     ssize_t k = ::recv(in.get(), dst, want, MSG_DONTWAIT);
+    if (in.rescue && k <= 0 &&
+        !(k < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)))
+      return false;  // a rescue link's end says nothing of its rank
     if (k == 0) {
       io_link_closed(in.rank,
                      in.reader.mid_frame() ? "closed in the middle of a message"
@@ -556,7 +570,7 @@ bool BootstrapImpl::io_read(Incoming& in) {
                forged ? "a frame that failed authentication (changed or injected on the way)"
                       : "a corrupt frame",
                in.rank, way_back ? " (way back)" : "");
-      if (way_back) return false;
+      if (way_back || in.rescue) return false;
       io_link_closed(in.rank, forged ? "sent a frame that failed authentication (changed or "
                                        "injected on the way)"
                                      : "sent a corrupt frame");
@@ -815,6 +829,58 @@ void BootstrapImpl::recv(int peer, void* data, size_t bytes) {
     fail(mycollInvalidUsage, fmt::format("bootstrap recv: rank {} got {} bytes from rank {}, "
                                          "expected {} (mismatched send/recv sizes)",
                                          rank_, got.size(), peer, bytes));
+  if (bytes) std::memcpy(data, got.data(), bytes);
+}
+
+// A link of its own for one frame, whatever this bootstrap's state: a
+// failure shuts the peer links' write sides and makes send/recv refuse, but
+// the listeners and the I/O threads run until destroy.
+void BootstrapImpl::send_rescue(int peer, const void* data, size_t bytes) {
+  check_arg(peer >= 0 && peer < nranks_ && peer != rank_,
+            "bootstrap rescue send: peer " + std::to_string(peer) + " is not another rank of 0.." +
+                std::to_string(nranks_ - 1));
+  check_arg(bytes <= kMaxRescueBytes, "bootstrap rescue send: " + std::to_string(bytes) +
+                                          " bytes (at most " + std::to_string(kMaxRescueBytes) +
+                                          ")");
+  const Deadline d = Deadline::after(timeout_s_);
+  const std::string what =
+      "bootstrap rescue send: rank " + std::to_string(rank_) + " sending to " + peer_name(peer);
+  const std::atomic<bool> never{false};
+  Fd fd = net::connect_to(table_[peer], d, what, false, &never);
+  net::SessionKey key;
+  if (!net::authenticate_client(fd.get(), id_.secret, kRolePeer, d.seconds_left(), &key))
+    throw_error(mycollRemoteError, what + ": peer rejected authentication or went away");
+  FrameMac mac(key, Dir::kFromClient);
+  std::vector<uint8_t> msg = seal_hello(mac, PeerHello{kPeerMagic, rank_, nranks_, kHelloRescue});
+  const std::vector<uint8_t> frame = seal_frame(mac, kRescue, data, bytes);
+  msg.insert(msg.end(), frame.begin(), frame.end());
+  int e = 0;
+  const IoStatus st = net::send_all(fd.get(), msg.data(), msg.size(), d, &e, &never);
+  if (st != IoStatus::kOk)
+    throw_error(st == IoStatus::kTimeout ? mycollTimeout : mycollRemoteError,
+                what + ": " + net::io_status_text(st, e));
+}
+
+void BootstrapImpl::recv_rescue(int peer, void* data, size_t bytes) {
+  check_arg(peer >= 0 && peer < nranks_ && peer != rank_,
+            "bootstrap rescue recv: peer " + std::to_string(peer) + " is not another rank of 0.." +
+                std::to_string(nranks_ - 1));
+  const Deadline d = Deadline::after(timeout_s_);
+  std::vector<uint8_t> got;
+  {
+    std::unique_lock<std::mutex> lk(mu_);
+    auto& q = queues_[{peer, kRescue}];
+    if (!cv_.wait_until(lk, d.at, [&] { return !q.empty(); }))
+      throw_error(mycollTimeout, fmt::format("bootstrap rescue recv: rank {} waiting for {}: "
+                                             "timed out after {:.1f} s",
+                                             rank_, peer_name(peer), timeout_s_));
+    got = std::move(q.front());
+    q.pop_front();
+  }
+  if (got.size() != bytes)
+    throw_error(mycollInvalidUsage,
+                fmt::format("bootstrap rescue recv: rank {} got {} bytes from rank {}, expected {}",
+                            rank_, got.size(), peer, bytes));
   if (bytes) std::memcpy(data, got.data(), bytes);
 }
 

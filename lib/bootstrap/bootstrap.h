@@ -90,6 +90,12 @@ class Bootstrap {
   // Point-to-point over bootstrap links (setup-time only; not fast).
   virtual void send(int peer, const void* data, size_t bytes) = 0;
   virtual void recv(int peer, void* data, size_t bytes) = 0;
+  // One small message (at most 4 KiB) on a link of its own, which works
+  // after a failure or abort made the calls above unusable: a shrink after
+  // a rank died hands the survivors their new rendezvous this way. Both
+  // wait at most MYCOLL_TIMEOUT; the base versions are send and recv.
+  virtual void send_rescue(int peer, const void* data, size_t bytes) { send(peer, data, bytes); }
+  virtual void recv_rescue(int peer, void* data, size_t bytes) { recv(peer, data, bytes); }
 
   // Makes every blocked and future call fail promptly (RemoteError).
   virtual void abort() = 0;

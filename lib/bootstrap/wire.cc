@@ -19,6 +19,7 @@ bool frame_header_ok(const FrameHeader& h, Link link, int nranks) {
       break;
     case Link::kPeer: carried = h.kind == kColl || h.kind == kP2p || h.kind == kAbort; break;
     case Link::kWayBack: carried = h.kind == kAbort; break;
+    case Link::kRescue: carried = h.kind == kRescue; break;
   }
   return carried && h.len <= max_frame_bytes(h.kind, nranks);
 }
@@ -218,6 +219,10 @@ bool parse_peer_hello(const uint8_t* p, size_t len, int nranks, int self, PeerHe
   }
   if (h.rank < 0 || h.rank >= nranks || h.rank == self) {
     *why = "peer claims rank " + std::to_string(h.rank);
+    return false;
+  }
+  if (h.flags != 0 && h.flags != kHelloRescue) {
+    *why = "bad peer hello flags " + std::to_string(h.flags);
     return false;
   }
   *out = h;

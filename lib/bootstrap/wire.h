@@ -53,9 +53,10 @@ enum FrameKind : uint32_t {
   kRootStatus = 1,
   kRootTable = 2,
   kRootError = 3,
-  kColl = 10,   // allgather / barrier traffic
-  kP2p = 11,    // Bootstrap::send / recv
-  kAbort = 12,  // a rank failed or aborted: a failure report (ReportHeader ...)
+  kColl = 10,    // allgather / barrier traffic
+  kP2p = 11,     // Bootstrap::send / recv
+  kAbort = 12,   // a rank failed or aborted: a failure report (ReportHeader ...)
+  kRescue = 13,  // Bootstrap::send_rescue: the one frame of a rescue link
 };
 
 struct FrameHeader {
@@ -79,8 +80,12 @@ struct PeerHello {
   uint32_t magic;
   int32_t rank;
   int32_t nranks;
-  uint32_t pad;
+  uint32_t flags;  // 0: the rank's peer link; kHelloRescue: a rescue link
 };
+// A rescue link carries one kRescue frame, also after a failure (beside the
+// rank's peer link, which may have ended): Bootstrap::send_rescue.
+constexpr uint32_t kHelloRescue = 1;
+constexpr uint64_t kMaxRescueBytes = 4096;
 static_assert(sizeof(PeerHello) == 16, "layout");
 
 // The most payload a frame of `kind` may declare (0: unknown kind).
@@ -125,6 +130,7 @@ constexpr uint64_t max_frame_bytes(uint32_t kind, int nranks) {
       return sizeof(ReportHeader) + 2 * kMaxReportWaits * sizeof(int32_t) + kMaxTextBytes;
     case kColl:
     case kP2p: return kMaxFrameBytes;
+    case kRescue: return kMaxRescueBytes;
     default: return 0;
   }
 }
@@ -181,6 +187,7 @@ enum class Link {
   kFromRoot,  // root -> rank: kRootStatus, kRootTable, kRootError
   kPeer,      // an incoming peer link: kColl, kP2p, kAbort
   kWayBack,   // the way back of an outgoing peer link: kAbort only
+  kRescue,    // a rescue link (PeerHello kHelloRescue): kRescue only
 };
 
 // Whether h may arrive on `link` of a communicator of nranks ranks: the

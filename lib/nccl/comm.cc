@@ -395,14 +395,17 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
     for (int r = 0; r < mc->nranks; ++r)
       if (!excluded[r]) keep.push_back(r);
     // The lowest remaining rank makes the new rendezvous and hands its id
-    // to the others over the parent's bootstrap links (excluded ranks,
-    // possibly dead, take no part).
+    // to the others over rescue links of the parent's bootstrap (excluded
+    // ranks, possibly dead, take no part). Those work after a failure: a
+    // GPU communicator fails as soon as it sees a rank's process end, and
+    // shrinking that rank away is what the caller does next.
     mycollUniqueId uid;
     if (keep[0] == mc->rank) {
       check_mycoll(mycollGetUniqueId(&uid), nullptr, fn);
-      for (size_t i = 1; i < keep.size(); ++i) mc->bootstrap->send(keep[i], &uid, sizeof(uid));
+      for (size_t i = 1; i < keep.size(); ++i)
+        mc->bootstrap->send_rescue(keep[i], &uid, sizeof(uid));
     } else {
-      mc->bootstrap->recv(keep[0], &uid, sizeof(uid));
+      mc->bootstrap->recv_rescue(keep[0], &uid, sizeof(uid));
     }
     const int newrank = static_cast<int>(std::find(keep.begin(), keep.end(), mc->rank) - keep.begin());
     log_info(Subsys::Init, "{}: rank {} -> rank {} of {} ({} excluded{})", fn, mc->rank, newrank,

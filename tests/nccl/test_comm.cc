@@ -415,7 +415,8 @@ int suite_errors(World& w) {
   return 0;
 }
 
-// The last rank dies (exits without a word); the others shrink it away.
+// The last rank dies (exits without a word); the others shrink it away,
+// on GPUs after their communicator failed for it.
 int suite_shrink(World& w) {
   const int n = w.nranks, me = w.rank;
   if (n < 3) return 0;
@@ -425,6 +426,17 @@ int suite_shrink(World& w) {
   if (me == excluded) {
     std::fflush(stderr);
     _exit(failures() ? 1 : 0);  // a rank that died
+  }
+  if (mem() == Mem::Cuda) {
+    // A GPU communicator watches the other processes: the death fails it
+    // (every survivor hears within seconds), and the shrink comes after.
+    ncclResult_t state = ncclSuccess;
+    for (int i = 0; i < 1000 && state == ncclSuccess; ++i) {
+      ncclCommGetAsyncError(w.comm, &state);
+      if (state == ncclSuccess) usleep(10000);
+    }
+    expect(w, state == ncclRemoteError, "world communicator after rank %d died: state %d", excluded,
+           int(state));
   }
   int self = me;
   expect(w,

@@ -535,6 +535,59 @@ TEST_F(BootEnv, BootAbortUnblocksAndPropagates) {
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 3.0);
 }
 
+// A shrink after a rank died: rank 3 dies and the others fail (as a GPU
+// communicator does when it sees a process end), so send/recv refuse. The
+// survivors still hand each other a message over rescue links, in both
+// directions, twice, and a rescue link's end is no news of its rank: the
+// links of survivors that did not fail (1 and 2, whose rescue links reached
+// 0 and 2) do not read as closed afterwards. A wrong size is an error.
+TEST_F(BootEnv, BootRescueLinksWorkAfterAFailure) {
+  const int n = 4;
+  std::vector<std::unique_ptr<Bootstrap>> bs = boot_ranks(n);
+  bs[3].reset();  // rank 3 "dies": its sockets close
+  bs[0]->fail_with("rank 0: rank 3 died");
+  for (int r = 0; r < 3; ++r) {
+    for (int i = 0; i < 300 && bs[r]->remote_failure(0.01).empty() && r != 0; ++i) {}
+    char c = 0;
+    EXPECT_THROW(bs[r]->send((r + 1) % 3, &c, 1), Error) << "rank " << r;
+  }
+  for (int round = 0; round < 2; ++round) {
+    auto errors = run_rank_threads(3, [&](int r) {
+      if (r == 0) {
+        for (int to = 1; to < 3; ++to) {
+          uint64_t v = 1000 * round + to;
+          bs[0]->send_rescue(to, &v, sizeof(v));
+        }
+      } else {
+        uint64_t v = 0;
+        bs[r]->recv_rescue(0, &v, sizeof(v));
+        EXPECT_EQ(v, uint64_t(1000 * round + r));
+        v = 7000 + r;
+        bs[r]->send_rescue(0, &v, sizeof(v));
+      }
+    });
+    expect_all_ok(errors);
+    for (int from = 1; from < 3; ++from) {
+      uint64_t v = 0;
+      bs[0]->recv_rescue(from, &v, sizeof(v));
+      EXPECT_EQ(v, uint64_t(7000 + from));
+    }
+  }
+  std::vector<bool> survivors = {true, true, true, false};
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // rescue links have ended
+  for (int r = 0; r < 3; ++r) {
+    std::vector<bool> others = survivors;  // rank 0 failed: its links are shut
+    others[r] = false;
+    if (r != 0) others[0] = false;
+    const Bootstrap::PeerTrouble t = bs[r]->peer_trouble(0.0, others);
+    EXPECT_EQ(t.closed, -1) << "rank " << r << ": rank " << t.closed << " " << t.closed_why;
+  }
+  uint32_t four = 4;
+  bs[1]->send_rescue(2, &four, sizeof(four));
+  uint64_t eight = 0;
+  EXPECT_THROW(bs[2]->recv_rescue(1, &eight, sizeof(eight)), Error);
+}
+
 // A failure report reaches every rank with a link to the failing one, in
 // either direction: rank 0's ring link goes to rank 1, yet rank 2 (whose
 // ring link goes to rank 0) hears it over the way back, and so does a rank
