@@ -141,6 +141,11 @@ TEST(WireFrames, EachLinkCarriesOnlyItsKindsWithinTheirBounds) {
            {Link::kPeer, 999, 0, kFrameMagic, false},
            {Link::kWayBack, kAbort, 10, kFrameMagic, true},
            {Link::kWayBack, kColl, 0, kFrameMagic, false},
+           {Link::kRescue, kRescue, kMaxRescueBytes, kFrameMagic, true},
+           {Link::kRescue, kRescue, kMaxRescueBytes + 1, kFrameMagic, false},
+           {Link::kRescue, kP2p, 8, kFrameMagic, false},
+           {Link::kRescue, kAbort, 10, kFrameMagic, false},
+           {Link::kPeer, kRescue, 8, kFrameMagic, false},
            {Link::kFromRoot, kRootStatus, sizeof(StatusMsg), kFrameMagic, true},
            {Link::kFromRoot, kRootStatus, sizeof(StatusMsg) + 1, kFrameMagic, false},
            {Link::kFromRoot, kRootTable, table, kFrameMagic, true},
@@ -377,6 +382,8 @@ TEST(WireHello, PeerHello) {
   EXPECT_FALSE(ok(PeerHello{kPeerMagic, 3, 3, 0}, 3, 0, &why));
   EXPECT_FALSE(ok(PeerHello{kPeerMagic, 1, 4, 0}, 3, 0, &why));
   EXPECT_FALSE(ok(PeerHello{kHelloMagic, 1, 3, 0}, 3, 0, &why));
+  EXPECT_TRUE(ok(PeerHello{kPeerMagic, 1, 3, kHelloRescue}, 3, 0, &why)) << why;
+  EXPECT_FALSE(ok(PeerHello{kPeerMagic, 1, 3, 2}, 3, 0, &why));  // no such flag
 }
 
 TEST(WireReport, RoundTripsAndRefusesWhatNoRankSends) {
