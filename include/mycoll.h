@@ -108,8 +108,10 @@ MYCOLL_API mycollResult_t mycollCommInitRank(mycollComm_t* comm, int nranks, myc
 /* One process, ndev ranks on GPUs devlist[i] (NULL = 0..ndev-1; a device
  * may repeat: ranks then share it). A thread driving several ranks issues
  * their calls between mycollGroupStart and mycollGroupEnd, where they may
- * share a stream; outside a group one rank's collective waits for the
- * others', so each rank then needs a stream (or thread) of its own. */
+ * share a stream if they share a GPU; outside a group one rank's collective
+ * waits for the others', so each rank then needs a stream (or thread) of
+ * its own. A stream of another GPU than the rank's is mycollInvalidArgument,
+ * before anything of the call or group runs. */
 MYCOLL_API mycollResult_t mycollCommInitAll(mycollComm_t* comms, int ndev, const int* devlist);
 /* Rank, size and rendezvous from MYCOLL_RANK/MYCOLL_NRANKS/MYCOLL_ADDR, else
  * torchrun's RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, else Open MPI's or
