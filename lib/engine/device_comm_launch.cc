@@ -85,6 +85,13 @@ void DeviceCommImpl::check_stream(mycollStream_t stream) {
   if (stream_checked_ && s == last_checked_stream_) return;
   OnDevice on(dev_);
   // The legacy and per-thread default streams are the current device's.
+  // cudaStreamGetDevice is not permitted on a capturing stream (and would
+  // invalidate the capture): there a stream of another GPU fails at the
+  // launch, with CUDA's error; the stream is asked on its next eager call.
+  if (s != nullptr && s != cudaStreamLegacy && s != cudaStreamPerThread && stream_capturing(s)) {
+    if (threads_on_gpu_ > 1) check_shared_stream(s);
+    return;
+  }
   if (s != nullptr && s != cudaStreamLegacy && s != cudaStreamPerThread) {
     int d = -1;
     const cudaError_t e = cudaStreamGetDevice(s, &d);
