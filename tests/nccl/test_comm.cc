@@ -415,8 +415,9 @@ int suite_errors(World& w) {
   return 0;
 }
 
-// The last rank dies (exits without a word); the others shrink it away,
-// on GPUs after their communicator failed for it.
+// The last rank dies (exits without a word); the others shrink it away
+// after their communicator failed for it (GPUs: the peer watch; host
+// buffers: a collective).
 int suite_shrink(World& w) {
   const int n = w.nranks, me = w.rank;
   if (n < 3) return 0;
@@ -437,6 +438,16 @@ int suite_shrink(World& w) {
     }
     expect(w, state == ncclRemoteError, "world communicator after rank %d died: state %d", excluded,
            int(state));
+  } else {
+    // On host buffers the death shows in the next collective, which fails
+    // the communicator (and its bootstrap) the same way.
+    Buf v(ncclFloat64, 1), out(ncclFloat64, 1);
+    store(ncclFloat64, v.host(), 0, 1.0);
+    v.put();
+    const ncclResult_t e =
+        ncclAllReduce(v.dev(), out.dev(), 1, ncclFloat64, ncclSum, w.comm, w.stream);
+    expect(w, e == ncclRemoteError, "world allreduce after rank %d died returned %d", excluded,
+           int(e));
   }
   int self = me;
   expect(w,
