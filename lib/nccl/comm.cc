@@ -6,10 +6,10 @@
 #include <cstring>
 #include <thread>
 
-#include "bootstrap/bootstrap.h"
-#include "comm/comm.h"
 #include "base/config.h"
 #include "base/log.h"
+#include "bootstrap/bootstrap.h"
+#include "comm/comm.h"
 #include "engine/device_engine.h"
 #include "nccl/shim.h"
 
@@ -39,7 +39,8 @@ void check_mycoll(mycollResult_t r, mycollComm_t comm, const char* fn) {
 }
 
 void record_error(ncclComm* comm, const char* fn, const std::string& what, bool logged) {
-  std::string msg = what.compare(0, std::strlen(fn), fn) == 0 ? what : std::string(fn) + ": " + what;
+  std::string msg =
+      what.compare(0, std::strlen(fn), fn) == 0 ? what : std::string(fn) + ": " + what;
   t_last_error = msg;
   if (comm && comm->magic == ncclComm::kMagic) {
     std::lock_guard<std::mutex> g(comm->mu);
@@ -87,11 +88,13 @@ mycollComm_t ready_comm(ncclComm* comm, const char* fn, bool for_ops) {
   valid_comm(comm, fn);
   settle_init(comm, true);
   if (for_ops && comm->revoked.load())
-    throw_error(mycollInvalidUsage, "communicator was revoked (ncclCommRevoke); only "
-                                    "ncclCommShrink, ncclCommDestroy and ncclCommAbort remain");
+    throw_error(mycollInvalidUsage,
+                "communicator was revoked (ncclCommRevoke); only "
+                "ncclCommShrink, ncclCommDestroy and ncclCommAbort remain");
   if (for_ops && comm->finalized.load())
-    throw_error(mycollInvalidUsage, "communicator was finalized (ncclCommFinalize); only "
-                                    "ncclCommDestroy remains");
+    throw_error(mycollInvalidUsage,
+                "communicator was finalized (ncclCommFinalize); only "
+                "ncclCommDestroy remains");
   return comm->mc.load();
 }
 
@@ -111,8 +114,10 @@ ConfigView read_config(const ncclConfig_t* c, const char* fn) {
   if (!c) return v;
   const std::string f = fn;
   check_arg(c->magic == kConfigMagic, [&] {
-    return fmt::format("{}: config->magic is {:#x}, not NCCL's {:#x}: initialise the config "
-                       "with NCCL_CONFIG_INITIALIZER", f, c->magic, kConfigMagic);
+    return fmt::format(
+        "{}: config->magic is {:#x}, not NCCL's {:#x}: initialise the config "
+        "with NCCL_CONFIG_INITIALIZER",
+        f, c->magic, kConfigMagic);
   });
   check_arg(c->version >= 21400u, [&] {
     return fmt::format("{}: config->version {} is older than ncclConfig_t (2.14)", f, c->version);
@@ -146,8 +151,7 @@ ConfigView read_config(const ncclConfig_t* c, const char* fn) {
   note_int("nvlsCTAs", offsetof(ncclConfig_t, nvlsCTAs), c->nvlsCTAs);
   note_int("nChannelsPerNetPeer", offsetof(ncclConfig_t, nChannelsPerNetPeer),
            c->nChannelsPerNetPeer);
-  note_int("nvlinkCentricSched", offsetof(ncclConfig_t, nvlinkCentricSched),
-           c->nvlinkCentricSched);
+  note_int("nvlinkCentricSched", offsetof(ncclConfig_t, nvlinkCentricSched), c->nvlinkCentricSched);
   if (has(offsetof(ncclConfig_t, netName), sizeof(c->netName)) && c->netName)
     ignored += fmt::format(" netName={} (use MYCOLL_NET)", c->netName);
   if (!ignored.empty())
@@ -170,8 +174,8 @@ UniqueIdData id_from_comm_id(const std::string& addr) {
   std::string host = addr.substr(0, colon);
   if (host.size() > 2 && host.front() == '[' && host.back() == ']')
     host = host.substr(1, host.size() - 2);
-  return unique_id_from_address(host, static_cast<int>(parse_int(addr.substr(colon + 1),
-                                                                 "NCCL_COMM_ID port")));
+  return unique_id_from_address(
+      host, static_cast<int>(parse_int(addr.substr(colon + 1), "NCCL_COMM_ID port")));
 }
 
 ncclComm* wrap(mycollComm_t mc, const ConfigView& cv) {
@@ -218,11 +222,12 @@ ncclResult_t init_common(ncclComm_t* out, int nranks, const ncclUniqueId& commId
   mycollUniqueId id;
   std::memcpy(&id, &commId, sizeof(id));
   const UniqueIdData data = unpack_unique_id(id);
-  if (rank == 0 && !nccl_comm_id().empty())
-    start_root_listener(data, nranks, timeout_from_env());
+  if (rank == 0 && !nccl_comm_id().empty()) start_root_listener(data, nranks, timeout_from_env());
   log_info(Subsys::Init, "{}: rank {}/{}{}{} {}", fn, rank, nranks, cv.name.empty() ? "" : " comm ",
-           cv.name, cv.blocking && !in_group() ? "blocking" : "in a background thread (non-blocking "
-                                                              "config or inside a group)");
+           cv.name,
+           cv.blocking && !in_group() ? "blocking"
+                                      : "in a background thread (non-blocking "
+                                        "config or inside a group)");
   const bool grouped = in_group();
   if (cv.blocking && !grouped) {
     mycollComm_t mc = nullptr;
@@ -387,7 +392,8 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
     }
     check_arg(!excluded[mc->rank],
               fmt::format("{}: this rank ({}) is in excludeRanksList; excluded ranks must not "
-                          "call ncclCommShrink", fn, mc->rank));
+                          "call ncclCommShrink",
+                          fn, mc->rank));
     ConfigView cv = read_config(config, fn);
     if (!config) cv.blocking = comm->blocking;
     if (shrinkFlags == NCCL_SHRINK_ABORT && mc->device) mc->device->abort();
@@ -407,12 +413,13 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
     } else {
       mc->bootstrap->recv_rescue(keep[0], &uid, sizeof(uid));
     }
-    const int newrank = static_cast<int>(std::find(keep.begin(), keep.end(), mc->rank) - keep.begin());
+    const int newrank =
+        static_cast<int>(std::find(keep.begin(), keep.end(), mc->rank) - keep.begin());
     log_info(Subsys::Init, "{}: rank {} -> rank {} of {} ({} excluded{})", fn, mc->rank, newrank,
              keep.size(), excludeRanksCount,
              shrinkFlags == NCCL_SHRINK_ABORT ? ", parent's operations aborted" : "");
-    mycollComm_t child = registry_add(
-        comm_create(unpack_unique_id(uid), static_cast<int>(keep.size()), newrank, mc->cuda_device));
+    mycollComm_t child = registry_add(comm_create(
+        unpack_unique_id(uid), static_cast<int>(keep.size()), newrank, mc->cuda_device));
     *newcomm = wrap(child, cv);
     return ncclSuccess;
   });
@@ -431,11 +438,11 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm) {
 
 ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
   return guarded(comm, "ncclCommRevoke", [&] {
-    CommPin mc = pin_comm(ready_comm(comm, "ncclCommRevoke", false), PinMode::kShared,
-                          "ncclCommRevoke");
-    check_arg(revokeFlags == NCCL_REVOKE_DEFAULT,
-              fmt::format("ncclCommRevoke: revokeFlags {} must be NCCL_REVOKE_DEFAULT (0)",
-                          revokeFlags));
+    CommPin mc =
+        pin_comm(ready_comm(comm, "ncclCommRevoke", false), PinMode::kShared, "ncclCommRevoke");
+    check_arg(
+        revokeFlags == NCCL_REVOKE_DEFAULT,
+        fmt::format("ncclCommRevoke: revokeFlags {} must be NCCL_REVOKE_DEFAULT (0)", revokeFlags));
     comm->revoked = true;
     if (mc->device) mc->device->abort();
     mc->fail(mycollInvalidUsage, "communicator revoked by ncclCommRevoke");
