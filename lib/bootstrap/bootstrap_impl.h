@@ -178,6 +178,8 @@ class BootstrapImpl final : public Bootstrap {
     }
   }
 
+  Fd dial(int peer, const Deadline& d, const std::string& what, const std::atomic<bool>* cancel,
+          net::SessionKey* key);
   void send_frame(int peer, uint32_t kind, const void* data, size_t len, const Deadline& d,
                   const char* op);
   std::vector<uint8_t> recv_frame(int peer, uint32_t kind, const Deadline& d, const char* op);

@@ -77,6 +77,15 @@ void BootstrapImpl::check_usable(const char* op) {
 
 // ----------------------------------------------------------- transfers ----
 
+// A connection to peer's listener, authenticated (both ways) with the secret.
+Fd BootstrapImpl::dial(int peer, const Deadline& d, const std::string& what,
+                       const std::atomic<bool>* cancel, net::SessionKey* key) {
+  Fd fd = net::connect_to(table_[peer], d, what, false, cancel);
+  if (!net::authenticate_client(fd.get(), id_.secret, kRolePeer, d.seconds_left(), key))
+    throw_error(mycollRemoteError, what + ": peer rejected authentication or went away");
+  return fd;
+}
+
 void BootstrapImpl::send_frame(int peer, uint32_t kind, const void* data, size_t len,
                                const Deadline& d, const char* op) {
   if (peer == rank_) {
@@ -98,10 +107,8 @@ void BootstrapImpl::send_frame(int peer, uint32_t kind, const void* data, size_t
     std::lock_guard<std::mutex> lk(o.mu);
     try {
       if (!o.fd.valid()) {
-        Fd fd = net::connect_to(table_[peer], d, what, false, &aborted_);
         net::SessionKey key;
-        if (!net::authenticate_client(fd.get(), id_.secret, kRolePeer, d.seconds_left(), &key))
-          throw_error(mycollRemoteError, what + ": peer rejected authentication or went away");
+        Fd fd = dial(peer, d, what, &aborted_, &key);
         o.mac = FrameMac(key, Dir::kFromClient);
         const std::vector<uint8_t> hello =
             seal_hello(o.mac, PeerHello{kPeerMagic, rank_, nranks_, 0});
@@ -247,10 +254,8 @@ void BootstrapImpl::send_rescue(int peer, const void* data, size_t bytes) {
   const std::string what =
       "bootstrap rescue send: rank " + std::to_string(rank_) + " sending to " + peer_name(peer);
   const std::atomic<bool> never{false};
-  Fd fd = net::connect_to(table_[peer], d, what, false, &never);
   net::SessionKey key;
-  if (!net::authenticate_client(fd.get(), id_.secret, kRolePeer, d.seconds_left(), &key))
-    throw_error(mycollRemoteError, what + ": peer rejected authentication or went away");
+  Fd fd = dial(peer, d, what, &never, &key);
   FrameMac mac(key, Dir::kFromClient);
   std::vector<uint8_t> msg = seal_hello(mac, PeerHello{kPeerMagic, rank_, nranks_, kHelloRescue});
   const std::vector<uint8_t> frame = seal_frame(mac, kRescue, data, bytes);
