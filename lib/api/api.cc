@@ -7,6 +7,7 @@
 #include <string>
 #include <thread>
 
+#include "api/api_internal.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "comm/comm.h"
@@ -209,13 +210,13 @@ mycollResult_t mycollGetUniqueId(mycollUniqueId* id) {
 }
 
 static void init_rank(mycollComm_t* comm, int nranks, const UniqueIdData& id, int rank, int dev,
-                      const char* fn) {
+                      const char* fn, CancelFlag cancel = {}) {
   check_arg(comm != nullptr, std::string(fn) + ": comm is NULL");
   *comm = nullptr;
   check_arg(nranks >= 1, std::string(fn) + ": nranks " + std::to_string(nranks) + " must be >= 1");
   check_arg(rank >= 0 && rank < nranks, std::string(fn) + ": rank " + std::to_string(rank) +
                                             " is out of range [0, " + std::to_string(nranks) + ")");
-  *comm = registry_add(comm_create(id, nranks, rank, dev));
+  *comm = registry_add(comm_create(id, nranks, rank, dev, nullptr, std::move(cancel)));
 }
 
 // Binds to the calling thread's current CUDA device where GPUs exist (like
@@ -582,3 +583,14 @@ mycollResult_t mycollGroupEnd(void) {
 }
 
 }  // extern "C"
+
+// The NCCL shim's non-blocking init (api_internal.h).
+namespace mycoll {
+mycollResult_t comm_init_rank_cancellable(mycollComm_t* comm, int nranks, mycollUniqueId id,
+                                          int rank, CancelFlag cancel) {
+  return guarded(nullptr, "mycollCommInitRank", [&] {
+    init_rank(comm, nranks, unpack_unique_id(id), rank, init_device(), "mycollCommInitRank",
+              std::move(cancel));
+  });
+}
+}  // namespace mycoll

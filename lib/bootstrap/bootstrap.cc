@@ -74,6 +74,10 @@ void BootstrapImpl::join_root(const Deadline& d) {
   for (;;) {
     FrameHeader fh;
     st = net::recv_all(fd.get(), &fh, sizeof(fh), dw, &err, &aborted_);
+    if (st == IoStatus::kCancelled) {  // failed meanwhile: cancelled, or a peer's report
+      std::lock_guard<std::mutex> lk(mu_);
+      throw_error(mycollRemoteError, me + ": " + (failed_.empty() ? "aborted" : failed_));
+    }
     if (st == IoStatus::kTimeout)
       throw_error(mycollTimeout, fmt::format("bootstrap: rank {} timed out after {:.1f} s waiting "
                                              "at root {}: {} of {} ranks arrived",
@@ -129,6 +133,11 @@ void BootstrapImpl::io_loop() {
   std::vector<std::unique_ptr<Incoming>> back(nranks_);
   net::RejectLog rejects("rank " + std::to_string(rank_) + " bootstrap listener");
   while (!stop_.load()) {
+    if (cancel_ && cancel_->load() && !aborted_.load())
+      abort_internal(own_report("rank " + std::to_string(rank_) +
+                                ": init cancelled (the communicator was aborted while it was "
+                                "being created)"),
+                     Source::kLocal);
     // Reports for the ranks that send to this one (they may have no other
     // link to it): up their links, in the reverse direction.
     std::vector<std::vector<uint8_t>> tell;
@@ -163,7 +172,7 @@ void BootstrapImpl::io_loop() {
     std::vector<pollfd> fds;
     fds.push_back({wake_.get(), POLLIN, 0});
     fds.push_back({listen_.get(), POLLIN, 0});
-    Deadline wake = Deadline::after(1.0);
+    Deadline wake = Deadline::after(cancel_ ? 0.1 : 1.0);
     for (auto& hs : pending) {
       fds.push_back({hs->fd(), POLLIN, 0});
       wake.at = std::min(wake.at, hs->deadline().at);
@@ -376,18 +385,20 @@ bool BootstrapImpl::io_read(Incoming& in) {
         r.text =
             "rank " + std::to_string(in.rank) + " sent a malformed failure report (" + bad + ")";
       }
-      // (Its own report, passed back by a peer, is no news to this rank.)
-      if (r.origin == in.rank)
-        log_warn(Subsys::Bootstrap, "rank {}: rank {} failed: {}", rank_, r.origin, r.text);
-      else if (r.origin != rank_)
-        log_warn(Subsys::Bootstrap, "rank {}: rank {} failed (passed on by rank {}): {}", rank_,
-                 r.origin, in.rank, r.text);
+      bool known;
       {
         std::lock_guard<std::mutex> lk(mu_);
-        const bool known = std::any_of(remote_.begin(), remote_.end(),
-                                       [&](const Report& x) { return x.origin == r.origin; });
+        known = std::any_of(remote_.begin(), remote_.end(),
+                            [&](const Report& x) { return x.origin == r.origin; });
         if (r.origin != rank_ && !known && remote_.size() < 64) remote_.push_back(r);
       }
+      // Logged once per origin (a report may come over both links of a peer);
+      // its own report, passed back by a peer, is no news to this rank.
+      if (!known && r.origin == in.rank)
+        log_warn(Subsys::Bootstrap, "rank {}: rank {} failed: {}", rank_, r.origin, r.text);
+      else if (!known && r.origin != rank_)
+        log_warn(Subsys::Bootstrap, "rank {}: rank {} failed (passed on by rank {}): {}", rank_,
+                 r.origin, in.rank, r.text);
       abort_internal(r, Source::kRelay);
       continue;
     }
@@ -403,7 +414,8 @@ bool BootstrapImpl::io_read(Incoming& in) {
 }  // namespace bsimpl
 
 std::unique_ptr<Bootstrap> Bootstrap::init(const UniqueIdData& id, int rank, int nranks,
-                                           double timeout_s, const std::string& ifname_spec) {
+                                           double timeout_s, const std::string& ifname_spec,
+                                           CancelFlag cancel) {
   using namespace bswire;
   check_arg(nranks >= 1 && nranks <= kMaxRanks,
             "bootstrap: nranks " + std::to_string(nranks) + " out of range");
@@ -411,7 +423,7 @@ std::unique_ptr<Bootstrap> Bootstrap::init(const UniqueIdData& id, int rank, int
                                             " out of range 0.." + std::to_string(nranks - 1));
   check_arg(id.magic == kIdMagic && id.version == kIdVersion, "not a mycoll unique id");
   check_arg(timeout_s > 0, "bootstrap: timeout must be > 0");
-  auto bs = std::make_unique<bsimpl::BootstrapImpl>(id, rank, nranks, timeout_s);
+  auto bs = std::make_unique<bsimpl::BootstrapImpl>(id, rank, nranks, timeout_s, std::move(cancel));
   bs->start(ifname_spec);
   return bs;
 }

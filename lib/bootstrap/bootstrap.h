@@ -11,6 +11,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -22,6 +23,11 @@
 namespace mycoll {
 
 using Secret = std::array<uint8_t, 16>;
+
+// Set (to true) by another thread to end an init that is still under way:
+// ncclCommAbort of a non-blocking init. Shared, so that it outlives whoever
+// set it.
+using CancelFlag = std::shared_ptr<const std::atomic<bool>>;
 
 // Whom a rank waited for when it failed, as its failure report carries it.
 // on: the peers of the failed wait (a silent peer, a connection that ended,
@@ -73,8 +79,12 @@ class Bootstrap {
  public:
   // Joins the rendezvous: blocks until all nranks ranks are present or
   // timeout_s passes (Timeout naming the missing ranks' count).
+  // cancel (may be null): once it reads true, the rendezvous and every later
+  // wait fail within about 0.1 s, and the bootstrap is failed as by abort()
+  // (the peers linked by then are told).
   static std::unique_ptr<Bootstrap> init(const UniqueIdData& id, int rank, int nranks,
-                                         double timeout_s, const std::string& ifname_spec);
+                                         double timeout_s, const std::string& ifname_spec,
+                                         CancelFlag cancel = {});
   virtual ~Bootstrap() = default;
 
   virtual int rank() const = 0;

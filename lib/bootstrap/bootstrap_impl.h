@@ -57,8 +57,8 @@ using net::SockAddr;
 
 class BootstrapImpl final : public Bootstrap {
  public:
-  BootstrapImpl(const UniqueIdData& id, int rank, int nranks, double timeout_s)
-      : id_(id), rank_(rank), nranks_(nranks), timeout_s_(timeout_s) {
+  BootstrapImpl(const UniqueIdData& id, int rank, int nranks, double timeout_s, CancelFlag cancel)
+      : id_(id), rank_(rank), nranks_(nranks), timeout_s_(timeout_s), cancel_(std::move(cancel)) {
     closed_.resize(nranks);
     back_gone_.resize(nranks);
     told_.resize(nranks, false);
@@ -207,6 +207,9 @@ class BootstrapImpl final : public Bootstrap {
   const int rank_;
   const int nranks_;
   const double timeout_s_;
+  // Watched by the I/O thread (every 0.1 s while set): true fails the
+  // bootstrap as abort() does, which ends every wait, the rendezvous's too.
+  const CancelFlag cancel_;
   uint64_t tag_ = 0;
   std::string local_ip_;
   SockAddr my_addr_;             // this rank's peer listener

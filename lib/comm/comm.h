@@ -110,17 +110,19 @@ struct mycollComm {
 
 namespace mycoll {
 
-// Creates a communicator (collective over nranks ranks). cuda_device < 0 for
-// a host-only communicator. Throws Error.
 // build_plan for this communicator: all-reduce, broadcast and reduce are
 // built over the host-major order (peers mapped back to ranks); collectives
 // whose buffers are laid out by rank use rank order. Either way the builders
 // get the host layout (CollArgs::host_of) when ranks span several hosts.
 Plan comm_build_plan(const mycollComm& c, Algo algo, CollArgs a);
 
+// Creates a communicator (collective over nranks ranks). cuda_device < 0 for
+// a host-only communicator. Throws Error.
 // parent: the communicator split from (its id is logged), or null.
+// cancel: ends the init early when set from another thread (Bootstrap::init).
 std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int rank,
-                                        int cuda_device, const mycollComm* parent = nullptr);
+                                        int cuda_device, const mycollComm* parent = nullptr,
+                                        CancelFlag cancel = {});
 
 // "5a1f3c2e": how logs and dumps name a communicator id.
 std::string comm_id_text(uint64_t id);

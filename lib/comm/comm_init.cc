@@ -176,7 +176,8 @@ static std::string transport_summary(const mycollComm& c) {
 }
 
 std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int rank,
-                                        int cuda_device, const mycollComm* parent) {
+                                        int cuda_device, const mycollComm* parent,
+                                        CancelFlag cancel) {
   auto t0 = std::chrono::steady_clock::now();
   auto c = std::make_unique<mycollComm>();
   c->rank = rank;
@@ -191,7 +192,8 @@ std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int 
   c->algo = AlgoPolicy::parse(c->cfg.algo);
   c->p2p_sent.assign(nranks, 0);
   c->p2p_recvd.assign(nranks, 0);
-  c->bootstrap = Bootstrap::init(id, rank, nranks, c->cfg.timeout_s, c->cfg.socket_ifname);
+  c->bootstrap =
+      Bootstrap::init(id, rank, nranks, c->cfg.timeout_s, c->cfg.socket_ifname, std::move(cancel));
   // Every rank got the same fresh random tag from the root: mix it into an id.
   uint64_t h = c->bootstrap->tag() + 0x9e3779b97f4a7c15ull;
   h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;

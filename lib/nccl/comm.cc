@@ -6,6 +6,7 @@
 #include <cstring>
 #include <thread>
 
+#include "api/api_internal.h"
 #include "base/config.h"
 #include "base/log.h"
 #include "bootstrap/bootstrap.h"
@@ -249,7 +250,7 @@ ncclResult_t init_common(ncclComm_t* out, int nranks, const ncclUniqueId& commId
     (void)dev;
 #endif
     mycollComm_t mc = nullptr;
-    mycollResult_t r = mycollCommInitRank(&mc, nranks, id, rank);
+    mycollResult_t r = comm_init_rank_cancellable(&mc, nranks, id, rank, job->cancel);
     std::string err = r == mycollSuccess ? "" : mycollGetLastError(nullptr);
     std::lock_guard<std::mutex> lk(job->mu);
     job->done = true;
@@ -474,11 +475,18 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
     if (!comm) return ncclSuccess;
     valid_comm(comm, "ncclCommAbort");
     if (!comm->mc.load() && comm->job) {
-      std::lock_guard<std::mutex> lk(comm->job->mu);
-      if (!comm->job->done) {
-        comm->job->abandoned = true;  // the init thread aborts what it makes
-      } else if (comm->job->comm) {
-        comm->mc.store(comm->job->comm);
+      InitJob& job = *comm->job;
+      std::unique_lock<std::mutex> lk(job.mu);
+      if (!job.done) {
+        // Cancelled, the init thread ends within about 0.1 s while it waits
+        // for peers (later, should it have succeeded meanwhile, it aborts
+        // what it made): wait a little for it, so that nothing of the
+        // communicator outlives the abort when it can be helped.
+        job.abandoned = true;
+        job.cancel->store(true);
+        job.cv.wait_for(lk, std::chrono::seconds(2), [&] { return job.done; });
+      } else if (job.comm) {
+        comm->mc.store(job.comm);
       }
     }
     if (mycollComm_t mc = comm->mc.load()) {

@@ -535,6 +535,54 @@ TEST_F(BootEnv, BootAbortUnblocksAndPropagates) {
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 3.0);
 }
 
+// ncclCommAbort of a non-blocking init: a cancel flag ends a rendezvous that
+// waits for a rank that never comes within about 0.1 s (not at the
+// timeout), with the reason; set after init, it fails the bootstrap as
+// abort() does and the peer learns of it.
+TEST_F(BootEnv, BootCancelEndsARendezvousThatWaits) {
+  UniqueIdData id = new_id();
+  auto cancel = std::make_shared<std::atomic<bool>>(false);
+  std::thread setter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    cancel->store(true);
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  try {
+    Bootstrap::init(id, 0, 2, 20, "", cancel);  // rank 1 never comes
+    ADD_FAILURE() << "init returned without rank 1";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), mycollRemoteError) << e.what();
+    EXPECT_NE(std::string(e.what()).find("init cancelled"), std::string::npos) << e.what();
+  }
+  setter.join();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GT(s, 0.25);
+  EXPECT_LT(s, 2.0);
+
+  id = new_id();
+  std::vector<CancelFlag> flags(2);
+  auto flag1 = std::make_shared<std::atomic<bool>>(false);
+  flags[1] = flag1;
+  std::vector<std::unique_ptr<Bootstrap>> bs(2);
+  expect_all_ok(
+      run_rank_threads(2, [&](int r) { bs[r] = Bootstrap::init(id, r, 2, 20, "", flags[r]); }));
+  flag1->store(true);
+  t0 = std::chrono::steady_clock::now();
+  for (int r : {1, 0}) {
+    try {
+      char c = 0;
+      if (r == 1) bs[r]->recv(0, &c, 1);  // rank 0 sends nothing: only the cancel ends it
+      if (r == 0) bs[r]->barrier();
+      ADD_FAILURE() << "rank " << r << ": a wait after rank 1's cancel returned";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), mycollRemoteError) << e.what();
+      EXPECT_NE(std::string(e.what()).find("rank 1: init cancelled"), std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 3.0);
+}
+
 // A shrink after a rank died: rank 3 dies and the others fail (as a GPU
 // communicator does when it sees a process end), so send/recv refuse. The
 // survivors still hand each other a message over rescue links, in both
