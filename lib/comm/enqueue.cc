@@ -382,25 +382,9 @@ static Task make_p2p_task(mycollComm* c, const std::vector<Call>& calls) {
   return t;
 }
 
-// Enqueues the device work of a group in group order, each communicator's
-// tasks on its stream, except where several ranks of one communicator
-// (driven by this thread, on one GPU) name the same stream: on it each
-// rank's kernel would wait behind another's that it waits for, so they run
-// side by side, each on a side stream forked from that stream and joined
-// back (DeviceComm::fork); their grids are sized to be resident together.
-// Different communicators on one stream keep its order: kernels of two
-// communicators need not fit the GPU together, and run concurrently they
-// could start in another order in another process. The first failure stops
-// the group's enqueues (as a failed launch always did); side streams
-// already forked are joined again before it is rethrown.
-static void enqueue_device(std::vector<HostWork>& work,
-                           const std::vector<mycollStream_t>& streams) {
-  // Every stream first: a stream of the wrong GPU refused after another
-  // rank's kernel was launched would leave that kernel waiting for this one.
-  for (size_t i = 0; i < work.size(); ++i) {
-    LogScope scope(&work[i].comm->log_tag);
-    work[i].comm->device->check_stream(streams[i]);
-  }
+// enqueue_device's launches; tried[i]: work[i]'s launch was begun.
+static void launch_group(std::vector<HostWork>& work, const std::vector<mycollStream_t>& streams,
+                         std::vector<bool>& tried) {
   std::vector<bool> done(work.size(), false);
   for (size_t i = 0; i < work.size(); ++i) {
     if (done[i]) continue;
@@ -412,6 +396,7 @@ static void enqueue_device(std::vector<HostWork>& work,
     for (size_t k : same) done[k] = true;
     if (same.size() == 1) {
       LogScope scope(&work[i].comm->log_tag);  // a group may span communicators
+      tried[i] = true;
       work[i].comm->device->enqueue(work[i].tasks, streams[i]);
       continue;
     }
@@ -428,6 +413,7 @@ static void enqueue_device(std::vector<HostWork>& work,
     for (size_t k : same) {
       try {
         LogScope scope(&work[k].comm->log_tag);
+        tried[k] = true;
         work[k].comm->device->enqueue_beside(work[k].tasks);
         forked.push_back(k);
       } catch (...) {
@@ -443,6 +429,44 @@ static void enqueue_device(std::vector<HostWork>& work,
       }
     }
     if (err) std::rethrow_exception(err);
+  }
+}
+
+// Enqueues the device work of a group in group order, each communicator's
+// tasks on its stream, except where several ranks of one communicator
+// (driven by this thread, on one GPU) name the same stream: on it each
+// rank's kernel would wait behind another's that it waits for, so they run
+// side by side, each on a side stream forked from that stream and joined
+// back (DeviceComm::fork); their grids are sized to be resident together.
+// Different communicators on one stream keep its order: kernels of two
+// communicators need not fit the GPU together, and run concurrently they
+// could start in another order in another process. The first failure stops
+// the group's enqueues; side streams already forked are joined again before
+// it is rethrown, and every communicator whose calls were not launched
+// fails (no peer waits for them).
+static void enqueue_device(std::vector<HostWork>& work,
+                           const std::vector<mycollStream_t>& streams) {
+  // Every stream first: a stream of the wrong GPU refused after another
+  // rank's kernel was launched would leave that kernel waiting for this one.
+  for (size_t i = 0; i < work.size(); ++i) {
+    LogScope scope(&work[i].comm->log_tag);
+    work[i].comm->device->check_stream(streams[i]);
+  }
+  // A launch that fails fails its communicator (DeviceComm::enqueue); the
+  // calls of this group not tried yet fail theirs too (they have taken
+  // their sequence numbers, and their peers' kernels would wait for them).
+  std::vector<bool> tried(work.size(), false);
+  try {
+    launch_group(work, streams, tried);
+  } catch (const Error& e) {
+    for (size_t i = 0; i < work.size(); ++i)
+      if (!tried[i] && !work[i].tasks.empty()) {
+        LogScope scope(&work[i].comm->log_tag);
+        work[i].comm->device->launch_failed(
+            &work[i].tasks.front(), e.code(),
+            std::string("another launch of its group failed first: ") + e.what());
+      }
+    throw;
   }
 }
 

@@ -100,6 +100,8 @@ class DeviceCommImpl : public DeviceComm {
   }
   void check_stream(mycollStream_t stream) override;
   void enqueue(std::vector<Task>& tasks, mycollStream_t stream) override;
+  std::string launch_failed(const Task* t, mycollResult_t code,
+                            const std::string& what) noexcept override;
   void fork(mycollStream_t stream) override;
   void enqueue_beside(std::vector<Task>& tasks) override;
   void join(mycollStream_t stream) override;

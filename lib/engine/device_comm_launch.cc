@@ -88,15 +88,22 @@ void DeviceCommImpl::check_stream(mycollStream_t stream) {
   // cudaStreamGetDevice is not permitted on a capturing stream (and would
   // invalidate the capture): there a stream of another GPU fails at the
   // launch, with CUDA's error; the stream is asked on its next eager call.
-  if (s != nullptr && s != cudaStreamLegacy && s != cudaStreamPerThread && stream_capturing(s)) {
+  const bool named = s != nullptr && s != cudaStreamLegacy && s != cudaStreamPerThread;
+  if (named && stream_capturing(s)) {
     if (threads_on_gpu_ > 1) check_shared_stream(s);
     return;
   }
-  if (s != nullptr && s != cudaStreamLegacy && s != cudaStreamPerThread) {
+  if (named) {
     int d = -1;
     const cudaError_t e = cudaStreamGetDevice(s, &d);
     if (e != cudaSuccess) {
       cudaGetLastError();
+      // Anything but a bad handle is CUDA failing in this process (a kernel
+      // that faulted leaves every later call failing): no launch can follow.
+      if (e != cudaErrorInvalidResourceHandle && e != cudaErrorInvalidValue)
+        throw_error(mycollUnhandledCudaError,
+                    launch_failed(nullptr, mycollUnhandledCudaError,
+                                  std::string("cudaStreamGetDevice: ") + cudaGetErrorString(e)));
       throw_error(mycollInvalidArgument, "rank " + std::to_string(c_.rank) +
                                              ": the stream passed is not a usable CUDA stream "
                                              "(cudaStreamGetDevice: " +
@@ -126,14 +133,43 @@ void DeviceCommImpl::enqueue_on(std::vector<Task>& tasks, cudaStream_t s) {
     throw_error(e, why);
   }
   OnDevice on(dev_);
-  const bool capturing = stream_capturing(s);
-  // Programmatic launch of the LL kernel (pdl_): eager calls only (in a
-  // graph its edges measured no faster: docs/performance.md "Session 30").
-  launch_pdl_ = pdl_ && !capturing;
-  if (order_recorded_ && s != last_stream_ && !capturing)
-    cuda_check(cudaStreamWaitEvent(s, order_event_, 0), "cudaStreamWaitEvent (issue order)");
-  for (Task& t : tasks) launch(t, s);
-  mark_issue_order(s, capturing);
+  const Task* at = tasks.empty() ? nullptr : &tasks.front();
+  try {
+    const bool capturing = stream_capturing(s);
+    // Programmatic launch of the LL kernel (pdl_): eager calls only (in a
+    // graph its edges measured no faster: docs/performance.md "Session 30").
+    launch_pdl_ = pdl_ && !capturing;
+    if (order_recorded_ && s != last_stream_ && !capturing)
+      cuda_check(cudaStreamWaitEvent(s, order_event_, 0), "cudaStreamWaitEvent (issue order)");
+    for (Task& t : tasks) {
+      at = &t;
+      launch(t, s);
+    }
+    mark_issue_order(s, capturing);
+  } catch (const Error& e) {
+    throw_error(e.code(), launch_failed(at, e.code(), e.what()));
+  } catch (const std::bad_alloc&) {
+    throw_error(mycollSystemError, launch_failed(at, mycollSystemError, "out of memory"));
+  }
+}
+
+// The call had taken its sequence number (and launching may have moved
+// this rank's FIFO counters and LL epochs on), or CUDA fails in this
+// process: no peer must wait for it.
+std::string DeviceCommImpl::launch_failed(const Task* t, mycollResult_t code,
+                                          const std::string& what) noexcept {
+  std::string why = "launch failed";
+  try {
+    const std::string op = t ? fmt::format("op {} ({} of {} bytes)", t->seq, coll_name(t->coll),
+                                           uint64_t(t->count) * dtype_size(t->dtype))
+                             : std::string("the next operation");
+    why = fmt::format("rank {} on GPU {}: {} could not be launched: {}", c_.rank, dev_, op, what);
+    log_warn(Subsys::Gpu, "{}; failing the communicator so that its peers stop waiting", why);
+    c_.fail(code, why);
+  } catch (...) {  // out of memory: the flag below still stops this rank's kernels
+  }
+  *const_cast<volatile int32_t*>(h_abort_) = 1;
+  return why;
 }
 
 void DeviceCommImpl::fork(mycollStream_t stream) {

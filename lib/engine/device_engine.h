@@ -39,7 +39,16 @@ class DeviceComm {
   // Cheap when the stream is the one checked last. enqueue() checks too.
   virtual void check_stream(mycollStream_t stream) = 0;
   // Enqueues the tasks of one communicator on stream; returns at once.
+  // Where a launch fails (or CUDA fails in this process) the communicator
+  // fails as by launch_failed, then the error is thrown.
   virtual void enqueue(std::vector<Task>& tasks, mycollStream_t stream) = 0;
+  // Task t (null: the next one) was not launched although it has taken its
+  // sequence number, so the peers' kernels of that call would wait for it
+  // until MYCOLL_TIMEOUT: fails the communicator (its report reaches every
+  // rank, whose peer watch stops their kernels) and makes this rank's
+  // running kernels give up. Returns the reason. Never throws.
+  virtual std::string launch_failed(const Task* t, mycollResult_t code,
+                                    const std::string& what) noexcept = 0;
   // Ranks driven by one thread whose calls in one group name the same
   // stream (ranks of one communicator sharing a GPU: mycollCommInitAll with
   // a repeated device): on that stream alone each rank's kernels would queue

@@ -102,4 +102,9 @@ inline cudaStream_t rank_stream() {
   return s;
 }
 
+// Launches a kernel that writes to an illegal address on s and waits for
+// it: every later CUDA call of this process fails (tests/gpu/gpu_fault.cu).
+// Returns the error the wait got.
+cudaError_t fault_this_context(cudaStream_t s);
+
 }  // namespace mycoll_test

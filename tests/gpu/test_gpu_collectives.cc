@@ -1000,7 +1000,11 @@ TEST(GpuDirectKernelGiveUp, TimesOutNamingThePeer) {
 //   kill, exit0, exit1  its process ends (SIGKILL, _exit(0), _exit(1));
 //   stop     it stops (SIGSTOP, continued 8 s later); MYCOLL_TIMEOUT 3 on all;
 //   abort    it never joins; rank 0 calls mycollCommAbort while waiting;
-//   timeout  it never joins; rank 0 alone has MYCOLL_TIMEOUT=3.
+//   timeout  it never joins; rank 0 alone has MYCOLL_TIMEOUT=3;
+//   fault    a kernel of its own faults (an illegal address: every later
+//            CUDA call of its process fails), so its call cannot be
+//            launched: the call returns the CUDA error, and the others
+//            learn why from its report while it stays alive.
 // MYCOLL_TIMEOUT is 60 elsewhere: every rank still running must report an
 // error within 10 s, name the cause (and no live rank), end its kernel and
 // refuse the next call.
@@ -1050,6 +1054,15 @@ int peer_failure_body(mycollComm_t comm) {
         _exit(0);
       }
       raise(SIGSTOP);
+    } else if (how == "fault") {
+      check(fault_this_context(s) != cudaSuccess, "the faulting kernel faults");
+      const mycollResult_t r = call();
+      const std::string why = mycollGetLastError(comm);
+      check(r == mycollUnhandledCudaError,
+            std::string("call after a fault returned ") + mycollGetErrorString(r) + ": " + why);
+      check(why.find("could not be launched") != std::string::npos, "reason '" + why + "'");
+      check(call() != mycollSuccess, "the failed communicator refuses the next call");
+      std::this_thread::sleep_for(std::chrono::seconds(12));  // alive past the others' checks
     } else {
       std::this_thread::sleep_for(std::chrono::seconds(8));  // never joins
     }
@@ -1076,7 +1089,9 @@ int peer_failure_body(mycollComm_t comm) {
   const bool ended = how == "kill" || how == "exit0" || how == "exit1";
   const std::string cause = ended            ? "rank 1's bootstrap link closed"
                             : how == "abort" ? "rank 0 aborted"
-                                             : "timed out";
+                            : how == "fault"
+                                ? "rank 1 on GPU " + std::to_string(gpu_of(1)) + ": op "
+                                : "timed out";
   check(why.find(cause) != std::string::npos, "reason '" + why + "' names '" + cause + "'");
   // Rank 1 is alive there: closing its links after a report is no cause.
   check(ended || why.find("rank 1's bootstrap link") == std::string::npos,
@@ -1116,13 +1131,14 @@ TEST_P(GpuPeerFailure, ReachesEveryRankNamingTheCause) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Gpu, GpuPeerFailure,
-    ::testing::Combine(::testing::Values("kill", "exit0", "exit1", "stop", "abort", "timeout"),
-                       ::testing::Values("allreduce", "broadcast", "alltoall", "sendrecv")),
-    [](const ::testing::TestParamInfo<PeerFailureParam>& i) {
-      return std::get<0>(i.param) + "_" + std::get<1>(i.param);
-    });
+INSTANTIATE_TEST_SUITE_P(Gpu, GpuPeerFailure,
+                         ::testing::Combine(::testing::Values("kill", "exit0", "exit1", "stop",
+                                                              "abort", "timeout", "fault"),
+                                            ::testing::Values("allreduce", "broadcast", "alltoall",
+                                                              "sendrecv")),
+                         [](const ::testing::TestParamInfo<PeerFailureParam>& i) {
+                           return std::get<0>(i.param) + "_" + std::get<1>(i.param);
+                         });
 
 }  // namespace
 
