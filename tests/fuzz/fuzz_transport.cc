@@ -168,7 +168,7 @@ void ib_run(uint8_t param, const uint8_t* p, size_t n) {
   }
 }
 
-// Both ends of one UCX direction pair as ucx.cc drives them: the sender
+// Both ends of one UCX direction pair as ucx_connection.cc drives them: the sender
 // posts what the window allows (send_room), credit words arrive at the head
 // of data messages and alone in credit messages (a signed 16-bit step from
 // the last credit, so old, current, future and wild counts all come), and

@@ -7,7 +7,7 @@
 //     is checked before that table is allocated;
 //   - the hello each side sends on a new endpoint;
 // and what it receives once connected: the credit word at the head of every
-// data message and alone in a credit message (flow control, ucx.cc).
+// data message and alone in a credit message (flow control, ucx_impl.h).
 // The worker address bytes are UCX's own format, handed to ucp_ep_create.
 #pragma once
 
@@ -54,7 +54,7 @@ void encode_hello(uint64_t bs_tag, int me, uint64_t out[2]);
 mycollResult_t check_hello(const void* p, size_t n, uint64_t bs_tag, int peer, int me,
                            std::string* why);
 
-// Flow control (transports/ucx/ucx.cc, "Flow control"): every data message
+// Flow control (transports/ucx/ucx_impl.h, "Flow control"): every data message
 // starts with a credit word, the count of messages its sender has consumed
 // of the other direction; a credit message is that word alone. A sender
 // posts message k only while k < credit + window.
