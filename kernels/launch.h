@@ -92,7 +92,7 @@ cudaError_t launch_direct(Coll kind, const void* in, void* out, uint64_t bytes, 
 // slices keys[k].first .. + keys[k].n of ptr/bytes (nslices in all, at most
 // kP2pLlMaxSlices; msg: each slice's whole message bytes, which receivers
 // check against their senders') in order through the ll rings,
-// interoperating with the plan kernel's ll pass. The batch comes from build_p2p_ll
+// interoperating with the plan kernel's ll pass. The batch comes from layout_p2p_ll
 // (lib/engine/device_plan_build.h); everything is passed by value.
 cudaError_t launch_p2p_ll(const P2pLlCommon& c, const P2pLlKey* keys, const uint64_t* ptr,
                           const uint32_t* bytes, const uint32_t* msg, int nslices, int threads,

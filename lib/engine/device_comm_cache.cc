@@ -72,10 +72,11 @@ DevPlan& DeviceCommImpl::collective_plan(const Task& t, cudaStream_t s) {
 // Point-to-point batch: every message split over channels by its own size
 // (so both sides agree), cached by the batch's messages (kind, peer,
 // addresses, sizes: they repeat in training). A repeat of the previous
-// batch costs one comparison, no allocation. Batches of small messages
-// with peers on cuda_ipc go to the LL point-to-point kernel (no upload);
-// the others get a plan for the plan kernel. Each rank decides for its own
-// batch alone: both kernels move every slice alike (build_p2p_ll).
+// batch costs one comparison, no allocation. The selection table picks
+// the kernel from the batch's shape (lib/engine/device_select.h, row
+// p2p_ll): small messages with peers on cuda_ipc go to the LL
+// point-to-point kernel (no upload), the others get a plan for the plan
+// kernel.
 P2pEntry& DeviceCommImpl::p2p_entry(const Task& t, cudaStream_t s) {
   p2p_key_.clear();
   for (const Step& st : t.plan.steps)
@@ -86,8 +87,12 @@ P2pEntry& DeviceCommImpl::p2p_entry(const Task& t, cudaStream_t s) {
   auto it = p2p_plans_.find(p2p_key_);
   if (it == p2p_plans_.end()) {
     P2pEntry e;
-    e.ll = build_p2p_ll(t.plan, p2p_ctx_, &e.batch);
-    if (!e.ll) {
+    DevCall call = dev_call(t);
+    call.p2p = p2p_batch_shape(t.plan, p2p_ctx_);
+    e.choice = select_device_kernel(call, limits_);
+    if (e.choice.kernel == DevKernel::P2pLl) {
+      layout_p2p_ll(t.plan, p2p_ctx_, &e.batch);
+    } else {
       DevicePlan built = build_device_p2p(t.plan, c_.cfg.gpu_channel_bytes, p2p_channels_,
                                           plan_kernel_max_step_ops());
       e.plan.nch = built.nch;

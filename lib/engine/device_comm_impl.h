@@ -79,7 +79,7 @@ struct DevPlan {
 // A point-to-point batch: the LL point-to-point kernel's parameters when it
 // serves the batch, else the plan kernel's plan.
 struct P2pEntry {
-  bool ll = false;
+  DevChoice choice;  // the selection table's answer for this batch
   P2pLlBatch batch;
   DevPlan plan;
 };

@@ -313,7 +313,10 @@ int ring_sends_only_to(Coll c, int n, int r, int root) {
 }  // namespace
 
 void DeviceCommImpl::launch(const Task& t, cudaStream_t s) {
-  const DevChoice k = select_device_kernel(dev_call(t), limits_);
+  // A send/recv batch's kernel is chosen once per distinct batch (its
+  // shape is the table's input), and cached with it.
+  P2pEntry* pe = t.coll == Coll::SendRecv ? &p2p_entry(t, s) : nullptr;
+  const DevChoice k = pe ? pe->choice : select_device_kernel(dev_call(t), limits_);
   // What every collective kernel checks against its peers' (0: no check:
   // point-to-point, or MYCOLL_GPU_CALL_CHECK=0).
   const uint64_t sig =
@@ -325,12 +328,14 @@ void DeviceCommImpl::launch(const Task& t, cudaStream_t s) {
   // kernel (kernels/prims/call_check.cuh); never with MYCOLL_GPU_CALL_CHECK=strict.
   const bool may_defer = sig != 0 && !c_.cfg.gpu_call_check_strict;
   const uint64_t block = uint64_t(t.count) * dtype_size(t.dtype);
-  // A send/recv batch's line waits for p2p_entry, which picks its kernel.
-  const bool log_call = log_enabled(LogLevel::Info, Subsys::Coll);
-  if (log_call && t.coll != Coll::SendRecv)
+  if (log_enabled(LogLevel::Info, Subsys::Coll))
     log_info(Subsys::Coll, "op {} {} of {} bytes: {}{}", t.seq, coll_name(t.coll), block,
              describe(k),
-             k.kernel == DevKernel::LlColl && launch_pdl_ ? " (programmatic launch)" : "");
+             k.kernel == DevKernel::LlColl && launch_pdl_ ? " (programmatic launch)"
+             : k.kernel == DevKernel::P2pLl
+                 ? fmt::format(" ({} peer/channel/direction key(s), {} slice(s))",
+                               pe->batch.keys.size(), pe->batch.ptr.size())
+                 : std::string());
   switch (k.kernel) {
     case DevKernel::Ring: {
       const int nch =
@@ -349,31 +354,18 @@ void DeviceCommImpl::launch(const Task& t, cudaStream_t s) {
                  "LL kernel launch");
       return;
     case DevKernel::Direct: launch_direct_kernel(t, sig, s); return;
-    case DevKernel::Plan: break;
-  }
-  DevPlan* pp = nullptr;
-  if (t.coll == Coll::SendRecv) {
-    P2pEntry& e = p2p_entry(t, s);
-    if (log_call && e.ll)
-      log_info(Subsys::Coll,
-               "op {} sendrecv of {} bytes: LL point-to-point kernel ({} peer/channel/direction "
-               "key(s), {} slice(s))",
-               t.seq, block, e.batch.keys.size(), e.batch.ptr.size());
-    else if (log_call)
-      log_info(Subsys::Coll, "op {} sendrecv of {} bytes: {}", t.seq, block, describe(k));
-    if (e.ll) {
+    case DevKernel::P2pLl: {
       P2pLlCommon c = p2p_common_;
-      c.nkeys = int32_t(e.batch.keys.size());
-      cuda_check(launch_p2p_ll(c, e.batch.keys.data(), e.batch.ptr.data(), e.batch.bytes.data(),
-                               e.batch.msg.data(), int(e.batch.ptr.size()), e.batch.threads, s),
+      const P2pLlBatch& b = pe->batch;
+      c.nkeys = int32_t(b.keys.size());
+      cuda_check(launch_p2p_ll(c, b.keys.data(), b.ptr.data(), b.bytes.data(), b.msg.data(),
+                               int(b.ptr.size()), b.threads, s),
                  "LL point-to-point kernel launch");
       return;
     }
-    pp = &e.plan;
-  } else {
-    pp = &collective_plan(t, s);
+    case DevKernel::Plan: break;
   }
-  DevPlan& p = *pp;
+  DevPlan& p = pe ? pe->plan : collective_plan(t, s);
   ensure_scratch(p.scratch_bytes, s);
   KernelArgs a{};
   a.ops = p.d_ops;

@@ -459,6 +459,7 @@ void DeviceCommImpl::init_p2p_ll(const DevComm& dc, const std::vector<bool>& ipc
   p2p_ctx_.channel_bytes = c_.cfg.gpu_channel_bytes;
   p2p_ctx_.max_channels = p2p_channels_;
   p2p_ctx_.max_keys = std::min(kP2pLlMaxKeys, block_budget_);
+  p2p_ll_limits(p2p_ctx_, &limits_);
   int ll_peers = 0;
   for (int r = 0; r < c_.nranks; ++r) ll_peers += r != c_.rank && ipc[r];
   if (ll_peers > 0 && dc.ll_max_bytes > 0)

@@ -171,59 +171,100 @@ DevicePlan build_device_p2p(const Plan& p2p, size_t channel_bytes, int max_chann
   return p;
 }
 
-bool build_p2p_ll(const Plan& p2p, const P2pLlContext& cx, P2pLlBatch* out) {
+namespace {
+
+// One per-channel slice of a point-to-point batch, as both kernels cut it.
+struct P2pPiece {
+  int key;
+  uint64_t ptr;
+  uint32_t bytes;
+  uint32_t msg;  // the whole message (the size check)
+};
+
+// Walks the batch's slices: keys (peer, direction, channel) in order of
+// first appearance, each slice with its key, and the shape the selection
+// table asks about. Stops (shape.ll_peers false) at an op the LL kernel
+// cannot take: not a Send or Recv, or a peer without a usable ll ring.
+P2pShape walk_p2p(const Plan& p2p, const P2pLlContext& cx, std::vector<P2pPiece>* slices,
+                  std::vector<P2pLlKey>* keys, std::vector<int>* nkey) {
   const FifoGeom& g = cx.geom;
-  const uint64_t ll_data = g.ll_slot_bytes / 2;  // data bytes per ll slot
-  // The kernel takes a slice whole (like the plan kernel's ll pass): it must
-  // fit the ring, and its byte count its 32-bit field.
-  const uint64_t most =
-      std::min<uint64_t>({cx.ll_max, uint64_t(g.ll_slots) * ll_data, uint64_t(UINT32_MAX)});
-  struct Piece {
-    int key;
-    uint64_t ptr;
-    uint32_t bytes;
-    uint32_t msg;  // the whole message (the size check)
-  };
-  std::vector<Piece> slices;
-  std::vector<P2pLlKey> keys;
-  std::vector<int> nkey;  // slices per key
-  uint64_t max_lines = 0;
+  P2pShape sh;
+  sh.ll_peers = true;
   for (const Step& st : p2p.steps)
     for (const Op& op : st.ops) {
-      if (op.kind != OpKind::Send && op.kind != OpKind::Recv) return false;
-      if (op.peer < 0 || op.peer >= g.nranks || op.peer == cx.rank ||
-          size_t(op.peer) >= cx.ll.size() || !cx.ll[op.peer])
-        return false;
+      if ((op.kind != OpKind::Send && op.kind != OpKind::Recv) || op.peer < 0 ||
+          op.peer >= g.nranks || op.peer == cx.rank || size_t(op.peer) >= cx.ll.size() ||
+          !cx.ll[op.peer]) {
+        sh.ll_peers = false;
+        return sh;
+      }
       const bool send = op.kind == OpKind::Send;
       const Slice& msg = send ? op.src : op.dst;
       const size_t bytes = msg.count;
-      if (bytes > UINT32_MAX) return false;  // the size check's 32-bit field
+      sh.max_msg = std::max<uint64_t>(sh.max_msg, bytes);
       const int nch = device_channels(bytes, cx.channel_bytes, cx.max_channels);
       for (int ch = 0; ch < nch; ++ch) {
         const auto [lo, hi] = p2p_slice(bytes, nch, ch);
         if (hi == lo) continue;
-        if (hi - lo > most) return false;
         const uint8_t kind = send ? kDevSend : kDevRecv;
         int k = 0;
-        while (k < int(keys.size()) &&
-               !(keys[k].peer == op.peer && keys[k].kind == kind && keys[k].first == ch))
+        while (k < int(keys->size()) &&
+               !((*keys)[k].peer == op.peer && (*keys)[k].kind == kind && (*keys)[k].first == ch))
           ++k;
-        if (k == int(keys.size())) {
-          if (k >= cx.max_keys) return false;
+        if (k == int(keys->size())) {
           P2pLlKey key{};
           key.peer = op.peer;
           key.kind = kind;
           key.first = uint16_t(ch);  // the channel, until the slices are laid out
-          keys.push_back(key);
-          nkey.push_back(0);
+          keys->push_back(key);
+          nkey->push_back(0);
         }
-        if (int(slices.size()) >= cx.max_slices || nkey[k] >= 255) return false;
-        ++nkey[k];
-        slices.push_back(Piece{k, uint64_t(msg.offset + lo), uint32_t(hi - lo), uint32_t(bytes)});
-        max_lines = std::max<uint64_t>(max_lines, (hi - lo + 7) / 8);
+        sh.max_key_slices = std::max(sh.max_key_slices, ++(*nkey)[k]);
+        sh.max_slice = std::max<uint64_t>(sh.max_slice, hi - lo);
+        slices->push_back(
+            P2pPiece{k, uint64_t(msg.offset + lo), uint32_t(hi - lo), uint32_t(bytes)});
       }
     }
-  if (slices.empty()) return false;
+  sh.keys = int(keys->size());
+  sh.slices = int(slices->size());
+  return sh;
+}
+
+}  // namespace
+
+P2pShape p2p_batch_shape(const Plan& p2p, const P2pLlContext& cx) {
+  std::vector<P2pPiece> slices;
+  std::vector<P2pLlKey> keys;
+  std::vector<int> nkey;
+  return walk_p2p(p2p, cx, &slices, &keys, &nkey);
+}
+
+void p2p_ll_limits(const P2pLlContext& cx, DevLimits* l) {
+  // The kernel takes a slice whole (like the plan kernel's ll pass): it must
+  // fit the ring, and its byte count its 32-bit field.
+  const uint64_t ll_data = cx.geom.ll_slot_bytes / 2;  // data bytes per ll slot
+  l->p2p_ll_slice_bytes =
+      std::min<uint64_t>({cx.ll_max, uint64_t(cx.geom.ll_slots) * ll_data, uint64_t(UINT32_MAX)});
+  l->p2p_ll_keys = cx.max_keys;
+  l->p2p_ll_slices = cx.max_slices;
+}
+
+bool build_p2p_ll(const Plan& p2p, const P2pLlContext& cx, P2pLlBatch* out) {
+  DevLimits lim;
+  p2p_ll_limits(cx, &lim);
+  if (!p2p_ll_takes(p2p_batch_shape(p2p, cx), lim)) return false;
+  layout_p2p_ll(p2p, cx, out);
+  return true;
+}
+
+void layout_p2p_ll(const Plan& p2p, const P2pLlContext& cx, P2pLlBatch* out) {
+  const FifoGeom& g = cx.geom;
+  std::vector<P2pPiece> slices;
+  std::vector<P2pLlKey> keys;
+  std::vector<int> nkey;
+  walk_p2p(p2p, cx, &slices, &keys, &nkey);
+  uint64_t max_lines = 0;
+  for (const P2pPiece& s : slices) max_lines = std::max<uint64_t>(max_lines, (s.bytes + 7) / 8);
   out->keys.assign(keys.begin(), keys.end());
   out->ptr.assign(slices.size(), 0);
   out->bytes.assign(slices.size(), 0);
@@ -251,7 +292,7 @@ bool build_p2p_ll(const Plan& p2p, const P2pLlContext& cx, P2pLlBatch* out) {
     key.n = 0;
     next += uint32_t(nkey[k]);
   }
-  for (const Piece& s : slices) {  // stable: each key's slices stay in batch order
+  for (const P2pPiece& s : slices) {  // stable: each key's slices stay in batch order
     P2pLlKey& key = out->keys[s.key];
     const size_t i = size_t(key.first) + key.n++;
     out->ptr[i] = s.ptr;
@@ -263,7 +304,6 @@ bool build_p2p_ll(const Plan& p2p, const P2pLlContext& cx, P2pLlBatch* out) {
   const uint64_t want = (max_lines + kP2pLlUnroll - 1) / kP2pLlUnroll;
   out->threads =
       int(std::min<uint64_t>(kP2pLlMaxThreads, std::max<uint64_t>(32, (want + 31) / 32 * 32)));
-  return true;
 }
 
 }  // namespace mycoll

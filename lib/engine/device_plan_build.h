@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "algorithms/plan.h"
+#include "engine/device_select.h"
 #include "kernels/device_plan.h"
 
 namespace mycoll {
@@ -103,13 +104,21 @@ struct P2pLlBatch {
   int threads = 32;             // threads per block: a multiple of 32, 32 .. kP2pLlMaxThreads
 };
 
-// Whether the LL point-to-point kernel serves this batch: every op a Send or
-// Recv (no copy to self), every peer's ll ring usable, every slice (split as
-// by build_device_p2p) at most ll_max bytes, at least one slice, and the
-// keys and slices within the kernel's capacity. Then fills *out; otherwise
-// the plan kernel runs the batch. Either way every slice travels in the ll
-// ring of its (peer, channel) with the same counters, so the two kernels
-// interoperate slice by slice.
+// The batch's shape as the selection table's point-to-point row asks about
+// it (P2pShape, lib/engine/device_select.h), every message split as by
+// build_device_p2p. Either kernel moves every slice in the ll ring or FIFO
+// of its (peer, channel) with the same counters, so the two interoperate
+// slice by slice: each rank picks for its own batch alone.
+P2pShape p2p_batch_shape(const Plan& p2p, const P2pLlContext& cx);
+// The LL point-to-point kernel's capacities in the table's limits: the
+// largest slice (MYCOLL_GPU_LL_BYTES, the ll ring, the 32-bit size field),
+// keys and slices per batch.
+void p2p_ll_limits(const P2pLlContext& cx, DevLimits* l);
+// Lays out a batch the table gave the LL point-to-point kernel
+// (p2p_ll_takes) for it.
+void layout_p2p_ll(const Plan& p2p, const P2pLlContext& cx, P2pLlBatch* out);
+// The three above in one: whether the table gives the batch to the LL
+// point-to-point kernel (then *out is filled).
 bool build_p2p_ll(const Plan& p2p, const P2pLlContext& cx, P2pLlBatch* out);
 
 }  // namespace mycoll

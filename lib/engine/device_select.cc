@@ -10,6 +10,7 @@ const char* dev_kernel_name(DevKernel k) {
     case DevKernel::Ring: return "ring";
     case DevKernel::LlColl: return "ll_coll";
     case DevKernel::Direct: return "direct";
+    case DevKernel::P2pLl: return "p2p_ll";
   }
   return "?";
 }
@@ -69,9 +70,20 @@ uint64_t ring_kernel_from(Coll c, const DevLimits& l) {
   }
 }
 
+bool p2p_ll_takes(const P2pShape& s, const DevLimits& l) {
+  return l.p2p_ll_slice_bytes > 0 && s.ll_peers && s.slices > 0 &&
+         s.max_slice <= l.p2p_ll_slice_bytes && s.max_msg <= UINT32_MAX &&
+         s.keys <= l.p2p_ll_keys && s.slices <= l.p2p_ll_slices && s.max_key_slices <= 255;
+}
+
 DevChoice select_device_kernel(const DevCall& c, const DevLimits& l) {
   DevChoice r;
-  if (l.nranks < 2 || c.block_bytes == 0 || c.coll == Coll::SendRecv) return r;
+  if (c.coll == Coll::SendRecv) {
+    r.schedule = "per message";
+    if (p2p_ll_takes(c.p2p, l)) return DevChoice{DevKernel::P2pLl, "per message", "ll"};
+    return r;
+  }
+  if (l.nranks < 2 || c.block_bytes == 0) return r;
   const uint64_t whole = coll_whole_count(c.coll, c.block_bytes, l.nranks);
   if (ring_row(c, l, whole)) {
     const bool chain = c.coll == Coll::Broadcast || c.coll == Coll::Reduce;

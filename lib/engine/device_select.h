@@ -21,8 +21,14 @@
 //   ll_coll  rs+ag (2 shots)  ll        AR                     algo twoshot, bytes <= twoshot_bytes
 //   plan     the algorithm's  per message (ll up to MYCOLL_GPU_LL_BYTES on a channel, else simple)
 //            plan (ring, tree, rhd, direct, hier)
-// Send/receive batches are not in the table: the batch builder picks the LL
-// point-to-point kernel or the plan kernel (lib/engine/device_plan_build.h).
+// Send/receive batches (SR), one rank's batch at a time:
+//   p2p_ll   per message      ll        SR                     every peer on cuda_ipc, every
+//                                                              slice <= p2p_ll_slice_bytes, keys
+//                                                              and slices within the kernel's
+//                                                              capacity (p2p_ll_takes)
+//   plan     per message      per message (as above)           otherwise
+// (A rank picks for its own batch alone: both kernels move every slice
+// alike, so a sender on one and its receiver on the other interoperate.)
 // MYCOLL_PROTO=simple turns the ll rows off, =ll the simple rows (config).
 #pragma once
 
@@ -33,7 +39,7 @@
 
 namespace mycoll {
 
-enum class DevKernel : uint8_t { Plan, Ring, LlColl, Direct };
+enum class DevKernel : uint8_t { Plan, Ring, LlColl, Direct, P2pLl };
 const char* dev_kernel_name(DevKernel k);  // "plan", "ring", "ll_coll", ...
 
 // What this communicator's kernels can take, fixed at init (0 = row off).
@@ -47,6 +53,21 @@ struct DevLimits {
   uint64_t ll_coll_bytes = 0;    // LL-collective capacity (whole message)
   uint64_t ll_bcast_bytes = 0;   // largest LL broadcast
   uint64_t ll_reduce_bytes = 0;  // largest LL reduce
+  // The LL point-to-point kernel (p2p_ll_limits, device_plan_build.h).
+  uint64_t p2p_ll_slice_bytes = 0;  // largest per-channel slice (0: off)
+  int p2p_ll_keys = 0;              // (peer, channel, direction) pairs per batch
+  int p2p_ll_slices = 0;            // slices per batch
+};
+
+// A send/receive batch of one rank, every message cut over channels as both
+// point-to-point kernels cut it (p2p_batch_shape, device_plan_build.h).
+struct P2pShape {
+  bool ll_peers = false;   // every op a Send or Recv to a peer on cuda_ipc (others unset if not)
+  uint64_t max_slice = 0;  // largest per-channel slice
+  uint64_t max_msg = 0;    // largest message (the size check's field is 32 bits)
+  int keys = 0;            // (peer, channel, direction) pairs
+  int slices = 0;          // non-empty slices
+  int max_key_slices = 0;  // most slices of one key (the kernel counts them in a byte)
 };
 
 // One call, as every rank sees it.
@@ -56,6 +77,7 @@ struct DevCall {
   bool algo_forced = false;  // MYCOLL_ALGO names this collective's algorithm
   uint64_t block_bytes = 0;  // count x dtype size (blocked collectives: one block)
   int direct_channels = 0;   // the direct kernel's channels per peer (0: grid not resident)
+  P2pShape p2p;              // SendRecv: the batch
 };
 
 struct DevChoice {
@@ -66,6 +88,9 @@ struct DevChoice {
 };
 
 DevChoice select_device_kernel(const DevCall& call, const DevLimits& lim);
+
+// The p2p_ll row: whether the LL point-to-point kernel takes a batch.
+bool p2p_ll_takes(const P2pShape& s, const DevLimits& lim);
 
 // The smallest whole message of collective c with the ring algorithm that
 // the fused ring kernel takes (the ring row's threshold; 0: never).

@@ -162,6 +162,61 @@ TEST(DeviceSelect, NamesScheduleAndProtocol) {
             "plan kernel (tree schedule, per message protocol)");
 }
 
+// The point-to-point row, written out again: the LL point-to-point kernel
+// takes a batch whose every peer is on cuda_ipc, with at least one slice,
+// every slice within the limit (0: off), every message's size within 32
+// bits, and keys, slices and slices per key within the kernel's capacity;
+// the plan kernel takes every other batch. Collectives never get it, and a
+// batch never gets a collective kernel.
+TEST(DeviceSelect, PointToPointRow) {
+  const uint64_t slice_limits[] = {0, 1, 4096, 65536};
+  const uint64_t slice_sizes[] = {0, 1, 4095, 4096, 4097, 65536, 65537};
+  const uint64_t msg_sizes[] = {1, 65536, UINT32_MAX, uint64_t(UINT32_MAX) + 1};
+  const int counts[] = {0, 1, 63, 64, 65, 127, 128, 129};
+  const int per_key[] = {1, 255, 256};
+  int served = 0, cases = 0;
+  for (uint64_t lim_slice : slice_limits)
+    for (bool ll : {false, true})
+      for (uint64_t slice : slice_sizes)
+        for (uint64_t msg : msg_sizes)
+          for (int keys : counts)
+            for (int slices : counts)
+              for (int pk : per_key) {
+                DevLimits l = defaults(3);
+                l.p2p_ll_slice_bytes = lim_slice;
+                l.p2p_ll_keys = 64;
+                l.p2p_ll_slices = 128;
+                DevCall c = call(Coll::SendRecv, Algo::Ring, msg);
+                c.p2p = P2pShape{ll, slice, msg, keys, slices, pk};
+                const bool want = lim_slice != 0 && ll && slices >= 1 && slice <= lim_slice &&
+                                  msg < (uint64_t(1) << 32) && keys <= 64 && slices <= 128 &&
+                                  pk < 256;
+                const DevChoice k = select_device_kernel(c, l);
+                ++cases;
+                served += want;
+                ASSERT_EQ(k.kernel, want ? DevKernel::P2pLl : DevKernel::Plan)
+                    << "limit " << lim_slice << " ll " << ll << " slice " << slice << " msg " << msg
+                    << " keys " << keys << " slices " << slices << " per key " << pk;
+                ASSERT_EQ(p2p_ll_takes(c.p2p, l), want);
+                ASSERT_EQ(describe(k), want ? "p2p_ll kernel (per message schedule, ll protocol)"
+                                            : "plan kernel (per message schedule, per message "
+                                              "protocol)");
+              }
+  EXPECT_GT(served, 100);
+  EXPECT_EQ(cases, 4 * 2 * 7 * 4 * 8 * 8 * 3);
+  // A collective whose call carries a shape that would fit is no batch.
+  DevLimits l = defaults(4);
+  l.p2p_ll_slice_bytes = 65536;
+  l.p2p_ll_keys = 64;
+  l.p2p_ll_slices = 128;
+  for (Coll co : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast,
+                  Coll::Reduce, Coll::AllToAll, Coll::Scatter, Coll::Gather}) {
+    DevCall c = call(co, Algo::Direct, 64);
+    c.p2p = P2pShape{true, 64, 64, 1, 1, 1};
+    EXPECT_NE(select_device_kernel(c, l).kernel, DevKernel::P2pLl) << coll_name(co);
+  }
+}
+
 // MYCOLL_PROTO rewrites the rows' limits at config time.
 TEST(DeviceSelect, ProtoTurnsRowsOff) {
   unsetenv("MYCOLL_PROTO");

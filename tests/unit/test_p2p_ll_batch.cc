@@ -191,6 +191,18 @@ TEST(P2pLlBatch, SlicesMatchThePlanKernelBatch) {
         for (const auto& [key, v] : want)
           for (const auto& sl : v) fits &= std::get<1>(sl) <= 65536;
         ASSERT_EQ(ok, fits) << "channel_bytes " << cb << " max_channels " << maxch << " case " << i;
+        // The shape the selection table reads, against the plan kernel's cut.
+        const P2pShape sh = p2p_batch_shape(plan, cx);
+        size_t nslices = 0;
+        uint64_t biggest = 0;
+        for (const auto& [key, v] : want) {
+          nslices += v.size();
+          for (const auto& sl : v) biggest = std::max<uint64_t>(biggest, std::get<1>(sl));
+        }
+        ASSERT_TRUE(sh.ll_peers);
+        ASSERT_EQ(size_t(sh.keys), want.size());
+        ASSERT_EQ(size_t(sh.slices), nslices);
+        ASSERT_EQ(sh.max_slice, biggest);
         if (!ok) continue;
         ++served;
         std::string err;
