@@ -50,9 +50,15 @@ struct P2pLlParams {
   uint32_t msg[S];  // the whole message's bytes (the size check)
 };
 
-// Small batches (the common case) get a small parameter block.
+// Kernel parameters by value are limited to 32,764 bytes (CUDA 12.1+, Volta+).
+static_assert(sizeof(P2pLlParams<kP2pLlMaxKeys, kP2pLlMaxSlices>) <= 32764, "P2pLlParams size");
+
+// Small batches (the common case) get a small parameter block, middle ones
+// a middle one.
 constexpr int kSmallKeys = 8;
 constexpr int kSmallSlices = 16;
+constexpr int kMidKeys = 64;
+constexpr int kMidSlices = 128;
 
 template <int K, int S>
 __device__ void send_key(const P2pLlParams<K, S>& p, const P2pLlKey& key, int* stop) {
@@ -192,8 +198,9 @@ cudaError_t launch_k(const P2pLlCommon& c, const P2pLlKey* keys, const uint64_t*
 
 cudaError_t preload_p2p_kernels() {
   cudaError_t e = preload_kernel(p2p_ll_kernel<kSmallKeys, kSmallSlices>);
+  cudaError_t m = preload_kernel(p2p_ll_kernel<kMidKeys, kMidSlices>);
   cudaError_t r = preload_kernel(p2p_ll_kernel<kP2pLlMaxKeys, kP2pLlMaxSlices>);
-  return e != cudaSuccess ? e : r;
+  return e != cudaSuccess ? e : m != cudaSuccess ? m : r;
 }
 
 cudaError_t launch_p2p_ll(const P2pLlCommon& c, const P2pLlKey* keys, const uint64_t* ptr,
@@ -204,6 +211,8 @@ cudaError_t launch_p2p_ll(const P2pLlCommon& c, const P2pLlKey* keys, const uint
     return cudaErrorInvalidValue;
   if (c.nkeys <= kSmallKeys && nslices <= kSmallSlices)
     return launch_k<kSmallKeys, kSmallSlices>(c, keys, ptr, bytes, msg, nslices, threads, stream);
+  if (c.nkeys <= kMidKeys && nslices <= kMidSlices)
+    return launch_k<kMidKeys, kMidSlices>(c, keys, ptr, bytes, msg, nslices, threads, stream);
   return launch_k<kP2pLlMaxKeys, kP2pLlMaxSlices>(c, keys, ptr, bytes, msg, nslices, threads,
                                                   stream);
 }

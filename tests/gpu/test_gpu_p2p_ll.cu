@@ -263,6 +263,32 @@ TEST_P(GpuP2pLl, RingExchange) {
             "");
 }
 
+// (a') Two ranks on 64 channels: 512 KiB-1 MiB cut into 64 slices each way
+// is 128 keys, the LL kernel's largest parameter block (its largest batch
+// where each rank has a GPU; ranks sharing one GPU have fewer blocks, and
+// there the plan kernel runs it). One byte above 1 MiB runs the plan kernel.
+TEST(GpuP2pLlWide, TwoRanksOnSixtyFourChannels) {
+  SKIP_WITHOUT_GPU();
+  std::map<std::string, std::string> env = test_env();
+  env["MYCOLL_NCHANNELS"] = "64";
+  EXPECT_EQ(run_on_gpus(2, env,
+                        [](mycollComm_t comm, int rank, int n, cudaStream_t s) {
+                          for (size_t size : {size_t(512) << 10, (size_t(512) << 10) + 48,
+                                              size_t(1) << 20, (size_t(1) << 20) + 1}) {
+                            Exchange x(rank, n, s, [size](int from, int to) {
+                              return from != to ? std::vector<size_t>{size} : std::vector<size_t>{};
+                            });
+                            for (int it = 0; it < 50; ++it)
+                              if (!x.round(comm, it, false,
+                                           "64 channels, " + std::to_string(size) +
+                                               " B, iteration " + std::to_string(it)))
+                                return 1;
+                          }
+                          return 0;
+                        }),
+            "");
+}
+
 // (b) Every rank to every other rank in one group, sizes alternating per
 // iteration (1 to 4 channels per message).
 TEST_P(GpuP2pLl, AllPairsInOneGroup) {

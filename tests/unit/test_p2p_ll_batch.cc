@@ -272,11 +272,14 @@ TEST(P2pLlBatch, RefusesWhatItCannotServe) {
   // Nothing to move.
   EXPECT_FALSE(build_p2p_ll(Plan{}, cx, &out));
   EXPECT_FALSE(build_p2p_ll(one_step({send_op(1, 0x300, 0)}), cx, &out));
-  // Keys: 256 KiB to one peer is 32 channels = 32 keys per direction.
-  std::vector<Op> ops = {send_op(1, 0x1000, 262144), recv_op(1, 0x100000, 262144)};
+  // Keys: 256 KiB to one peer is 32 channels = 32 keys per (peer, direction).
+  std::vector<Op> ops;
+  for (int k = 0; k < kP2pLlMaxKeys / 32; ++k)
+    ops.push_back(k % 2 ? recv_op(1 + k / 2, 0x1000 + 0x100000 * k, 262144)
+                        : send_op(1 + k / 2, 0x1000 + 0x100000 * k, 262144));
   EXPECT_TRUE(build_p2p_ll(one_step(ops), cx, &out));
-  EXPECT_EQ(out.keys.size(), 64u);
-  ops.push_back(send_op(2, 0x200000, 8));  // a 65th key
+  EXPECT_EQ(out.keys.size(), size_t(kP2pLlMaxKeys));
+  ops.push_back(send_op(3, 0x9000000, 8));  // one key more
   EXPECT_FALSE(build_p2p_ll(one_step(ops), cx, &out));
   // Slices: many messages on few keys.
   ops.clear();
