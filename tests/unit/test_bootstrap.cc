@@ -557,7 +557,7 @@ TEST_F(BootEnv, BootCancelEndsARendezvousThatWaits) {
   setter.join();
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_GT(s, 0.25);
-  EXPECT_LT(s, 2.0);
+  EXPECT_LT(s, 5.0);  // the timeout is 20 s; the flag is read every 0.1 s
 
   id = new_id();
   std::vector<CancelFlag> flags(2);
@@ -580,7 +580,7 @@ TEST_F(BootEnv, BootCancelEndsARendezvousThatWaits) {
           << e.what();
     }
   }
-  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 3.0);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
 }
 
 // A shrink after a rank died: rank 3 dies and the others fail (as a GPU
