@@ -102,7 +102,7 @@ struct ncclComm {
   std::shared_ptr<mycoll::nccl::InitJob> job;
   int rank = 0, nranks = 0;
   bool blocking = true;
-  std::string name;  // config->commName
+  std::string name;            // config->commName
   std::atomic<int> active{0};  // nccl calls in flight (abort waits for them)
   std::atomic<bool> finalized{false}, revoked{false};
   std::atomic<bool> async_logged{false};  // the async error was logged at WARN
@@ -110,9 +110,9 @@ struct ncclComm {
   std::mutex mu;  // everything below
   std::string last_error;
   std::vector<mycoll::nccl::PreMulOp> premul_ops;
-  std::set<void*> registrations;               // ncclCommRegister handles
+  std::set<void*> registrations;                // ncclCommRegister handles
   std::set<struct ncclWindow_vidmem*> windows;  // ncclCommWindowRegister
-  std::vector<char> host_scratch;              // PreMulSum on host buffers, outside groups
+  std::vector<char> host_scratch;               // PreMulSum on host buffers, outside groups
 };
 
 // A registered window (ncclWindow_t).

@@ -36,15 +36,15 @@ inline int gpu_count() {
 // one GPU; tests skip only where no GPU exists.
 inline int gpu_of(int rank) { return gpu_count() > 0 ? rank % gpu_count() : 0; }
 
-#define SKIP_WITHOUT_GPU()                                              \
-  do {                                                                  \
+#define SKIP_WITHOUT_GPU()                                                     \
+  do {                                                                         \
     if (gpu_count() < 1) GTEST_SKIP() << "needs a GPU, this machine has none"; \
   } while (0)
 
 // For the few cases about distinct GPUs (peer access, NVLink paths).
-#define SKIP_WITHOUT_DISTINCT_GPUS(k)                                                  \
-  do {                                                                                 \
-    if (gpu_count() < (k))                                                             \
+#define SKIP_WITHOUT_DISTINCT_GPUS(k)                                                        \
+  do {                                                                                       \
+    if (gpu_count() < (k))                                                                   \
       GTEST_SKIP() << "needs " << (k) << " distinct GPUs, this machine has " << gpu_count(); \
   } while (0)
 

@@ -141,8 +141,8 @@ class Exchange {
       ok &= check(mycollRecv(self_dst_, self_bytes_, mycollUint8, rank_, comm, st) == mycollSuccess,
                   what + ": recv from self");
     }
-    ok &= check(mycollGroupEnd() == mycollSuccess,
-                what + ": group end: " + mycollGetLastError(comm));
+    ok &=
+        check(mycollGroupEnd() == mycollSuccess, what + ": group end: " + mycollGetLastError(comm));
     return ok;
   }
 
@@ -154,12 +154,13 @@ class Exchange {
     if (!check(async == mycollSuccess, what + ": async error: " + mycollGetLastError(comm)))
       return false;
     for (Msg& m : msgs_)
-      if (!m.send && !compare(m.buf, m.bytes, seed_of(m.peer, rank_, m.idx, it),
-                              what + ": message " + std::to_string(m.idx) + " (" +
-                                  std::to_string(m.bytes) + " B) from rank " +
-                                  std::to_string(m.peer)))
+      if (!m.send &&
+          !compare(m.buf, m.bytes, seed_of(m.peer, rank_, m.idx, it),
+                   what + ": message " + std::to_string(m.idx) + " (" + std::to_string(m.bytes) +
+                       " B) from rank " + std::to_string(m.peer)))
         return false;
-    if (self && !compare(self_dst_, self_bytes_, seed_of(rank_, rank_, 63, it), what + ": self copy"))
+    if (self &&
+        !compare(self_dst_, self_bytes_, seed_of(rank_, rank_, 63, it), what + ": self copy"))
       return false;
     return true;
   }
@@ -243,24 +244,24 @@ TEST_P(GpuP2pLl, RingExchange) {
   const int ngpus = GetParam();
   SKIP_WITHOUT_GPU();
   const size_t most = largest_ll_message();
-  EXPECT_EQ(run_on_gpus(ngpus, test_env(),
-                        [most](mycollComm_t comm, int rank, int n, cudaStream_t s) {
-                          for (size_t size : {size_t(1), size_t(7), size_t(1001), size_t(8192),
-                                              size_t(8192 + 16), size_t(65536 + 3), most,
-                                              most + 1}) {
-                            Exchange x(rank, n, s, [size, n](int from, int to) {
-                              return to == (from + 1) % n ? std::vector<size_t>{size}
-                                                          : std::vector<size_t>{};
-                            });
-                            for (int it = 0; it < 300; ++it)
-                              if (!x.round(comm, it, false,
-                                           "ring " + std::to_string(size) + " B, iteration " +
-                                               std::to_string(it)))
-                                return 1;
-                          }
-                          return 0;
-                        }),
-            "");
+  EXPECT_EQ(
+      run_on_gpus(ngpus, test_env(),
+                  [most](mycollComm_t comm, int rank, int n, cudaStream_t s) {
+                    for (size_t size : {size_t(1), size_t(7), size_t(1001), size_t(8192),
+                                        size_t(8192 + 16), size_t(65536 + 3), most, most + 1}) {
+                      Exchange x(rank, n, s, [size, n](int from, int to) {
+                        return to == (from + 1) % n ? std::vector<size_t>{size}
+                                                    : std::vector<size_t>{};
+                      });
+                      for (int it = 0; it < 300; ++it)
+                        if (!x.round(comm, it, false,
+                                     "ring " + std::to_string(size) + " B, iteration " +
+                                         std::to_string(it)))
+                          return 1;
+                    }
+                    return 0;
+                  }),
+      "");
 }
 
 // (a') Two ranks on 64 channels: 512 KiB-1 MiB cut into 64 slices each way
@@ -294,24 +295,23 @@ TEST(GpuP2pLlWide, TwoRanksOnSixtyFourChannels) {
 TEST_P(GpuP2pLl, AllPairsInOneGroup) {
   const int ngpus = GetParam();
   SKIP_WITHOUT_GPU();
-  EXPECT_EQ(run_on_gpus(ngpus, test_env(),
-                        [](mycollComm_t comm, int rank, int n, cudaStream_t s) {
-                          std::vector<std::unique_ptr<Exchange>> xs;
-                          for (size_t size : {size_t(1), size_t(1001), size_t(8192 + 16),
-                                              size_t(40000 + 5)})
-                            xs.push_back(std::make_unique<Exchange>(
-                                rank, n, s, [size](int from, int to) {
-                                  // Sizes differ per pair too.
-                                  return std::vector<size_t>{size + size_t(from * 3 + to)};
-                                }));
-                          for (int it = 0; it < 400; ++it)
-                            if (!xs[it % xs.size()]->round(comm, it, false,
-                                                           "all pairs, iteration " +
-                                                               std::to_string(it)))
-                              return 1;
-                          return 0;
-                        }),
-            "");
+  EXPECT_EQ(
+      run_on_gpus(
+          ngpus, test_env(),
+          [](mycollComm_t comm, int rank, int n, cudaStream_t s) {
+            std::vector<std::unique_ptr<Exchange>> xs;
+            for (size_t size : {size_t(1), size_t(1001), size_t(8192 + 16), size_t(40000 + 5)})
+              xs.push_back(std::make_unique<Exchange>(rank, n, s, [size](int from, int to) {
+                // Sizes differ per pair too.
+                return std::vector<size_t>{size + size_t(from * 3 + to)};
+              }));
+            for (int it = 0; it < 400; ++it)
+              if (!xs[it % xs.size()]->round(comm, it, false,
+                                             "all pairs, iteration " + std::to_string(it)))
+                return 1;
+            return 0;
+          }),
+      "");
 }
 
 // (c) Several messages to the same peer in one group: they must arrive in
@@ -320,22 +320,23 @@ TEST_P(GpuP2pLl, AllPairsInOneGroup) {
 TEST_P(GpuP2pLl, SeveralMessagesToOnePeerKeepOrder) {
   const int ngpus = GetParam();
   SKIP_WITHOUT_GPU();
-  EXPECT_EQ(run_on_gpus(ngpus, test_env(),
-                        [](mycollComm_t comm, int rank, int n, cudaStream_t s) {
-                          const std::vector<size_t> list = {3,     16000, 1001, 16000, 16000, 16,
-                                                            16000, 16000, 7,    16000, 20000, 5};
-                          Exchange x(rank, n, s, [&](int from, int to) {
-                            if (to == (from + 1) % n) return list;
-                            if (n > 2 && to == (from + n - 1) % n)
-                              return std::vector<size_t>(list.rbegin(), list.rend());
-                            return std::vector<size_t>{};
-                          });
-                          for (int it = 0; it < 300; ++it)
-                            if (!x.round(comm, it, false, "ordering, iteration " + std::to_string(it)))
-                              return 1;
-                          return 0;
-                        }),
-            "");
+  EXPECT_EQ(
+      run_on_gpus(ngpus, test_env(),
+                  [](mycollComm_t comm, int rank, int n, cudaStream_t s) {
+                    const std::vector<size_t> list = {3,     16000, 1001, 16000, 16000, 16,
+                                                      16000, 16000, 7,    16000, 20000, 5};
+                    Exchange x(rank, n, s, [&](int from, int to) {
+                      if (to == (from + 1) % n) return list;
+                      if (n > 2 && to == (from + n - 1) % n)
+                        return std::vector<size_t>(list.rbegin(), list.rend());
+                      return std::vector<size_t>{};
+                    });
+                    for (int it = 0; it < 300; ++it)
+                      if (!x.round(comm, it, false, "ordering, iteration " + std::to_string(it)))
+                        return 1;
+                    return 0;
+                  }),
+      "");
 }
 
 // (d) Interop: ring and all-pairs small messages; on a pseudo-random half of
@@ -370,51 +371,50 @@ TEST_P(GpuP2pLl, InteroperatesWithThePlanKernel) {
 TEST_P(GpuP2pLl, GraphReplaysInteroperate) {
   const int ngpus = GetParam();
   SKIP_WITHOUT_GPU();
-  EXPECT_EQ(run_on_gpus(ngpus, test_env(),
-                        [](mycollComm_t comm, int rank, int n, cudaStream_t s) {
-                          Exchange x(
-                              rank, n, s,
-                              [n](int from, int to) {
-                                std::vector<size_t> v = {777};
-                                if (to == (from + 1) % n) v.push_back(20000 + 1);
-                                return v;
-                              },
-                              (size_t(1) << 20) + 5);
-                          // Warm up both batches eagerly (plans are built outside capture).
-                          for (int it = 0; it < 2; ++it)
-                            if (!x.round(comm, it, it == 1, "warm-up")) return 1;
-                          cudaGraphExec_t ge[2];
-                          for (int self = 0; self < 2; ++self) {
-                            cudaGraph_t g;
-                            if (!check(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) ==
-                                           cudaSuccess,
-                                       "begin capture"))
-                              return 1;
-                            const bool posted = x.post(comm, self, "capture");
-                            if (!check(cudaStreamEndCapture(s, &g) == cudaSuccess && posted,
-                                       "end capture") ||
-                                !check(cudaGraphInstantiate(&ge[self], g, 0) == cudaSuccess,
-                                       "instantiate"))
-                              return 1;
-                            cudaGraphDestroy(g);
-                          }
-                          for (int it = 2; it < 300; ++it) {
-                            const bool self = plan_kernel_turn(rank, it);
-                            const std::string what = "graph, iteration " + std::to_string(it);
-                            x.prepare(it, self);
-                            if (it % 3 == 0) {
-                              if (!x.post(comm, self, what)) return 1;
-                            } else if (!check(cudaGraphLaunch(ge[self], s) == cudaSuccess,
-                                              what + ": graph launch")) {
-                              return 1;
-                            }
-                            if (!x.verify(comm, it, self, what)) return 1;
-                          }
-                          cudaGraphExecDestroy(ge[0]);
-                          cudaGraphExecDestroy(ge[1]);
-                          return 0;
-                        }),
-            "");
+  EXPECT_EQ(
+      run_on_gpus(
+          ngpus, test_env(),
+          [](mycollComm_t comm, int rank, int n, cudaStream_t s) {
+            Exchange x(
+                rank, n, s,
+                [n](int from, int to) {
+                  std::vector<size_t> v = {777};
+                  if (to == (from + 1) % n) v.push_back(20000 + 1);
+                  return v;
+                },
+                (size_t(1) << 20) + 5);
+            // Warm up both batches eagerly (plans are built outside capture).
+            for (int it = 0; it < 2; ++it)
+              if (!x.round(comm, it, it == 1, "warm-up")) return 1;
+            cudaGraphExec_t ge[2];
+            for (int self = 0; self < 2; ++self) {
+              cudaGraph_t g;
+              if (!check(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess,
+                         "begin capture"))
+                return 1;
+              const bool posted = x.post(comm, self, "capture");
+              if (!check(cudaStreamEndCapture(s, &g) == cudaSuccess && posted, "end capture") ||
+                  !check(cudaGraphInstantiate(&ge[self], g, 0) == cudaSuccess, "instantiate"))
+                return 1;
+              cudaGraphDestroy(g);
+            }
+            for (int it = 2; it < 300; ++it) {
+              const bool self = plan_kernel_turn(rank, it);
+              const std::string what = "graph, iteration " + std::to_string(it);
+              x.prepare(it, self);
+              if (it % 3 == 0) {
+                if (!x.post(comm, self, what)) return 1;
+              } else if (!check(cudaGraphLaunch(ge[self], s) == cudaSuccess,
+                                what + ": graph launch")) {
+                return 1;
+              }
+              if (!x.verify(comm, it, self, what)) return 1;
+            }
+            cudaGraphExecDestroy(ge[0]);
+            cudaGraphExecDestroy(ge[1]);
+            return 0;
+          }),
+      "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, GpuP2pLl, ::testing::Values(2, 3, 4, 8),
