@@ -230,9 +230,7 @@ static int init_device() {
 }
 
 mycollResult_t mycollCommInitRank(mycollComm_t* comm, int nranks, mycollUniqueId commId, int rank) {
-  return guarded(nullptr, "mycollCommInitRank", [&] {
-    init_rank(comm, nranks, unpack_unique_id(commId), rank, init_device(), "mycollCommInitRank");
-  });
+  return comm_init_rank_cancellable(comm, nranks, commId, rank, {});
 }
 
 mycollResult_t mycollCommInitAll(mycollComm_t* comms, int ndev, const int* devlist) {

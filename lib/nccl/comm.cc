@@ -257,7 +257,7 @@ ncclResult_t init_common(ncclComm_t* out, int nranks, const ncclUniqueId& commId
     job->result = r;
     job->error = err;
     job->comm = mc;
-    if (job->abandoned && mc) mycollCommAbort(mc);
+    if (job->cancel->load() && mc) mycollCommAbort(mc);  // ncclCommAbort came first
     job->cv.notify_all();
   }).detach();
   *out = w;
@@ -482,7 +482,6 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
         // for peers (later, should it have succeeded meanwhile, it aborts
         // what it made): wait a little for it, so that nothing of the
         // communicator outlives the abort when it can be helped.
-        job.abandoned = true;
         job.cancel->store(true);
         job.cv.wait_for(lk, std::chrono::seconds(2), [&] { return job.done; });
       } else if (job.comm) {

@@ -77,16 +77,15 @@ struct PreMul {
 
 // Non-blocking init (config->blocking = 0): a thread runs mycoll's init;
 // ncclCommGetAsyncError reports ncclInProgress until it is done. Shared with
-// the (detached) thread. ncclCommAbort of a pending init sets `cancel`,
-// which ends a rendezvous still waiting within about 0.1 s, and marks the
-// job abandoned: should the init succeed anyway, the thread aborts what it
-// made.
+// the (detached) thread. ncclCommAbort of a pending init sets `cancel`
+// (under mu), which ends a rendezvous still waiting within about 0.1 s;
+// should the init succeed anyway, the thread sees the flag and aborts what
+// it made.
 struct InitJob {
   std::mutex mu;
   std::condition_variable cv;
   const std::shared_ptr<std::atomic<bool>> cancel = std::make_shared<std::atomic<bool>>(false);
   bool done = false;
-  bool abandoned = false;
   mycollResult_t result = mycollSuccess;
   std::string error;
   mycollComm_t comm = nullptr;
