@@ -87,11 +87,12 @@ P2pEntry& DeviceCommImpl::p2p_entry(const Task& t, cudaStream_t s) {
   auto it = p2p_plans_.find(p2p_key_);
   if (it == p2p_plans_.end()) {
     P2pEntry e;
+    const P2pCut cut = cut_p2p(t.plan, p2p_ctx_);
     DevCall call = dev_call(t);
-    call.p2p = p2p_batch_shape(t.plan, p2p_ctx_);
+    call.p2p = cut.shape;
     e.choice = select_device_kernel(call, limits_);
     if (e.choice.kernel == DevKernel::P2pLl) {
-      layout_p2p_ll(t.plan, p2p_ctx_, &e.batch);
+      layout_p2p_ll(cut, p2p_ctx_, &e.batch);
     } else {
       DevicePlan built = build_device_p2p(t.plan, c_.cfg.gpu_channel_bytes, p2p_channels_,
                                           plan_kernel_max_step_ops());

@@ -171,24 +171,10 @@ DevicePlan build_device_p2p(const Plan& p2p, size_t channel_bytes, int max_chann
   return p;
 }
 
-namespace {
-
-// One per-channel slice of a point-to-point batch, as both kernels cut it.
-struct P2pPiece {
-  int key;
-  uint64_t ptr;
-  uint32_t bytes;
-  uint32_t msg;  // the whole message (the size check)
-};
-
-// Walks the batch's slices: keys (peer, direction, channel) in order of
-// first appearance, each slice with its key, and the shape the selection
-// table asks about. Stops (shape.ll_peers false) at an op the LL kernel
-// cannot take: not a Send or Recv, or a peer without a usable ll ring.
-P2pShape walk_p2p(const Plan& p2p, const P2pLlContext& cx, std::vector<P2pPiece>* slices,
-                  std::vector<P2pLlKey>* keys, std::vector<int>* nkey) {
+P2pCut cut_p2p(const Plan& p2p, const P2pLlContext& cx) {
   const FifoGeom& g = cx.geom;
-  P2pShape sh;
+  P2pCut c;
+  P2pShape& sh = c.shape;
   sh.ll_peers = true;
   for (const Step& st : p2p.steps)
     for (const Op& op : st.ops) {
@@ -196,7 +182,7 @@ P2pShape walk_p2p(const Plan& p2p, const P2pLlContext& cx, std::vector<P2pPiece>
           op.peer >= g.nranks || op.peer == cx.rank || size_t(op.peer) >= cx.ll.size() ||
           !cx.ll[op.peer]) {
         sh.ll_peers = false;
-        return sh;
+        return c;
       }
       const bool send = op.kind == OpKind::Send;
       const Slice& msg = send ? op.src : op.dst;
@@ -208,35 +194,26 @@ P2pShape walk_p2p(const Plan& p2p, const P2pLlContext& cx, std::vector<P2pPiece>
         if (hi == lo) continue;
         const uint8_t kind = send ? kDevSend : kDevRecv;
         int k = 0;
-        while (k < int(keys->size()) &&
-               !((*keys)[k].peer == op.peer && (*keys)[k].kind == kind && (*keys)[k].first == ch))
+        while (k < int(c.keys.size()) &&
+               !(c.keys[k].peer == op.peer && c.keys[k].kind == kind && c.keys[k].first == ch))
           ++k;
-        if (k == int(keys->size())) {
+        if (k == int(c.keys.size())) {
           P2pLlKey key{};
           key.peer = op.peer;
           key.kind = kind;
           key.first = uint16_t(ch);  // the channel, until the slices are laid out
-          keys->push_back(key);
-          nkey->push_back(0);
+          c.keys.push_back(key);
+          c.nkey.push_back(0);
         }
-        sh.max_key_slices = std::max(sh.max_key_slices, ++(*nkey)[k]);
+        sh.max_key_slices = std::max(sh.max_key_slices, ++c.nkey[k]);
         sh.max_slice = std::max<uint64_t>(sh.max_slice, hi - lo);
-        slices->push_back(
+        c.pieces.push_back(
             P2pPiece{k, uint64_t(msg.offset + lo), uint32_t(hi - lo), uint32_t(bytes)});
       }
     }
-  sh.keys = int(keys->size());
-  sh.slices = int(slices->size());
-  return sh;
-}
-
-}  // namespace
-
-P2pShape p2p_batch_shape(const Plan& p2p, const P2pLlContext& cx) {
-  std::vector<P2pPiece> slices;
-  std::vector<P2pLlKey> keys;
-  std::vector<int> nkey;
-  return walk_p2p(p2p, cx, &slices, &keys, &nkey);
+  sh.keys = int(c.keys.size());
+  sh.slices = int(c.pieces.size());
+  return c;
 }
 
 void p2p_ll_limits(const P2pLlContext& cx, DevLimits* l) {
@@ -252,17 +229,17 @@ void p2p_ll_limits(const P2pLlContext& cx, DevLimits* l) {
 bool build_p2p_ll(const Plan& p2p, const P2pLlContext& cx, P2pLlBatch* out) {
   DevLimits lim;
   p2p_ll_limits(cx, &lim);
-  if (!p2p_ll_takes(p2p_batch_shape(p2p, cx), lim)) return false;
-  layout_p2p_ll(p2p, cx, out);
+  const P2pCut cut = cut_p2p(p2p, cx);
+  if (!p2p_ll_takes(cut.shape, lim)) return false;
+  layout_p2p_ll(cut, cx, out);
   return true;
 }
 
-void layout_p2p_ll(const Plan& p2p, const P2pLlContext& cx, P2pLlBatch* out) {
+void layout_p2p_ll(const P2pCut& cut, const P2pLlContext& cx, P2pLlBatch* out) {
   const FifoGeom& g = cx.geom;
-  std::vector<P2pPiece> slices;
-  std::vector<P2pLlKey> keys;
-  std::vector<int> nkey;
-  walk_p2p(p2p, cx, &slices, &keys, &nkey);
+  const std::vector<P2pPiece>& slices = cut.pieces;
+  const std::vector<P2pLlKey>& keys = cut.keys;
+  const std::vector<int>& nkey = cut.nkey;
   uint64_t max_lines = 0;
   for (const P2pPiece& s : slices) max_lines = std::max<uint64_t>(max_lines, (s.bytes + 7) / 8);
   out->keys.assign(keys.begin(), keys.end());

@@ -104,21 +104,37 @@ struct P2pLlBatch {
   int threads = 32;             // threads per block: a multiple of 32, 32 .. kP2pLlMaxThreads
 };
 
-// The batch's shape as the selection table's point-to-point row asks about
-// it (P2pShape, lib/engine/device_select.h), every message split as by
-// build_device_p2p. Either kernel moves every slice in the ll ring or FIFO
-// of its (peer, channel) with the same counters, so the two interoperate
-// slice by slice: each rank picks for its own batch alone.
-P2pShape p2p_batch_shape(const Plan& p2p, const P2pLlContext& cx);
+// One per-channel slice of a point-to-point batch.
+struct P2pPiece {
+  int key;       // its (peer, direction, channel) in P2pCut::keys
+  uint64_t ptr;  // source (send) or destination (recv) address
+  uint32_t bytes;
+  uint32_t msg;  // the whole message (the size check)
+};
+// A batch cut as both point-to-point kernels cut it (every message split as
+// by build_device_p2p): its shape, the selection table's input (P2pShape,
+// lib/engine/device_select.h), and its slices with their keys (peer,
+// direction, channel) in order of first appearance. Either kernel moves
+// every slice in the ll ring or FIFO of its (peer, channel) with the same
+// counters, so the two interoperate slice by slice: each rank picks for its
+// own batch alone. Stops at an op the LL kernel cannot take (not a Send or
+// Recv, or a peer without a usable ll ring): shape.ll_peers false.
+struct P2pCut {
+  P2pShape shape;
+  std::vector<P2pPiece> pieces;
+  std::vector<P2pLlKey> keys;  // .first: the channel, until layout_p2p_ll
+  std::vector<int> nkey;       // slices per key
+};
+P2pCut cut_p2p(const Plan& p2p, const P2pLlContext& cx);
 // The LL point-to-point kernel's capacities in the table's limits: the
 // largest slice (MYCOLL_GPU_LL_BYTES, the ll ring, the 32-bit size field),
 // keys and slices per batch.
 void p2p_ll_limits(const P2pLlContext& cx, DevLimits* l);
 // Lays out a batch the table gave the LL point-to-point kernel
 // (p2p_ll_takes) for it.
-void layout_p2p_ll(const Plan& p2p, const P2pLlContext& cx, P2pLlBatch* out);
-// The three above in one: whether the table gives the batch to the LL
-// point-to-point kernel (then *out is filled).
+void layout_p2p_ll(const P2pCut& cut, const P2pLlContext& cx, P2pLlBatch* out);
+// cut_p2p, the table's row and layout_p2p_ll in one: whether the LL
+// point-to-point kernel takes the batch (then *out is filled).
 bool build_p2p_ll(const Plan& p2p, const P2pLlContext& cx, P2pLlBatch* out);
 
 }  // namespace mycoll

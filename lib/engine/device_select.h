@@ -60,7 +60,7 @@ struct DevLimits {
 };
 
 // A send/receive batch of one rank, every message cut over channels as both
-// point-to-point kernels cut it (p2p_batch_shape, device_plan_build.h).
+// point-to-point kernels cut it (cut_p2p, device_plan_build.h).
 struct P2pShape {
   bool ll_peers = false;   // every op a Send or Recv to a peer on cuda_ipc (others unset if not)
   uint64_t max_slice = 0;  // largest per-channel slice

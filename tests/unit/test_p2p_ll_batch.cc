@@ -192,7 +192,7 @@ TEST(P2pLlBatch, SlicesMatchThePlanKernelBatch) {
           for (const auto& sl : v) fits &= std::get<1>(sl) <= 65536;
         ASSERT_EQ(ok, fits) << "channel_bytes " << cb << " max_channels " << maxch << " case " << i;
         // The shape the selection table reads, against the plan kernel's cut.
-        const P2pShape sh = p2p_batch_shape(plan, cx);
+        const P2pShape sh = cut_p2p(plan, cx).shape;
         size_t nslices = 0;
         uint64_t biggest = 0;
         for (const auto& [key, v] : want) {
