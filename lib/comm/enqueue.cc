@@ -233,11 +233,15 @@ void validate_call(mycollComm* comm, const Call& call, const char* fn) {
     // the same address can change kind (device <-> host) and nothing tells
     // us, and a wrong answer here means a kernel faulting on a host pointer
     // instead of this clear error. Only the repeat query of an in-place
-    // buffer is skipped.
+    // buffer is skipped. Under CUDA graph capture a GPU communicator also
+    // takes an address the driver does not know: memory allocated inside
+    // the capture (cudaMallocAsync: PyTorch's cudaMallocAsync backend,
+    // mycoll's own PreMulSum scratch) is mapped only when the graph is
+    // launched, and the driver knows it only then.
     const bool want_dev = comm->cuda_device >= 0;
     auto check_kind = [&](const void* p) {
       bool dev = is_device_pointer(p);
-      if (dev != want_dev)
+      if (dev != want_dev && !(want_dev && may_be_graph_allocation(p, call.stream)))
         throw_error(mycollInvalidArgument,
                     fmt::format("{}: buffer {} is {} memory but the communicator is {}", fn, p,
                                 dev ? "device" : "host",

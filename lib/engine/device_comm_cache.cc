@@ -25,8 +25,16 @@ void DeviceCommImpl::free_plan(DevPlan& p) {
   if (p.h_pinned) cudaFreeHost(p.h_pinned);
 }
 
+// A plan first needed under CUDA graph capture (no warm-up call before it)
+// is allocated with the capture mode relaxed and copied outside the graph,
+// on a stream of the communicator's own, before the call returns: a copy
+// captured into the graph would run only at its launches, so an eager call
+// of the same shape before the first launch would read an empty plan.
+// Otherwise the copy is ordered on the call's stream, before its kernel.
 void DeviceCommImpl::upload(DevPlan& p, const std::vector<DevOp>& ops,
                             const std::vector<uint32_t>& chan, cudaStream_t s) {
+  RelaxedCapture relaxed;
+  const bool capturing = stream_capturing(s);
   size_t ob = ops.size() * sizeof(DevOp), cb = chan.size() * sizeof(uint32_t);
   cuda_check(cudaMalloc(&p.d_ops, std::max<size_t>(ob, 32)), "cudaMalloc plan");
   cuda_check(cudaMalloc(&p.d_chan, cb), "cudaMalloc plan");
@@ -34,8 +42,13 @@ void DeviceCommImpl::upload(DevPlan& p, const std::vector<DevOp>& ops,
   char* h = static_cast<char*>(p.h_pinned);
   std::memcpy(h, ops.data(), ob);
   std::memcpy(h + ob, chan.data(), cb);
-  cuda_check(cudaMemcpyAsync(p.d_ops, h, ob, cudaMemcpyHostToDevice, s), "upload plan");
-  cuda_check(cudaMemcpyAsync(p.d_chan, h + ob, cb, cudaMemcpyHostToDevice, s), "upload plan");
+  if (capturing && !upload_stream_)
+    cuda_check(cudaStreamCreateWithFlags(&upload_stream_, cudaStreamNonBlocking),
+               "cudaStreamCreate (plan upload under capture)");
+  cudaStream_t to = capturing ? upload_stream_ : s;
+  cuda_check(cudaMemcpyAsync(p.d_ops, h, ob, cudaMemcpyHostToDevice, to), "upload plan");
+  cuda_check(cudaMemcpyAsync(p.d_chan, h + ob, cb, cudaMemcpyHostToDevice, to), "upload plan");
+  if (capturing) cuda_check(cudaStreamSynchronize(to), "upload plan (under capture)");
 }
 
 // Builds (or finds) the per-channel plans of a collective.
@@ -106,15 +119,12 @@ P2pEntry& DeviceCommImpl::p2p_entry(const Task& t, cudaStream_t s) {
   return it->second;
 }
 
-void DeviceCommImpl::ensure_scratch(size_t bytes, cudaStream_t s) {
+// Scratch first needed under CUDA graph capture is allocated then (the
+// capture mode relaxed): the graph keeps its address, and outgrown buffers
+// live until destroy, so a graph's scratch stays valid however the
+// communicator grows it later.
+void DeviceCommImpl::ensure_scratch(size_t bytes) {
   if (bytes <= scratch_bytes_) return;
-  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-  cudaStreamIsCapturing(s, &cs);
-  if (cs != cudaStreamCaptureStatusNone)
-    throw_error(mycollInvalidUsage,
-                "this collective needs " + std::to_string(bytes) +
-                    " bytes of GPU scratch, first allocated outside CUDA graph capture: run it "
-                    "once before capturing");
   // The old buffer is retired, freed at destroy: cudaFree would
   // synchronise the whole device, waiting for the kernels of other ranks
   // sharing it (which may wait for this rank), and a stream-ordered free
@@ -125,6 +135,7 @@ void DeviceCommImpl::ensure_scratch(size_t bytes, cudaStream_t s) {
   d_scratch_ = nullptr;
   scratch_bytes_ = 0;
   bytes = std::max(bytes, 2 * retired_bytes_last_);
+  RelaxedCapture relaxed;
   cuda_check(cudaMalloc(&d_scratch_, bytes), "cudaMalloc scratch");
   retired_bytes_last_ = bytes;
   scratch_bytes_ = bytes;

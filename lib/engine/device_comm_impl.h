@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "comm/comm.h"
+#include "engine/cuda_scope.h"
 #include "engine/device_engine.h"
 #include "engine/device_plan_build.h"
 #include "engine/device_select.h"
@@ -70,7 +71,7 @@ void cuda_check(cudaError_t e, const char* what);
 struct DevPlan {
   DevOp* d_ops = nullptr;
   uint32_t* d_chan = nullptr;
-  void* h_pinned = nullptr;  // source of the upload (kept: a captured copy re-reads it)
+  void* h_pinned = nullptr;  // source of the upload
   int nch = 1;
   size_t scratch_bytes = 0;
   int sends_only_to = -1;  // DevicePlan::sends_only_to
@@ -133,7 +134,7 @@ class DeviceCommImpl : public DeviceComm {
               cudaStream_t s);
   DevPlan& collective_plan(const Task& t, cudaStream_t s);
   P2pEntry& p2p_entry(const Task& t, cudaStream_t s);
-  void ensure_scratch(size_t bytes, cudaStream_t s);
+  void ensure_scratch(size_t bytes);
   // Per call (device_comm_launch.cc).
   void check_shared_stream(cudaStream_t s);
   void enqueue_on(std::vector<Task>& tasks, cudaStream_t s);
@@ -172,6 +173,9 @@ class DeviceCommImpl : public DeviceComm {
   // The side stream of groups whose ranks share a stream (fork()), and its
   // fork and join events; created at the first such group.
   cudaStream_t side_stream_ = nullptr;
+  // Plans first needed under CUDA graph capture are uploaded on this
+  // stream, outside the graph (upload); created then.
+  cudaStream_t upload_stream_ = nullptr;
   cudaEvent_t fork_event_ = nullptr;
   cudaEvent_t join_event_ = nullptr;
   cudaStream_t last_checked_stream_ = nullptr;  // passed check_stream (when stream_checked_)

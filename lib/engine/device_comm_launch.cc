@@ -50,30 +50,6 @@ mycollResult_t DeviceCommImpl::poll_error(std::string* reason) {
   return static_cast<mycollResult_t>(code);
 }
 
-namespace {
-
-// Makes dev the calling thread's current device (cudaSetDevice only when it
-// differs) and restores the caller's on every exit, a failed launch included:
-// launches go to the communicator's GPU whatever the caller's current device.
-class OnDevice {
- public:
-  explicit OnDevice(int dev) : dev_(dev) {
-    cudaGetDevice(&prev_);
-    if (prev_ != dev_) cuda_check(cudaSetDevice(dev_), "cudaSetDevice");
-  }
-  ~OnDevice() {
-    if (prev_ != dev_ && prev_ >= 0) cudaSetDevice(prev_);
-  }
-  OnDevice(const OnDevice&) = delete;
-  OnDevice& operator=(const OnDevice&) = delete;
-
- private:
-  int dev_;
-  int prev_ = -1;
-};
-
-}  // namespace
-
 // The stream must be one of this communicator's GPU: a kernel or event on
 // another GPU's stream fails at launch, and in a group the ranks launched
 // before it would wait for this one until MYCOLL_TIMEOUT. So the stream is
@@ -175,6 +151,7 @@ std::string DeviceCommImpl::launch_failed(const Task* t, mycollResult_t code,
 void DeviceCommImpl::fork(mycollStream_t stream) {
   OnDevice on(dev_);
   if (!side_stream_) {
+    RelaxedCapture relaxed;  // the first such group may come under capture
     cuda_check(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking),
                "cudaStreamCreate (side stream)");
     cuda_check(cudaEventCreateWithFlags(&fork_event_, cudaEventDisableTiming),
@@ -366,7 +343,7 @@ void DeviceCommImpl::launch(const Task& t, cudaStream_t s) {
     case DevKernel::Plan: break;
   }
   DevPlan& p = pe ? pe->plan : collective_plan(t, s);
-  ensure_scratch(p.scratch_bytes, s);
+  ensure_scratch(p.scratch_bytes);
   KernelArgs a{};
   a.ops = p.d_ops;
   a.chan_ops = p.d_chan;

@@ -222,6 +222,7 @@ DeviceCommImpl::~DeviceCommImpl() {
   if (init_stream_) cudaStreamDestroy(init_stream_);
   if (order_event_) cudaEventDestroy(order_event_);
   if (side_stream_) cudaStreamDestroy(side_stream_);
+  if (upload_stream_) cudaStreamDestroy(upload_stream_);
   if (fork_event_) cudaEventDestroy(fork_event_);
   if (join_event_) cudaEventDestroy(join_event_);
   if (d_comm_) cudaFree(d_comm_);

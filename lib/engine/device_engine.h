@@ -19,6 +19,11 @@ namespace mycoll {
 int cuda_device_count();
 // Whether p is device (or managed) memory. False when no GPU exists.
 bool is_device_pointer(const void* p);
+// Whether p may be GPU memory allocated inside a CUDA graph being captured
+// on stream (cudaMallocAsync under capture: a graph allocation, mapped only
+// when the graph is launched, which the driver does not know until then):
+// stream is capturing and the driver knows nothing of p.
+bool may_be_graph_allocation(const void* p, mycollStream_t stream);
 // PCI bus id of a device packed as domain<<32 | bus<<8 | device (0 if none).
 uint64_t device_bus_id(int dev);
 // The calling thread's current CUDA device (throws if none).

@@ -42,6 +42,28 @@ bool is_device_pointer(const void* p) {
 #endif
 }
 
+bool may_be_graph_allocation(const void* p, mycollStream_t stream) {
+#if MYCOLL_HAVE_CUDA
+  if (cuda_device_count() == 0 || p == nullptr) return false;
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(reinterpret_cast<cudaStream_t>(stream), &st) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  if (st != cudaStreamCaptureStatusActive) return false;
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    cudaGetLastError();
+    return true;  // unknown to the driver
+  }
+  return a.type == cudaMemoryTypeUnregistered;
+#else
+  (void)p;
+  (void)stream;
+  return false;
+#endif
+}
+
 uint64_t device_bus_id(int dev) {
 #if MYCOLL_HAVE_CUDA
   cudaDeviceProp prop{};

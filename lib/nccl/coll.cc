@@ -25,6 +25,7 @@
 #if MYCOLL_HAVE_CUDA
 #include <cuda_runtime.h>
 
+#include "engine/cuda_scope.h"
 #include "kernels/premul.h"
 #endif
 
@@ -87,17 +88,15 @@ bool reduces(Kind k) { return coll_reduces(coll_of(k)); }
 // with collectives on both streams (FSDP's all-gather and reduce-scatter
 // streams) that wait can close a cycle across ranks. Here reuse happens only
 // once the free has completed, and freed memory stays in the pool.
-cudaMemPool_t premul_pool(cudaStream_t s) {
+// `dev` is the communicator's GPU, whose streams its calls take (the
+// stream is not asked: CUDA forbids that on a capturing stream).
+cudaMemPool_t premul_pool(int dev) {
   static std::mutex mu;
   static std::vector<std::pair<int, cudaMemPool_t>> pools;
-  int dev = 0;
-  if (cudaStreamGetDevice(s, &dev) != cudaSuccess) {
-    cudaGetLastError();
-    cudaGetDevice(&dev);
-  }
   std::lock_guard<std::mutex> g(mu);
   for (auto& [d, p] : pools)
     if (d == dev) return p;
+  RelaxedCapture relaxed;  // the first PreMulSum may come under graph capture
   cudaMemPoolProps props = {};
   props.allocType = cudaMemAllocationTypePinned;
   props.location.type = cudaMemLocationTypeDevice;
@@ -179,8 +178,9 @@ const void* premultiply(const NcclCall& c, mycollComm_t handle, Scratch& keep, b
   if (n == 0 || !c.send) return c.send;
   if (mc->cuda_device >= 0) {
 #if MYCOLL_HAVE_CUDA
+    OnDevice on(mc->cuda_device);  // the scaling kernel goes to the communicator's GPU
     void* p = nullptr;
-    cudaError_t e = cudaMallocFromPoolAsync(&p, n * es, premul_pool(c.stream), c.stream);
+    cudaError_t e = cudaMallocFromPoolAsync(&p, n * es, premul_pool(mc->cuda_device), c.stream);
     if (e == cudaSuccess) {
       keep.dev.emplace_back(p, c.stream);
       e = static_cast<cudaError_t>(launch_premul(t, p, c.send, n,

@@ -61,7 +61,8 @@ std::string capture_allreduce_allgather(std::map<std::string, std::string> env) 
       for (size_t i = 0; i < count; ++i) {
         float want = 0;
         for (int r = 0; r < n; ++r) want += float(r * 100 + it) + float(i % 13);
-        if (!check(h[i] == want, "replay " + std::to_string(it) + " allreduce element " + std::to_string(i)))
+        if (!check(h[i] == want,
+                   "replay " + std::to_string(it) + " allreduce element " + std::to_string(i)))
           break;
       }
       for (size_t i = 0; i < count * n; ++i)
@@ -118,9 +119,9 @@ TEST(GpuGraph, OneShotAllReduceReplays) {
       for (size_t i = 0; i < count; ++i) {
         float want = 0;
         for (int r = 0; r < n; ++r) want += float(r * 100 + it) + float(i % 13);
-        if (!check(h[i] == want, what + " " + std::to_string(it) + " element " +
-                                     std::to_string(i) + ": got " + std::to_string(h[i]) +
-                                     " expected " + std::to_string(want)))
+        if (!check(h[i] == want, what + " " + std::to_string(it) + " element " + std::to_string(i) +
+                                     ": got " + std::to_string(h[i]) + " expected " +
+                                     std::to_string(want)))
           return false;
       }
       return true;
@@ -223,21 +224,23 @@ TEST(GpuGraph, TwoShotAndOneShotAllReduceReplays) {
 
 // All-gather, reduce-scatter, broadcast, reduce and all-to-all of `count`
 // floats per block (automatic algorithms, `env` set) captured into one graph
-// without a warm-up and replayed `replays` times with new inputs; every 7th
-// replay is followed by eager calls of the same five, so graph replays and
-// eager calls share the device-side epochs and FIFO counters. Every output
+// without a warm-up, called eagerly once before the graph's first launch,
+// and replayed `replays` times with new inputs; every 7th replay is
+// followed by eager calls of the same five, so graph replays and eager
+// calls share the device-side epochs and FIFO counters. Every output
 // checked (a reduce's non-roots: their output left untouched).
-std::string replay_five(std::map<std::string, std::string> env, size_t count, int replays) {
+std::string replay_five(std::map<std::string, std::string> env, size_t count, int replays,
+                        int nranks = 4) {
   LaunchOptions opt;
-  opt.nranks = 4;  // round-robin over the GPUs present
+  opt.nranks = nranks;  // round-robin over the GPUs present
   opt.env = std::move(env);
   opt.env.emplace("MYCOLL_TIMEOUT", "60");
   opt.pre_init = [](int rank) { cudaSetDevice(gpu_of(rank)); };
   opt.timeout_s = 300;
   auto res = run_ranks(opt, [count, replays](mycollComm_t comm, int rank, int n,
                                              const mycollUniqueId&) {
-    const int root = n - 1;     // broadcast
-    const int rd_root = 0;      // reduce
+    const int root = n - 1;  // broadcast
+    const int rd_root = 0;   // reduce
     float *ag_in, *ag_out, *rs_in, *rs_out, *bc_in, *bc_out, *rd_in, *rd_out, *aa_in, *aa_out;
     cudaMalloc(&ag_in, count * sizeof(float));
     cudaMalloc(&ag_out, count * n * sizeof(float));
@@ -253,9 +256,9 @@ std::string replay_five(std::map<std::string, std::string> env, size_t count, in
     cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
     auto st = reinterpret_cast<mycollStream_t>(s);
     auto enqueue = [&](const std::string& what) {
-      bool ok = check(mycollAllGather(ag_in, ag_out, count, mycollFloat32, comm, st) ==
-                          mycollSuccess,
-                      "allgather " + what + ": " + mycollGetLastError(comm));
+      bool ok =
+          check(mycollAllGather(ag_in, ag_out, count, mycollFloat32, comm, st) == mycollSuccess,
+                "allgather " + what + ": " + mycollGetLastError(comm));
       ok = ok && check(mycollReduceScatter(rs_in, rs_out, count, mycollFloat32, mycollSum, comm,
                                            st) == mycollSuccess,
                        "reducescatter " + what + ": " + mycollGetLastError(comm));
@@ -265,9 +268,9 @@ std::string replay_five(std::map<std::string, std::string> env, size_t count, in
       ok = ok && check(mycollReduce(rd_in, rd_out, count, mycollFloat32, mycollSum, rd_root, comm,
                                     st) == mycollSuccess,
                        "reduce " + what + ": " + mycollGetLastError(comm));
-      ok = ok && check(mycollAllToAll(aa_in, aa_out, count, mycollFloat32, comm, st) ==
-                           mycollSuccess,
-                       "alltoall " + what + ": " + mycollGetLastError(comm));
+      ok = ok &&
+           check(mycollAllToAll(aa_in, aa_out, count, mycollFloat32, comm, st) == mycollSuccess,
+                 "alltoall " + what + ": " + mycollGetLastError(comm));
       return ok;
     };
     auto prepare = [&](int it) {
@@ -333,6 +336,10 @@ std::string replay_five(std::map<std::string, std::string> env, size_t count, in
     check(cudaStreamEndCapture(s, &g) == cudaSuccess, "end capture");
     cudaGraphExec_t ge;
     check(cudaGraphInstantiate(&ge, g, 0) == cudaSuccess, "instantiate");
+    // Eager calls of the same five before the graph's first launch: whatever
+    // the capture set up (plans, scratch) is complete outside the graph.
+    prepare(1000);
+    if (enqueue("eager, before the first replay")) expect(1000, "eager before the first replay");
     for (int it = 0; it < replays; ++it) {
       prepare(it);
       check(cudaGraphLaunch(ge, s) == cudaSuccess, "graph launch");
@@ -365,6 +372,24 @@ TEST(GpuGraph, LlCollectivesReplay) {
 TEST(GpuGraph, FusedKernelsReplay) {
   SKIP_WITHOUT_GPU();
   EXPECT_EQ(replay_five({}, (size_t(1) << 20) + 3, 12), "");
+}
+
+// The plan kernel: the fused ring, direct and LL-collective kernels off, so
+// every one of the five runs a plan, and the all-gather and reduce-scatter
+// by recursive halving-doubling, the broadcast and reduce by the tree (rhd
+// at 3 ranks folds a rank away, through scratch). Nothing ran before
+// the capture, so each plan is uploaded and the scratch allocated while the
+// stream captures (in global mode, which forbids cudaMalloc there). 100003
+// floats per block, 3 ranks (on one GPU, all three share it).
+TEST(GpuGraph, PlanKernelFirstUsedUnderCapture) {
+  SKIP_WITHOUT_GPU();
+  EXPECT_EQ(
+      replay_five({{"MYCOLL_GPU_RING_BYTES", "0"},
+                   {"MYCOLL_GPU_DIRECT_BYTES", "0"},
+                   {"MYCOLL_GPU_LL_COLL_BYTES", "0"},
+                   {"MYCOLL_ALGO", "allgather:rhd,reducescatter:rhd,broadcast:tree,reduce:tree"}},
+                  100003, 12, 3),
+      "");
 }
 
 }  // namespace

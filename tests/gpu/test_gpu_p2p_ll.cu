@@ -365,9 +365,9 @@ TEST_P(GpuP2pLl, InteroperatesWithThePlanKernel) {
 }
 
 // (e) CUDA graphs: an all-small batch (LL kernel) and the same batch with a
-// copy to self (plan kernel) captured once and replayed, interleaved with
-// eager calls, each rank choosing per iteration; inputs change between
-// replays (filled outside the graph).
+// copy to self (plan kernel) captured once, before either ran, and replayed,
+// interleaved with eager calls, each rank choosing per iteration; inputs
+// change between replays (filled outside the graph).
 TEST_P(GpuP2pLl, GraphReplaysInteroperate) {
   const int ngpus = GetParam();
   SKIP_WITHOUT_GPU();
@@ -383,9 +383,9 @@ TEST_P(GpuP2pLl, GraphReplaysInteroperate) {
                   return v;
                 },
                 (size_t(1) << 20) + 5);
-            // Warm up both batches eagerly (plans are built outside capture).
-            for (int it = 0; it < 2; ++it)
-              if (!x.round(comm, it, it == 1, "warm-up")) return 1;
+            // Both batches are captured first, so the plan kernel's batch
+            // is built and uploaded under capture; the eager rounds after
+            // it, before any replay, find it complete.
             cudaGraphExec_t ge[2];
             for (int self = 0; self < 2; ++self) {
               cudaGraph_t g;
@@ -398,6 +398,8 @@ TEST_P(GpuP2pLl, GraphReplaysInteroperate) {
                 return 1;
               cudaGraphDestroy(g);
             }
+            for (int it = 0; it < 2; ++it)
+              if (!x.round(comm, it, it == 1, "eager, before any replay")) return 1;
             for (int it = 2; it < 300; ++it) {
               const bool self = plan_kernel_turn(rank, it);
               const std::string what = "graph, iteration " + std::to_string(it);

@@ -61,6 +61,40 @@ bool sync(cudaStream_t stream, std::string* why) {
   return check(cudaStreamSynchronize(stream), why);
 }
 
+bool begin_capture(cudaStream_t stream, std::string* why) {
+  return check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), why);
+}
+
+void* alloc_async(size_t bytes, cudaStream_t stream, std::string* why) {
+  void* p = nullptr;
+  return check(cudaMallocAsync(&p, bytes, stream), why) ? p : nullptr;
+}
+
+bool free_async(void* p, cudaStream_t stream, std::string* why) {
+  return check(cudaFreeAsync(p, stream), why);
+}
+
+bool copy_async(void* dst, const void* src, size_t bytes, cudaStream_t stream, std::string* why) {
+  return check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream), why);
+}
+
+void* end_capture(cudaStream_t stream, std::string* why) {
+  cudaGraph_t g = nullptr;
+  if (!check(cudaStreamEndCapture(stream, &g), why)) return nullptr;
+  cudaGraphExec_t exec = nullptr;
+  const bool made = check(cudaGraphInstantiate(&exec, g, 0), why);
+  cudaGraphDestroy(g);
+  return made ? exec : nullptr;
+}
+
+bool launch_graph(void* graph, cudaStream_t stream, std::string* why) {
+  return check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), stream), why);
+}
+
+void release_graph(void* graph) {
+  if (graph) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph));
+}
+
 #else  // built without CUDA
 
 int device_count(std::string* why) {
@@ -93,6 +127,31 @@ bool sync(cudaStream_t, std::string* why) {
   *why = "nccl_api_test was built without CUDA";
   return false;
 }
+bool begin_capture(cudaStream_t, std::string* why) {
+  *why = "nccl_api_test was built without CUDA";
+  return false;
+}
+void* alloc_async(size_t, cudaStream_t, std::string* why) {
+  *why = "nccl_api_test was built without CUDA";
+  return nullptr;
+}
+bool free_async(void*, cudaStream_t, std::string* why) {
+  *why = "nccl_api_test was built without CUDA";
+  return false;
+}
+bool copy_async(void*, const void*, size_t, cudaStream_t, std::string* why) {
+  *why = "nccl_api_test was built without CUDA";
+  return false;
+}
+void* end_capture(cudaStream_t, std::string* why) {
+  *why = "nccl_api_test was built without CUDA";
+  return nullptr;
+}
+bool launch_graph(void*, cudaStream_t, std::string* why) {
+  *why = "nccl_api_test was built without CUDA";
+  return false;
+}
+void release_graph(void*) {}
 
 #endif
 

@@ -24,5 +24,17 @@ void release(void* p);
 bool copy(void* dst, const void* src, size_t bytes, bool to_device, cudaStream_t stream,
           std::string* why);
 bool sync(cudaStream_t stream, std::string* why);
+// CUDA graphs: capture on stream in global mode (CUDA's and PyTorch's
+// default), end it and instantiate (the executable graph, nullptr on
+// failure), launch, release.
+bool begin_capture(cudaStream_t stream, std::string* why);
+// Stream-ordered memory (cudaMallocAsync / cudaFreeAsync: inside a capture,
+// graph allocations) and a device-to-device copy on stream, not waited for.
+void* alloc_async(size_t bytes, cudaStream_t stream, std::string* why);
+bool free_async(void* p, cudaStream_t stream, std::string* why);
+bool copy_async(void* dst, const void* src, size_t bytes, cudaStream_t stream, std::string* why);
+void* end_capture(cudaStream_t stream, std::string* why);
+bool launch_graph(void* graph, cudaStream_t stream, std::string* why);
+void release_graph(void* graph);
 
 }  // namespace ntest::cuda

@@ -12,5 +12,6 @@ int suite_errors(World& w);   // test_comm.cc: error codes, strings, bad argumen
 int suite_shrink(World& w);   // test_comm.cc: shrink without the last rank (which stops)
 int suite_env(World& w);      // test_comm.cc: NCCL_* variables, NCCL_DEBUG=INFO output
 int suite_initall(World& w);  // test_initall.cc: one thread drives every rank (ncclCommInitAll)
+int suite_graphs(World& w);   // test_graphs.cc: calls captured in a CUDA graph (GPU memory)
 
 }  // namespace ntest

@@ -216,6 +216,56 @@ else:
     except TypeError as e:
         res.skip("split_group", f"signature differs: {e}")
 
+# CUDA graphs (torch.cuda.graph: global capture mode): an all_reduce, an
+# average bf16 reduce_scatter_tensor and a batch_isend_irecv ring of sizes
+# not run above, captured without a warm-up, called eagerly once before the
+# first replay, then replayed with new inputs; every element checked.
+n_ar, n_rs, n_pp = 300007, 40009, 262147
+ar = torch.empty(n_ar, device=dev)
+rs_in = torch.empty(n_rs * world, device=dev, dtype=torch.bfloat16)
+rs_out = torch.empty(n_rs, device=dev, dtype=torch.bfloat16)
+pp_out = torch.empty(n_pp, device=dev)
+pp_in = torch.empty(n_pp, device=dev)
+
+
+def graph_calls():
+    dist.all_reduce(ar)
+    dist.reduce_scatter_tensor(rs_out, rs_in, op=dist.ReduceOp.AVG)
+    for q in dist.batch_isend_irecv([dist.P2POp(dist.isend, pp_out, nxt), dist.P2POp(dist.irecv, pp_in, prv)]):
+        q.wait()
+
+
+def graph_inputs(k):
+    ar.copy_(value(rank, n_ar, offset=k).float().to(dev))
+    rs_in.copy_(value(rank, n_rs * world, offset=k).to(torch.bfloat16).to(dev))
+    pp_out.copy_(value(rank, n_pp, offset=k).float().to(dev))
+    pp_in.zero_()
+
+
+def graph_check(k, what):
+    torch.cuda.synchronize()
+    res.check(f"{what}: all_reduce", same(ar, expected(dist.ReduceOp.SUM, n_ar, torch.float32, k)))
+    want = expected(dist.ReduceOp.AVG, n_rs * world, torch.bfloat16, k)[rank * n_rs:(rank + 1) * n_rs]
+    res.check(f"{what}: reduce_scatter_tensor avg bf16", same(rs_out, want))
+    res.check(f"{what}: batch_isend_irecv", same(pp_in, value(prv, n_pp, offset=k)))
+
+
+try:
+    graph = torch.cuda.CUDAGraph()
+    graph_inputs(0)
+    torch.cuda.synchronize()
+    with torch.cuda.graph(graph):
+        graph_calls()
+    graph_inputs(1000)
+    graph_calls()
+    graph_check(1000, "CUDA graph: eager before the first replay")
+    for k in range(1, 4):
+        graph_inputs(k)
+        graph.replay()
+        graph_check(k, f"CUDA graph: replay {k}")
+except Exception as e:  # noqa: BLE001 (reported as a failure, the rest still runs)
+    res.check("CUDA graph capture and replay", False, f"{type(e).__name__}: {e}")
+
 torch.cuda.synchronize()
 dist.destroy_process_group()
 res.exit()
