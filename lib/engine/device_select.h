@@ -105,7 +105,7 @@ uint64_t ring_kernel_from(Coll c, const DevLimits& lim);
 //     copies stay within 1 MiB (n <= 8); rhd up to 8 MiB (n > 2; 4 MiB at
 //     3-4 ranks when the fused ring kernel takes the size); ring.
 //   all-gather, reduce-scatter: direct (the LL-collective kernel) up to
-//     lim.ll_coll_bytes (at n = 2 only up to 1 MiB when the fused ring
+//     lim.ll_coll_bytes (at n = 2 only up to 2 MiB when the fused ring
 //     kernel takes the size); rhd up to 4 MiB (n > 2; n > 4 when the fused
 //     ring kernel takes the size); ring.
 //   the others: the host rule (broadcast and reduce take the LL kernel by
