@@ -135,6 +135,12 @@ MYCOLL_API mycollResult_t mycollCommGetAsyncError(mycollComm_t comm, mycollResul
  * off; tools/flight/mycoll-flight reads every rank's file. Any thread. */
 MYCOLL_API mycollResult_t mycollCommDump(mycollComm_t comm, const char* path);
 
+/* Collectives and send/recv. On a GPU communicator a call is enqueued on
+ * stream and returns; it may be captured into a CUDA graph (any capture
+ * mode, no warm-up call needed; buffers allocated inside the capture are
+ * accepted) and the graph replayed between eager calls. Communicators are
+ * not created under capture. On a host communicator the call returns when
+ * this rank's part is done. */
 MYCOLL_API mycollResult_t mycollAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                                           mycollDataType_t datatype, mycollRedOp_t op,
                                           mycollComm_t comm, mycollStream_t stream);
