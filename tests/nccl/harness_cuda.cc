@@ -97,60 +97,41 @@ void release_graph(void* graph) {
 
 #else  // built without CUDA
 
-int device_count(std::string* why) {
+namespace {
+// Every call of a build without CUDA fails with this reason.
+bool no_cuda(std::string* why) {
   *why = "nccl_api_test was built without CUDA";
+  return false;
+}
+}  // namespace
+
+int device_count(std::string* why) {
+  no_cuda(why);
   return 0;
 }
-bool use_device(int, cudaStream_t*, std::string* why) {
-  *why = "nccl_api_test was built without CUDA";
-  return false;
-}
-bool set_device(int, std::string* why) {
-  *why = "nccl_api_test was built without CUDA";
-  return false;
-}
-bool new_stream(cudaStream_t*, std::string* why) {
-  *why = "nccl_api_test was built without CUDA";
-  return false;
-}
+bool use_device(int, cudaStream_t*, std::string* why) { return no_cuda(why); }
+bool set_device(int, std::string* why) { return no_cuda(why); }
+bool new_stream(cudaStream_t*, std::string* why) { return no_cuda(why); }
 void release_stream(cudaStream_t) {}
 void* alloc(size_t, std::string* why) {
-  *why = "nccl_api_test was built without CUDA";
+  no_cuda(why);
   return nullptr;
 }
 void release(void*) {}
-bool copy(void*, const void*, size_t, bool, cudaStream_t, std::string* why) {
-  *why = "nccl_api_test was built without CUDA";
-  return false;
-}
-bool sync(cudaStream_t, std::string* why) {
-  *why = "nccl_api_test was built without CUDA";
-  return false;
-}
-bool begin_capture(cudaStream_t, std::string* why) {
-  *why = "nccl_api_test was built without CUDA";
-  return false;
-}
+bool copy(void*, const void*, size_t, bool, cudaStream_t, std::string* why) { return no_cuda(why); }
+bool sync(cudaStream_t, std::string* why) { return no_cuda(why); }
+bool begin_capture(cudaStream_t, std::string* why) { return no_cuda(why); }
 void* alloc_async(size_t, cudaStream_t, std::string* why) {
-  *why = "nccl_api_test was built without CUDA";
+  no_cuda(why);
   return nullptr;
 }
-bool free_async(void*, cudaStream_t, std::string* why) {
-  *why = "nccl_api_test was built without CUDA";
-  return false;
-}
-bool copy_async(void*, const void*, size_t, cudaStream_t, std::string* why) {
-  *why = "nccl_api_test was built without CUDA";
-  return false;
-}
+bool free_async(void*, cudaStream_t, std::string* why) { return no_cuda(why); }
+bool copy_async(void*, const void*, size_t, cudaStream_t, std::string* why) { return no_cuda(why); }
 void* end_capture(cudaStream_t, std::string* why) {
-  *why = "nccl_api_test was built without CUDA";
+  no_cuda(why);
   return nullptr;
 }
-bool launch_graph(void*, cudaStream_t, std::string* why) {
-  *why = "nccl_api_test was built without CUDA";
-  return false;
-}
+bool launch_graph(void*, cudaStream_t, std::string* why) { return no_cuda(why); }
 void release_graph(void*) {}
 
 #endif
