@@ -154,6 +154,41 @@ inline CollKArgs coll_kargs(Coll kind, const void* in, void* out, uint64_t bytes
     static cudaError_t preload() { return preload_kernel(__VA_ARGS__); } \
   };
 
+// Launches kernel(a) on blocks x threads; pdl: with programmatic stream
+// serialization (the GPU may schedule the grid while its predecessor on the
+// stream runs). Only for kernels that begin with griddepcontrol.wait (which
+// keeps them after that grid and its writes) and, where other ranks' kernels
+// share the GPU, never: a scheduled grid waiting for its predecessor holds
+// SMs.
+template <typename Args>
+cudaError_t launch_kernel(void (*kernel)(Args), int blocks, int threads, cudaStream_t s, bool pdl,
+                          const Args& a) {
+  if (!pdl) {
+    kernel<<<blocks, threads, 0, s>>>(a);
+    return cudaGetLastError();
+  }
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(blocks);
+  cfg.blockDim = dim3(threads);
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, a);
+}
+
+// MYCOLL_DEFINE_LAUNCH whose run takes a last argument pdl (launch_kernel).
+#define MYCOLL_DEFINE_LAUNCH_PDL(NAME, ARGS, THREADS, ...)                        \
+  template <typename T, int OP>                                                   \
+  struct NAME {                                                                   \
+    static cudaError_t run(const ARGS& a, int blocks, cudaStream_t s, bool pdl) { \
+      return launch_kernel(__VA_ARGS__, blocks, THREADS, s, pdl, a);              \
+    }                                                                             \
+    static cudaError_t preload() { return preload_kernel(__VA_ARGS__); }          \
+  };
+
 // Thread blocks for `lines` LL lines, one per `per_block` lines, 1..most.
 inline int blocks_for_lines(uint64_t lines, uint64_t per_block, int most) {
   const uint64_t b = (lines + per_block - 1) / per_block;

@@ -38,10 +38,14 @@ int plan_kernel_max_step_ops();
 // out = in + rank x bytes; all-reduce, broadcast, reduce, all-to-all: in =
 // out). Reduce writes out on the root only (other ranks may pass null).
 // Every rank must pass the same max_blocks. pdl: launch with programmatic
-// stream serialization (the GPU schedules the kernel while its predecessor
-// on the stream runs; the kernel waits for that grid before it touches
-// memory); only where no other rank's kernel shares the GPU, since a
-// scheduled kernel waiting for its predecessor holds GPU resources.
+// stream serialization (the GPU schedules the kernel as its predecessor's
+// blocks exit, before that grid has completed; the kernel waits for the
+// grid's completion and writes before it touches memory). Neither this
+// kernel nor the ring kernel triggers its successor early, so a scheduled
+// successor never holds SMs while its predecessor may wait for a peer (an
+// early trigger made large ring chains 3-5 % faster, docs/performance.md
+// "Session 41", but let a successor hold 65 SMs beside a waiting grid).
+// Used only where no other rank's kernel shares the GPU.
 cudaError_t launch_ll_coll(Coll kind, bool two_shot, const void* in, void* out, uint64_t bytes,
                            mycollDataType_t t, mycollRedOp_t op, int root, const DevComm* comm,
                            int nranks, int max_blocks, uint64_t sig, bool pdl, cudaStream_t stream);
@@ -64,10 +68,11 @@ int ll_coll_blocks(uint64_t bytes);
 // In place as the API defines it; reduce writes out on the root only.
 // defer_to >= 0: this rank only sends in the call (a chain's first rank);
 // its call check compares that peer's line now and the others' in its next
-// collective kernel (kernels/prims/call_check.cuh).
+// collective kernel (kernels/prims/call_check.cuh). pdl: a programmatic
+// launch, as launch_ll_coll's.
 cudaError_t launch_ring(Coll kind, const void* in, void* out, uint64_t bytes, mycollDataType_t t,
                         mycollRedOp_t op, int root, const DevComm* comm, int nranks, int nchannels,
-                        uint64_t sig, int defer_to, cudaStream_t stream);
+                        uint64_t sig, int defer_to, bool pdl, cudaStream_t stream);
 
 // Direct all-to-all / scatter / gather (kernels/colls/direct.cu): one block
 // per (stream, channel), a stream being one peer, with whom all-to-all

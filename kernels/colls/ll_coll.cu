@@ -266,14 +266,14 @@ __device__ void wait_acks(const Ctx& x, int first, int nskip) {
 // steps: the smaller the kernel, the faster its small calls.
 template <typename T, int OP>
 __global__ void __launch_bounds__(kThreads) ll_coll_kernel(CollKArgs a) {
-  // Programmatic dependent launch (launch_ll_coll's pdl): this grid may be
-  // scheduled while its predecessor on the stream still runs; it waits here,
-  // before touching any memory, for that grid's completion and its writes (a
-  // no-op when launched without the attribute), then lets its own successor
-  // be scheduled (which waits the same way).
+  // Programmatic dependent launch (launch_ll_coll's pdl, kernels/launch.h):
+  // this grid may be scheduled before its predecessor on the stream has
+  // completed; it waits here, before touching any memory, for that grid's
+  // completion and its writes (a no-op when launched without the
+  // attribute). No early trigger: the successor is scheduled as this grid's
+  // blocks exit.
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" :::);
 #endif
   constexpr bool kMove = OP == kMoveOp;
   __shared__ uint64_t s_epoch;
@@ -383,26 +383,7 @@ __global__ void __launch_bounds__(kThreads) ll_coll_kernel(CollKArgs a) {
 
 // pdl: launched with programmatic stream serialization (the kernel's
 // griddepcontrol.wait keeps it after its predecessor).
-template <typename T, int OP>
-struct Launch {
-  static cudaError_t run(const CollKArgs& a, int blocks, cudaStream_t s, bool pdl) {
-    if (!pdl) {
-      ll_coll_kernel<T, OP><<<blocks, kThreads, 0, s>>>(a);
-      return cudaGetLastError();
-    }
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(blocks);
-    cfg.blockDim = dim3(kThreads);
-    cfg.stream = s;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    return cudaLaunchKernelEx(&cfg, ll_coll_kernel<T, OP>, a);
-  }
-  static cudaError_t preload() { return preload_kernel(ll_coll_kernel<T, OP>); }
-};
+MYCOLL_DEFINE_LAUNCH_PDL(Launch, CollKArgs, kThreads, ll_coll_kernel<T, OP>)
 
 }  // namespace
 

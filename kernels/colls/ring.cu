@@ -137,6 +137,11 @@ __device__ bool prim(const Chan& c, FifoShared& sh, int mode, const char* loc, c
 
 template <typename T, int OP, bool kReduce>
 __global__ void __launch_bounds__(kThreads, 1) ring_kernel(CollKArgs a) {
+  // Programmatic dependent launch (launch_ring's pdl, kernels/launch.h):
+  // wait for the predecessor grid before touching memory; no early trigger.
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
   __shared__ FifoShared sh;
   const DevComm& cm = *a.comm;
   const FifoGeom& g = cm.geom;
@@ -187,8 +192,8 @@ __global__ void __launch_bounds__(kThreads, 1) ring_kernel(CollKArgs a) {
   }
 }
 
-MYCOLL_DEFINE_LAUNCH(LaunchReduce, CollKArgs, kThreads, ring_kernel<T, OP, true>)
-MYCOLL_DEFINE_LAUNCH(LaunchCopy, CollKArgs, kThreads, ring_kernel<T, OP, false>)
+MYCOLL_DEFINE_LAUNCH_PDL(LaunchReduce, CollKArgs, kThreads, ring_kernel<T, OP, true>)
+MYCOLL_DEFINE_LAUNCH_PDL(LaunchCopy, CollKArgs, kThreads, ring_kernel<T, OP, false>)
 
 }  // namespace
 
@@ -200,13 +205,13 @@ cudaError_t preload_ring_kernels() {
 
 cudaError_t launch_ring(Coll kind, const void* in, void* out, uint64_t bytes, mycollDataType_t t,
                         mycollRedOp_t op, int root, const DevComm* comm, int nranks, int nchannels,
-                        uint64_t sig, int defer_to, cudaStream_t stream) {
+                        uint64_t sig, int defer_to, bool pdl, cudaStream_t stream) {
   CollKArgs a = coll_kargs(kind, in, out, bytes, comm, root, op == mycollAvg, nranks, sig);
   a.defer_to = defer_to;
   const int blocks = nchannels + (sig != 0 ? 1 : 0);  // + the call check's block
   if (kind != Coll::AllGather && kind != Coll::Broadcast)
-    return dispatch_dtype_op<LaunchReduce>(t, op, a, blocks, stream);
-  return dispatch_size<LaunchCopy>(t, a, blocks, stream);
+    return dispatch_dtype_op<LaunchReduce>(t, op, a, blocks, stream, pdl);
+  return dispatch_size<LaunchCopy>(t, a, blocks, stream, pdl);
 }
 
 }  // namespace mycoll

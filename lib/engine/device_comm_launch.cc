@@ -112,8 +112,9 @@ void DeviceCommImpl::enqueue_on(std::vector<Task>& tasks, cudaStream_t s) {
   const Task* at = tasks.empty() ? nullptr : &tasks.front();
   try {
     const bool capturing = stream_capturing(s);
-    // Programmatic launch of the LL kernel (pdl_): eager calls only (in a
-    // graph its edges measured no faster: docs/performance.md "Session 30").
+    // Programmatic launch of the LL and ring kernels (pdl_): eager calls
+    // only (in a graph its edges measured no faster: docs/performance.md
+    // "Session 30").
     launch_pdl_ = pdl_ && !capturing;
     if (order_recorded_ && s != last_stream_ && !capturing)
       cuda_check(cudaStreamWaitEvent(s, order_event_, 0), "cudaStreamWaitEvent (issue order)");
@@ -308,7 +309,8 @@ void DeviceCommImpl::launch(const Task& t, cudaStream_t s) {
   if (log_enabled(LogLevel::Info, Subsys::Coll))
     log_info(Subsys::Coll, "op {} {} of {} bytes: {}{}", t.seq, coll_name(t.coll), block,
              describe(k),
-             k.kernel == DevKernel::LlColl && launch_pdl_ ? " (programmatic launch)"
+             (k.kernel == DevKernel::LlColl || k.kernel == DevKernel::Ring) && launch_pdl_
+                 ? " (programmatic launch)"
              : k.kernel == DevKernel::P2pLl
                  ? fmt::format(" ({} peer/channel/direction key(s), {} slice(s))",
                                pe->batch.keys.size(), pe->batch.ptr.size())
@@ -321,7 +323,8 @@ void DeviceCommImpl::launch(const Task& t, cudaStream_t s) {
       cuda_check(
           launch_ring(t.coll, t.input, t.output, block, t.dtype, t.op, t.root, d_comm_, c_.nranks,
                       nch, sig,
-                      may_defer ? ring_sends_only_to(t.coll, c_.nranks, c_.rank, t.root) : -1, s),
+                      may_defer ? ring_sends_only_to(t.coll, c_.nranks, c_.rank, t.root) : -1,
+                      launch_pdl_, s),
           "ring kernel launch");
       return;
     }

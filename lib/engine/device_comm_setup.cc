@@ -173,10 +173,11 @@ DeviceCommImpl::DeviceCommImpl(mycollComm& c) : c_(c), dev_(c.cuda_device) {
   // Then a barrier: no rank returns from init, so none launches a kernel,
   // before every rank of the communicator has its kernels loaded.
   preload_kernels_once(dev_);
-  // Programmatic launch of the LL kernel (MYCOLL_GPU_PDL): only where no GPU
-  // has two ranks (a scheduled successor waiting for its predecessor holds
-  // resources a peer's kernel may need to start) and the loaded kernel
-  // waits for its predecessor (an sm_90 binary).
+  // Programmatic launch of the LL and ring kernels (MYCOLL_GPU_PDL): only
+  // where no GPU has two ranks (a scheduled successor waiting for its
+  // predecessor holds resources a peer's kernel may need to start) and the
+  // loaded kernels wait for their predecessor (sm_90 binaries, which one
+  // build makes of every kernel).
   pdl_ = c.cfg.gpu_pdl && gpu_share_ == 1 && ll_coll_pdl_ready();
   c.bootstrap->barrier();
   start_watch();
