@@ -119,11 +119,12 @@ Algo device_auto_algo(Coll c, uint64_t whole, const DevLimits& l) {
       return Algo::Ring;
     case Coll::AllGather:
     case Coll::ReduceScatter:
-      // Two ranks: the fused ring kernel is ahead of the LL kernel above
-      // 2 MiB (docs/performance.md, "Session 40"); up to 4 ranks it is
-      // ahead of rhd's plan wherever the LL kernel stops ("Session 20").
+      // Two ranks: the fused ring kernel is ahead of the LL kernel from
+      // 2 MiB (docs/performance.md, "Session 41"; at 1 MiB the LL kernel
+      // leads by 3-4 us); up to 4 ranks it is ahead of rhd's plan wherever
+      // the LL kernel stops ("Session 20").
       if (n >= 2 && whole > 0 && whole <= l.ll_coll_bytes &&
-          (n > 2 || whole <= 2 * MiB || !ring_kernel))
+          (n > 2 || whole < 2 * MiB || !ring_kernel))
         return Algo::Direct;
       if (n > 2 && whole <= 4 * MiB && (n > 4 || !ring_kernel)) return Algo::Rhd;
       return Algo::Ring;

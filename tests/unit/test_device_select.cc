@@ -300,12 +300,13 @@ TEST(DeviceAlgo, LlCollSizesAreDirect) {
       off.ring_bytes = 0;
       EXPECT_EQ(chosen("", c, 4 * MiB, off), small) << n;
     }
-  // The default 2 MiB limit: two ranks use all of it; with a larger limit
-  // they leave the kernel above 2 MiB (the ring kernel is faster there);
-  // more ranks use all of it.
+  // The default 2 MiB limit: two ranks leave the kernel from 2 MiB (the
+  // ring kernel is faster there), whatever the limit; more ranks use all
+  // of it.
   for (Coll c : {Coll::AllGather, Coll::ReduceScatter}) {
     EXPECT_EQ(chosen("", c, MiB, kernels(2, 0, 0, 2 * MiB)), Algo::Direct);
-    EXPECT_EQ(chosen("", c, 2 * MiB, kernels(2, 0, 0, 2 * MiB)), Algo::Direct);
+    EXPECT_EQ(chosen("", c, 2 * MiB - 8, kernels(2, 0, 0, 2 * MiB)), Algo::Direct);
+    EXPECT_EQ(chosen("", c, 2 * MiB, kernels(2, 0, 0, 2 * MiB)), Algo::Ring);
     EXPECT_EQ(chosen("", c, 2 * MiB + 8, kernels(2, 0, 0, 2 * MiB)), Algo::Ring);
     EXPECT_EQ(chosen("", c, 2 * MiB + 8, kernels(2, 0, 0, 8 * MiB)), Algo::Ring);
     EXPECT_EQ(chosen("", c, 4 * MiB, kernels(3, 0, 0, 8 * MiB)), Algo::Direct);
@@ -411,9 +412,9 @@ TEST(DeviceAlgo, TheRuleFeedsTheTable) {
           EXPECT_EQ(k.kernel, DevKernel::LlColl);
           EXPECT_TRUE(k.two_shot);
         }
-        // Two ranks leave the LL kernel above 2 MiB for the ring kernel.
+        // Two ranks leave the LL kernel from 2 MiB for the ring kernel.
         const uint64_t ll_most =
-            n == 2 ? std::min<uint64_t>(l.ll_coll_bytes, 2 * MiB) : l.ll_coll_bytes;
+            n == 2 ? std::min<uint64_t>(l.ll_coll_bytes, 2 * MiB - 1) : l.ll_coll_bytes;
         if ((c == Coll::AllGather || c == Coll::ReduceScatter) && whole <= ll_most)
           EXPECT_EQ(select_device_kernel(call(c, a, block), l).kernel, DevKernel::LlColl);
         if ((c == Coll::AllGather || c == Coll::ReduceScatter) && whole > ll_most && n <= 4)
