@@ -148,14 +148,16 @@ const std::vector<EnvVar>& env_registry() {
        "then hangs until MYCOLL_TIMEOUT or returns wrong data. What it costs: "
        "docs/performance.md (\"call check\"). Must be alike on every rank."},
       {"MYCOLL_GPU_PDL", "bool", "1",
-       "GPU: 1 = the LL kernel's calls issued on a stream outside CUDA-graph capture, on a "
-       "rank that has its GPU to itself, are launched with programmatic stream serialization "
-       "(programmatic dependent launch, sm_90): the GPU schedules the kernel while its "
-       "predecessor on the stream still runs, and the kernel waits for that grid's completion "
-       "before it touches memory, which takes about 0.6-0.9 us off a small call issued right "
-       "after another (docs/performance.md \"Session 30\"). Ranks sharing a GPU never use it "
-       "(a waiting successor would hold the resources a peer's kernel needs). 0 = plain "
-       "launches."},
+       "GPU: 1 = the LL kernel's and the fused ring kernel's calls issued on a stream outside "
+       "CUDA-graph capture, on a rank that has its GPU to itself, are launched with "
+       "programmatic stream serialization (programmatic dependent launch, sm_90): the GPU "
+       "schedules the kernel as its predecessor's blocks exit, before that grid has completed, "
+       "and the kernel waits for the grid's completion before it touches memory, which takes "
+       "about 0.6-0.9 us off a small LL call issued right after another and about 1 us off a "
+       "ring-kernel call (docs/performance.md \"Session 30\", \"Session 41\"). Neither kernel "
+       "lets its successor be scheduled earlier (no early trigger), so a waiting successor "
+       "never holds SMs beside a grid that may be waiting for a peer. Ranks sharing a GPU "
+       "never use it. 0 = plain launches."},
       {"MYCOLL_GPU_RING_BYTES", "bytes", "1M",
        "GPU: all-reduce, all-gather, reduce-scatter, broadcast and reduce with the ring "
        "algorithm whose whole message (all-gather's output, reduce-scatter's input) is at least "
