@@ -210,13 +210,13 @@ mycollResult_t mycollGetUniqueId(mycollUniqueId* id) {
 }
 
 static void init_rank(mycollComm_t* comm, int nranks, const UniqueIdData& id, int rank, int dev,
-                      const char* fn, CancelFlag cancel = {}) {
+                      const char* fn, CancelFlag cancel = {}, const CommOptions& opts = {}) {
   check_arg(comm != nullptr, std::string(fn) + ": comm is NULL");
   *comm = nullptr;
   check_arg(nranks >= 1, std::string(fn) + ": nranks " + std::to_string(nranks) + " must be >= 1");
   check_arg(rank >= 0 && rank < nranks, std::string(fn) + ": rank " + std::to_string(rank) +
                                             " is out of range [0, " + std::to_string(nranks) + ")");
-  *comm = registry_add(comm_create(id, nranks, rank, dev, nullptr, std::move(cancel)));
+  *comm = registry_add(comm_create(id, nranks, rank, dev, nullptr, std::move(cancel), &opts));
 }
 
 // Binds to the calling thread's current CUDA device where GPUs exist (like
@@ -234,46 +234,7 @@ mycollResult_t mycollCommInitRank(mycollComm_t* comm, int nranks, mycollUniqueId
 }
 
 mycollResult_t mycollCommInitAll(mycollComm_t* comms, int ndev, const int* devlist) {
-  return guarded(nullptr, "mycollCommInitAll", [&] {
-    check_arg(comms != nullptr, "mycollCommInitAll: comms is NULL");
-    check_arg(ndev >= 1, "mycollCommInitAll: ndev " + std::to_string(ndev) + " must be >= 1");
-    int have = cuda_device_count();
-    if (have == 0)
-      throw_error(mycollInvalidUsage,
-                  "mycollCommInitAll: no CUDA device on this machine (it drives one GPU per rank; "
-                  "use mycollCommInitRank for host communicators)");
-    for (int i = 0; i < ndev; ++i) {
-      int d = devlist ? devlist[i] : i;
-      check_arg(d >= 0 && d < have, "mycollCommInitAll: device " + std::to_string(d) +
-                                        " out of range (" + std::to_string(have) + " devices)");
-    }
-    mycollUniqueId uid;
-    create_unique_id(&uid);
-    UniqueIdData id = unpack_unique_id(uid);
-    std::vector<std::thread> threads;
-    std::vector<std::exception_ptr> errs(ndev);
-    for (int i = 0; i < ndev; ++i) {
-      comms[i] = nullptr;
-      threads.emplace_back([&, i] {
-        try {
-          int d = devlist ? devlist[i] : i;
-          comms[i] = registry_add(comm_create(id, ndev, i, d));
-        } catch (...) {
-          errs[i] = std::current_exception();
-        }
-      });
-    }
-    for (auto& t : threads) t.join();
-    for (int i = 0; i < ndev; ++i) {
-      if (errs[i]) {
-        for (int j = 0; j < ndev; ++j) {
-          discard(comms[j]);
-          comms[j] = nullptr;
-        }
-        std::rethrow_exception(errs[i]);
-      }
-    }
-  });
+  return comm_init_all(comms, ndev, devlist, {});
 }
 
 static const char* getenv_any(std::initializer_list<const char*> names) {
@@ -391,40 +352,7 @@ mycollResult_t mycollCommAbort(mycollComm_t comm) {
 }
 
 mycollResult_t mycollCommSplit(mycollComm_t comm, int color, int key, mycollComm_t* newcomm) {
-  return with_comm(comm, "mycollCommSplit", PinMode::kExclusive, [&](mycollComm* parent) {
-    check_arg(newcomm != nullptr, "mycollCommSplit: newcomm is NULL");
-    mycollComm* comm = parent;
-    comm->check_usable();
-    *newcomm = nullptr;
-    if (color < 0) color = MYCOLL_SPLIT_NOCOLOR;
-    struct Entry {
-      int color, key, rank;
-    };
-    std::vector<Entry> all(comm->nranks);
-    all[comm->rank] = Entry{color, key, comm->rank};
-    comm->bootstrap->allgather(all.data(), sizeof(Entry));
-    std::vector<Entry> mine;
-    for (const Entry& e : all)
-      if (e.color == color && color != MYCOLL_SPLIT_NOCOLOR) mine.push_back(e);
-    std::sort(mine.begin(), mine.end(), [](const Entry& a, const Entry& b) {
-      return a.key != b.key ? a.key < b.key : a.rank < b.rank;
-    });
-    // The first member of each color starts a rendezvous and sends the id
-    // to the others over the parent's bootstrap.
-    mycollUniqueId uid;
-    if (!mine.empty() && mine[0].rank == comm->rank) {
-      create_unique_id(&uid);
-      for (size_t i = 1; i < mine.size(); ++i)
-        comm->bootstrap->send(mine[i].rank, &uid, sizeof(uid));
-    } else if (!mine.empty()) {
-      comm->bootstrap->recv(mine[0].rank, &uid, sizeof(uid));
-    }
-    if (mine.empty()) return;
-    int newrank = 0;
-    while (mine[newrank].rank != comm->rank) ++newrank;
-    *newcomm = registry_add(comm_create(unpack_unique_id(uid), static_cast<int>(mine.size()),
-                                        newrank, comm->cuda_device, comm));
-  });
+  return comm_split(comm, color, key, newcomm, nullptr);
 }
 
 mycollResult_t mycollCommDump(mycollComm_t c0, const char* path) {
@@ -582,13 +510,97 @@ mycollResult_t mycollGroupEnd(void) {
 
 }  // extern "C"
 
-// The NCCL shim's non-blocking init (api_internal.h).
+// The NCCL shim's non-blocking init, split and init-all with options (api_internal.h).
 namespace mycoll {
+// mycollCommInitAll with options (api_internal.h).
+mycollResult_t comm_init_all(mycollComm_t* comms, int ndev, const int* devlist,
+                             const CommOptions& opts) {
+  return guarded(nullptr, "mycollCommInitAll", [&] {
+    check_arg(comms != nullptr, "mycollCommInitAll: comms is NULL");
+    check_arg(ndev >= 1, "mycollCommInitAll: ndev " + std::to_string(ndev) + " must be >= 1");
+    int have = cuda_device_count();
+    if (have == 0)
+      throw_error(mycollInvalidUsage,
+                  "mycollCommInitAll: no CUDA device on this machine (it drives one GPU per rank; "
+                  "use mycollCommInitRank for host communicators)");
+    for (int i = 0; i < ndev; ++i) {
+      int d = devlist ? devlist[i] : i;
+      check_arg(d >= 0 && d < have, "mycollCommInitAll: device " + std::to_string(d) +
+                                        " out of range (" + std::to_string(have) + " devices)");
+    }
+    mycollUniqueId uid;
+    create_unique_id(&uid);
+    UniqueIdData id = unpack_unique_id(uid);
+    std::vector<std::thread> threads;
+    std::vector<std::exception_ptr> errs(ndev);
+    for (int i = 0; i < ndev; ++i) {
+      comms[i] = nullptr;
+      threads.emplace_back([&, i] {
+        try {
+          int d = devlist ? devlist[i] : i;
+          comms[i] = registry_add(comm_create(id, ndev, i, d, nullptr, {}, &opts));
+        } catch (...) {
+          errs[i] = std::current_exception();
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int i = 0; i < ndev; ++i) {
+      if (errs[i]) {
+        for (int j = 0; j < ndev; ++j) {
+          discard(comms[j]);
+          comms[j] = nullptr;
+        }
+        std::rethrow_exception(errs[i]);
+      }
+    }
+  });
+}
+
+// mycollCommSplit with options for the child (api_internal.h).
+mycollResult_t comm_split(mycollComm_t comm, int color, int key, mycollComm_t* newcomm,
+                          const CommOptions* opts) {
+  return with_comm(comm, "mycollCommSplit", PinMode::kExclusive, [&](mycollComm* parent) {
+    check_arg(newcomm != nullptr, "mycollCommSplit: newcomm is NULL");
+    mycollComm* comm = parent;
+    comm->check_usable();
+    *newcomm = nullptr;
+    if (color < 0) color = MYCOLL_SPLIT_NOCOLOR;
+    struct Entry {
+      int color, key, rank;
+    };
+    std::vector<Entry> all(comm->nranks);
+    all[comm->rank] = Entry{color, key, comm->rank};
+    comm->bootstrap->allgather(all.data(), sizeof(Entry));
+    std::vector<Entry> mine;
+    for (const Entry& e : all)
+      if (e.color == color && color != MYCOLL_SPLIT_NOCOLOR) mine.push_back(e);
+    std::sort(mine.begin(), mine.end(), [](const Entry& a, const Entry& b) {
+      return a.key != b.key ? a.key < b.key : a.rank < b.rank;
+    });
+    // The first member of each color starts a rendezvous and sends the id
+    // to the others over the parent's bootstrap.
+    mycollUniqueId uid;
+    if (!mine.empty() && mine[0].rank == comm->rank) {
+      create_unique_id(&uid);
+      for (size_t i = 1; i < mine.size(); ++i)
+        comm->bootstrap->send(mine[i].rank, &uid, sizeof(uid));
+    } else if (!mine.empty()) {
+      comm->bootstrap->recv(mine[0].rank, &uid, sizeof(uid));
+    }
+    if (mine.empty()) return;
+    int newrank = 0;
+    while (mine[newrank].rank != comm->rank) ++newrank;
+    *newcomm = registry_add(comm_create(unpack_unique_id(uid), static_cast<int>(mine.size()),
+                                        newrank, comm->cuda_device, comm, {}, opts));
+  });
+}
+
 mycollResult_t comm_init_rank_cancellable(mycollComm_t* comm, int nranks, mycollUniqueId id,
-                                          int rank, CancelFlag cancel) {
+                                          int rank, CancelFlag cancel, const CommOptions& opts) {
   return guarded(nullptr, "mycollCommInitRank", [&] {
     init_rank(comm, nranks, unpack_unique_id(id), rank, init_device(), "mycollCommInitRank",
-              std::move(cancel));
+              std::move(cancel), opts);
   });
 }
 }  // namespace mycoll

@@ -20,6 +20,17 @@ namespace mycoll {
 class DeviceComm;  // lib/engine/device_engine.h (GPU communicators only)
 struct HostState;  // lib/engine/host_engine.h (host communicators only)
 void destroy_host_state(HostState* s);
+
+// What a communicator's creator asks for beyond the environment: the NCCL
+// shim's ncclConfig_t.maxCTAs and NCCL_MAX_CTAS / NCCL_MAX_NCHANNELS. A
+// child split without options inherits its parent's.
+struct CommOptions {
+  // Most thread blocks any one GPU kernel of the communicator runs (at
+  // least 2 where the call check has a block of its own), so its kernels
+  // leave the rest of the GPU to computation; 0: no cap. Ranks asking for
+  // different caps all take the smallest.
+  int max_blocks = 0;
+};
 }  // namespace mycoll
 
 // The opaque handle of the C API.
@@ -37,6 +48,7 @@ struct mycollComm {
   uint64_t parent_id = 0;
   std::string log_tag;  // "comm 5a1f3c2e rank 1/4": prefix of its log lines (LogScope)
   mycoll::Config cfg;
+  mycoll::CommOptions opts;
   mycoll::AlgoPolicy algo;
   std::unique_ptr<mycoll::Bootstrap> bootstrap;
   std::vector<mycoll::PeerInfo> peers;  // indexed by rank
@@ -120,9 +132,10 @@ Plan comm_build_plan(const mycollComm& c, Algo algo, CollArgs a);
 // a host-only communicator. Throws Error.
 // parent: the communicator split from (its id is logged), or null.
 // cancel: ends the init early when set from another thread (Bootstrap::init).
+// opts: null for the parent's (a split) or none.
 std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int rank,
                                         int cuda_device, const mycollComm* parent = nullptr,
-                                        CancelFlag cancel = {});
+                                        CancelFlag cancel = {}, const CommOptions* opts = nullptr);
 
 // "5a1f3c2e": how logs and dumps name a communicator id.
 std::string comm_id_text(uint64_t id);

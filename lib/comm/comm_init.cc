@@ -177,7 +177,7 @@ static std::string transport_summary(const mycollComm& c) {
 
 std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int rank,
                                         int cuda_device, const mycollComm* parent,
-                                        CancelFlag cancel) {
+                                        CancelFlag cancel, const CommOptions* opts) {
   auto t0 = std::chrono::steady_clock::now();
   auto c = std::make_unique<mycollComm>();
   c->rank = rank;
@@ -189,6 +189,7 @@ std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int 
   log_set_rank(rank);       // MYCOLL_DEBUG_FILE with %r
   warn_unknown_env_once();  // MYCOLL_* typos
   c->cfg = Config::from_env();
+  c->opts = opts ? *opts : parent ? parent->opts : CommOptions{};
   c->algo = AlgoPolicy::parse(c->cfg.algo);
   c->p2p_sent.assign(nranks, 0);
   c->p2p_recvd.assign(nranks, 0);
@@ -268,6 +269,11 @@ std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int 
   connect_host_transports(*c);
   if (cuda_device >= 0) {
     c->device = DeviceComm::create(*c);
+  } else if (c->opts.max_blocks > 0) {
+    log_info(Subsys::Init,
+             "rank {}: a cap of {} thread blocks per kernel (ncclConfig_t.maxCTAs, "
+             "NCCL_MAX_CTAS or NCCL_MAX_NCHANNELS) has no effect on a host communicator",
+             rank, c->opts.max_blocks);
   }
 
   for (int r = 0; r < nranks; ++r) {

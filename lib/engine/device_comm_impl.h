@@ -110,6 +110,7 @@ class DeviceCommImpl : public DeviceComm {
 
  private:
   // Setup (device_comm_setup.cc).
+  void agree_on_grids(const mycollComm& c, int32_t sms);
   void share_gpu(const mycollComm& c);
   void init_copy(void* dst, const void* src, size_t bytes);
   std::vector<DevPeer> make_peers(const std::vector<bool>& ipc);
@@ -127,8 +128,10 @@ class DeviceCommImpl : public DeviceComm {
   // call check's block: where ranks share a GPU, the whole grid within the
   // block budget (alike on every rank).
   int channels_beside_check(int want) const {
-    return gpu_share_ > 1 ? std::max(1, std::min(want, block_budget_ - 1)) : want;
+    return grid_capped() ? std::max(1, std::min(want, block_budget_ - 1)) : want;
   }
+  // Whether block_budget_ binds: ranks share a GPU, or a block cap is set.
+  bool grid_capped() const { return gpu_share_ > 1 || block_cap_ > 0; }
   static void free_plan(DevPlan& p);
   void upload(DevPlan& p, const std::vector<DevOp>& ops, const std::vector<uint32_t>& chan,
               cudaStream_t s);
@@ -165,6 +168,7 @@ class DeviceCommImpl : public DeviceComm {
   bool pdl_ = false;         // LL launches may be programmatic (setup: MYCOLL_GPU_PDL)
   bool launch_pdl_ = false;  // ... and this enqueue's are (not captured)
   int block_budget_ = 1;     // most thread blocks of one kernel (share_gpu)
+  int block_cap_ = 0;        // CommOptions::max_blocks agreed by every rank (0: none)
   int threads_on_gpu_ = 0;   // ranks of this process on this GPU (this one included)
   cudaStream_t init_stream_ = nullptr;
   cudaStream_t last_stream_ = nullptr;  // the stream of the last operation (compared only)

@@ -258,7 +258,7 @@ DevCall DeviceCommImpl::dev_call(const Task& t) const {
 int DeviceCommImpl::direct_channels(const Task& t) const {
   return direct_kernel_channels(uint64_t(t.count) * dtype_size(t.dtype), c_.cfg.gpu_channel_bytes,
                                 geom_.max_channels, c_.nranks, block_budget_, kDirectCopyBlocks + 1,
-                                gpu_share_ > 1 ? 0 : kDirectSpareSms);
+                                grid_capped() ? 0 : kDirectSpareSms);
 }
 
 // The direct kernel: n - 1 streams (peers) at most on direct_channels

@@ -54,7 +54,6 @@ DeviceCommImpl::DeviceCommImpl(mycollComm& c) : c_(c), dev_(c.cuda_device) {
   cuda_check(cudaSetDevice(dev_), "cudaSetDevice(" + std::to_string(dev_) + ")");
   const Config& cfg = c.cfg;
   geom_.nranks = c.nranks;
-  geom_.max_channels = cfg.gpu_channels;
   geom_.nslots = cfg.gpu_slots;
   geom_.slot_bytes = cfg.gpu_slot_bytes;
   geom_.ll_slots = kLlSlots;
@@ -75,9 +74,7 @@ DeviceCommImpl::DeviceCommImpl(mycollComm& c) : c_(c), dev_(c.cuda_device) {
   int32_t sms = 0;
   cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev_),
              "cudaDeviceGetAttribute(multiprocessors)");
-  std::vector<int32_t> all_sms(c.nranks, sms);
-  c.bootstrap->allgather(all_sms.data(), sizeof(int32_t));
-  min_sms_ = *std::min_element(all_sms.begin(), all_sms.end());
+  agree_on_grids(c, sms);
   share_gpu(c);
   plan_channels_ =
       std::min(geom_.max_channels, any_proxy_ ? kProxyChannels : cfg.gpu_plan_channels);
@@ -235,6 +232,33 @@ DeviceCommImpl::~DeviceCommImpl() {
   cudaGetLastError();
 }
 
+// What shapes the FIFOs and the grids must be alike on every rank: each
+// brings its GPU's SMs, the channels it asks for (MYCOLL_NCHANNELS) and its
+// block cap (CommOptions::max_blocks), and every rank takes the fewest of
+// each. Runs before the inbox is laid out.
+void DeviceCommImpl::agree_on_grids(const mycollComm& c, int32_t sms) {
+  struct Ask {
+    int32_t sms, channels, max_blocks;
+  };
+  std::vector<Ask> all(c.nranks);
+  all[c.rank] = Ask{sms, c.cfg.gpu_channels, c.opts.max_blocks};
+  c.bootstrap->allgather(all.data(), sizeof(Ask));
+  min_sms_ = sms;
+  int channels = c.cfg.gpu_channels, fewest_at = c.rank;
+  for (int r = 0; r < c.nranks; ++r) {
+    min_sms_ = std::min(min_sms_, all[r].sms);
+    if (all[r].channels < channels) channels = all[r].channels, fewest_at = r;
+    if (all[r].max_blocks > 0 && (block_cap_ == 0 || all[r].max_blocks < block_cap_))
+      block_cap_ = all[r].max_blocks;
+  }
+  if (channels < c.cfg.gpu_channels)
+    log_warn(Subsys::Init,
+             "rank {}: MYCOLL_NCHANNELS differs between ranks (this rank {}, rank {} {}): "
+             "every rank uses {}; set it alike everywhere",
+             c.rank, c.cfg.gpu_channels, fewest_at, channels, channels);
+  geom_.max_channels = block_cap_ > 0 ? std::min(channels, block_cap_) : channels;
+}
+
 // Ranks sharing a GPU (threads of one process, or processes): a kernel
 // waits on its peers' kernels, so wherever they can run at once (threads,
 // or processes under MPS) every rank's grid must fit the GPU beside the
@@ -242,23 +266,33 @@ DeviceCommImpl::~DeviceCommImpl() {
 // one GPU, one block per SM), computed alike on every rank from the
 // allgathered peers and SM counts. Processes without MPS time-slice the
 // GPU instead: every wait tolerates that (it is bounded by MYCOLL_TIMEOUT
-// in wall-clock time, not in spins). Runs before the inbox is laid out.
+// in wall-clock time, not in spins). A block cap (ncclConfig_t.maxCTAs)
+// lowers the budget further, on a GPU of its own too. Runs before the inbox
+// is laid out.
 void DeviceCommImpl::share_gpu(const mycollComm& c) {
   gpu_share_ = max_ranks_per_gpu(c.peers);
-  block_budget_ = shared_gpu_block_budget(min_sms_, gpu_share_);
+  const int shared_budget = shared_gpu_block_budget(min_sms_, gpu_share_);
+  block_budget_ = block_cap_ > 0 ? std::min(shared_budget, std::max(2, block_cap_)) : shared_budget;
   const std::vector<int> mine = ranks_on_gpu(c.peers, c.rank);
   for (int r : mine) threads_on_gpu_ += c.peers[r].pid == c.peers[c.rank].pid;
-  if (gpu_share_ == 1) return;
-  if (c.cfg.gpu_channels_set && c.cfg.gpu_channels > block_budget_)
+  // MYCOLL_NCHANNELS is a demand where nothing lowered it; a cap is not.
+  const bool demanded = c.cfg.gpu_channels_set && geom_.max_channels == c.cfg.gpu_channels;
+  if (gpu_share_ > 1 && demanded && geom_.max_channels > shared_budget)
     throw_error(mycollInvalidUsage, "MYCOLL_NCHANNELS=" + std::to_string(c.cfg.gpu_channels) +
                                         " cannot work with " + std::to_string(gpu_share_) +
                                         " ranks sharing a GPU of " + std::to_string(min_sms_) +
                                         " SMs: their kernels must be resident together, "
                                         "so each may use at most " +
-                                        std::to_string(block_budget_) +
+                                        std::to_string(shared_budget) +
                                         " channels; unset it or set it to at most that");
   geom_.max_channels = std::min(geom_.max_channels, block_budget_);
-  if (mine.size() > 1) {
+  if (block_cap_ > 0)
+    log_info(Subsys::Init,
+             "rank {} GPU {}: at most {} thread blocks per kernel (ncclConfig_t.maxCTAs, "
+             "NCCL_MAX_CTAS or NCCL_MAX_NCHANNELS asked for {}; the smallest of any rank), "
+             "at most {} channels",
+             c.rank, dev_, block_budget_, block_cap_, geom_.max_channels);
+  if (gpu_share_ > 1 && mine.size() > 1) {
     std::string list;
     for (int r : mine) list += (list.empty() ? "" : ",") + std::to_string(r);
     log_info(Subsys::Init,
@@ -266,7 +300,7 @@ void DeviceCommImpl::share_gpu(const mycollComm& c) {
              "concurrently; other processes time-slice the GPU); every kernel's grid is capped "
              "at {} blocks ({} SMs / {} ranks on the busiest GPU), at most {} channels: a shared "
              "GPU is for correctness and development, not speed",
-             list, dev_, threads_on_gpu_, block_budget_, min_sms_, gpu_share_, geom_.max_channels);
+             list, dev_, threads_on_gpu_, shared_budget, min_sms_, gpu_share_, geom_.max_channels);
   }
 }
 

@@ -108,6 +108,7 @@ namespace {
 struct ConfigView {
   bool blocking = true;
   std::string name;
+  int max_ctas = 0;  // maxCTAs (0: not set)
 };
 
 ConfigView read_config(const ncclConfig_t* c, const char* fn) {
@@ -141,9 +142,26 @@ ConfigView read_config(const ncclConfig_t* c, const char* fn) {
     if (has(off, sizeof(int)) && value != NCCL_CONFIG_UNDEF_INT)
       ignored += fmt::format(" {}={}", name, value);
   };
+  // maxCTAs caps the thread blocks of every kernel (above 64, the most
+  // channels there are, it caps nothing); minCTAs is checked as NCCL does
+  // and has no effect (no channel floor here). Both came with NCCL 2.17.
+  auto ctas = [&](const char* name, size_t off, const int& value) {
+    if (c->version < 21700u || !has(off, sizeof(int)) || value == NCCL_CONFIG_UNDEF_INT) return 0;
+    check_arg(value >= 1, [&] {
+      return fmt::format("{}: config->{} is {}; must be at least 1", f, name, value);
+    });
+    return std::min(value, 64);
+  };
+  const int min_ctas = ctas("minCTAs", offsetof(ncclConfig_t, minCTAs), c->minCTAs);
+  v.max_ctas = ctas("maxCTAs", offsetof(ncclConfig_t, maxCTAs), c->maxCTAs);
+  check_arg(min_ctas == 0 || v.max_ctas == 0 || min_ctas <= v.max_ctas, [&] {
+    return fmt::format("{}: config->minCTAs {} is above config->maxCTAs {}", f, min_ctas,
+                       v.max_ctas);
+  });
+  if (min_ctas > 0)
+    ignored +=
+        fmt::format(" minCTAs={} (no channel floor: channels follow the message size)", min_ctas);
   note_int("cgaClusterSize", offsetof(ncclConfig_t, cgaClusterSize), c->cgaClusterSize);
-  note_int("minCTAs", offsetof(ncclConfig_t, minCTAs), c->minCTAs);
-  note_int("maxCTAs", offsetof(ncclConfig_t, maxCTAs), c->maxCTAs);
   note_int("splitShare", offsetof(ncclConfig_t, splitShare), c->splitShare);
   note_int("trafficClass", offsetof(ncclConfig_t, trafficClass), c->trafficClass);
   note_int("collnetEnable", offsetof(ncclConfig_t, collnetEnable), c->collnetEnable);
@@ -158,6 +176,15 @@ ConfigView read_config(const ncclConfig_t* c, const char* fn) {
   if (!ignored.empty())
     log_info(Subsys::Init, "{}: config fields with no meaning in mycoll, ignored:{}", f, ignored);
   return v;
+}
+
+// The communicator options of a config: maxCTAs and NCCL_MAX_CTAS /
+// NCCL_MAX_NCHANNELS, the smallest cap given.
+CommOptions options_of(const ConfigView& cv) {
+  CommOptions o;
+  const int env = nccl_env_max_ctas();
+  o.max_blocks = cv.max_ctas > 0 && (env == 0 || cv.max_ctas < env) ? cv.max_ctas : env;
+  return o;
 }
 
 mycollUniqueId pack_id(const UniqueIdData& d) {
@@ -232,7 +259,8 @@ ncclResult_t init_common(ncclComm_t* out, int nranks, const ncclUniqueId& commId
   const bool grouped = in_group();
   if (cv.blocking && !grouped) {
     mycollComm_t mc = nullptr;
-    check_mycoll(mycollCommInitRank(&mc, nranks, id, rank), nullptr, fn);
+    check_mycoll(comm_init_rank_cancellable(&mc, nranks, id, rank, {}, options_of(cv)), nullptr,
+                 fn);
     *out = wrap(mc, cv);
     return ncclSuccess;
   }
@@ -243,14 +271,14 @@ ncclResult_t init_common(ncclComm_t* out, int nranks, const ncclUniqueId& commId
   w->nranks = nranks;
   w->job = std::make_shared<InitJob>();
   const int dev = calling_device();
-  std::thread([job = w->job, id, nranks, rank, dev] {
+  std::thread([job = w->job, id, nranks, rank, dev, opts = options_of(cv)] {
 #if MYCOLL_HAVE_CUDA
     if (dev >= 0) cudaSetDevice(dev);
 #else
     (void)dev;
 #endif
     mycollComm_t mc = nullptr;
-    mycollResult_t r = comm_init_rank_cancellable(&mc, nranks, id, rank, job->cancel);
+    mycollResult_t r = comm_init_rank_cancellable(&mc, nranks, id, rank, job->cancel, opts);
     std::string err = r == mycollSuccess ? "" : mycollGetLastError(nullptr);
     std::lock_guard<std::mutex> lk(job->mu);
     job->done = true;
@@ -345,7 +373,8 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
     check_arg(comms != nullptr, "ncclCommInitAll: comms is NULL");
     check_arg(ndev >= 1, fmt::format("ncclCommInitAll: ndev {} must be >= 1", ndev));
     std::vector<mycollComm_t> mcs(ndev, nullptr);
-    check_mycoll(mycollCommInitAll(mcs.data(), ndev, devlist), nullptr, "ncclCommInitAll");
+    check_mycoll(comm_init_all(mcs.data(), ndev, devlist, options_of(ConfigView{})), nullptr,
+                 "ncclCommInitAll");
     for (int i = 0; i < ndev; ++i) comms[i] = wrap(mcs[i], ConfigView{});
     return ncclSuccess;
   });
@@ -360,8 +389,9 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
     *newcomm = nullptr;
     ConfigView cv = read_config(config, fn);
     if (!config) cv.blocking = comm->blocking;  // NCCL: the child inherits the parent's config
+    const CommOptions opts = options_of(cv);
     mycollComm_t child = nullptr;
-    check_mycoll(mycollCommSplit(mc, color, key, &child), mc, fn);
+    check_mycoll(comm_split(mc, color, key, &child, config ? &opts : nullptr), mc, fn);
     if (child) *newcomm = wrap(child, cv);
     return ncclSuccess;
   });
@@ -419,8 +449,10 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
     log_info(Subsys::Init, "{}: rank {} -> rank {} of {} ({} excluded{})", fn, mc->rank, newrank,
              keep.size(), excludeRanksCount,
              shrinkFlags == NCCL_SHRINK_ABORT ? ", parent's operations aborted" : "");
-    mycollComm_t child = registry_add(comm_create(
-        unpack_unique_id(uid), static_cast<int>(keep.size()), newrank, mc->cuda_device));
+    const CommOptions opts = config ? options_of(cv) : mc->opts;
+    mycollComm_t child =
+        registry_add(comm_create(unpack_unique_id(uid), static_cast<int>(keep.size()), newrank,
+                                 mc->cuda_device, nullptr, {}, &opts));
     *newcomm = wrap(child, cv);
     return ncclSuccess;
   });

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "algorithms/plan.h"
@@ -51,12 +52,37 @@ bool registered(const char* name) {
   return false;
 }
 
-// One translation: the MYCOLL_* settings for an NCCL value, or a reason why
-// it has no meaning here (settings empty).
+// One translation: the MYCOLL_* settings for an NCCL value, what the shim
+// does with it itself (applied), or a reason why it has no meaning here.
 struct Translation {
-  std::vector<std::pair<std::string, std::string>> settings;
+  using Settings = std::vector<std::pair<std::string, std::string>>;
+  Translation(Settings s, std::string why, std::string done = "")
+      : settings(std::move(s)), why_ignored(std::move(why)), applied(std::move(done)) {}
+  Settings settings;
   std::string why_ignored;
+  std::string applied;
 };
+
+// NCCL_MAX_CTAS / NCCL_MAX_NCHANNELS: a positive integer, at most 64 (the
+// most channels there are); 0 when it is not one.
+int cta_count(const std::string& v) {
+  const std::string t = trim(v);
+  if (t.empty() || t.size() > 9 || !std::all_of(t.begin(), t.end(), [](char c) {
+        return std::isdigit(static_cast<unsigned char>(c)) != 0;
+      }))
+    return 0;
+  return std::min(std::stoi(t), 64);
+}
+
+Translation max_ctas(const std::string& v) {
+  const int n = cta_count(v);
+  if (n == 0) return {{}, "not a positive integer", ""};
+  return {{},
+          "",
+          "every communicator's GPU kernels run at most " + std::to_string(n) +
+              " thread blocks (at least 2 where the call check runs), so as many channels at "
+              "most; ncclConfig_t.maxCTAs may lower it per communicator"};
+}
 
 Translation same_as(const char* mycoll_name, const std::string& v) {
   return Translation{{{mycoll_name, v}}, ""};
@@ -156,6 +182,12 @@ Translation translate(const std::string& name, const std::string& v) {
   if (name == "NCCL_NET") return net(v);
   if (name == "NCCL_ALGO") return algo(v);
   if (name == "NCCL_PROTO") return proto(v);
+  if (name == "NCCL_MAX_CTAS" || name == "NCCL_MAX_NCHANNELS") return max_ctas(v);
+  if (name == "NCCL_MIN_CTAS" || name == "NCCL_MIN_NCHANNELS")
+    return {{},
+            "mycoll has no channel floor: it picks channels per call by message size "
+            "(small messages use few)",
+            ""};
   return {{}, "no meaning in mycoll"};
 }
 
@@ -176,6 +208,10 @@ void apply_once() {
       continue;
     }
     Translation t = translate(name, value);
+    if (!t.applied.empty()) {
+      lines.push_back(name + "=" + value + ": " + t.applied);
+      continue;
+    }
     if (t.settings.empty()) {
       lines.push_back(name + "=" + value + " ignored: " + t.why_ignored);
       continue;
@@ -205,6 +241,16 @@ void apply_once() {
 }  // namespace
 
 void apply_nccl_env() { std::call_once(g_once, apply_once); }
+
+int nccl_env_max_ctas() {
+  int cap = 0;
+  for (const char* name : {"NCCL_MAX_CTAS", "NCCL_MAX_NCHANNELS"}) {
+    const char* v = std::getenv(name);
+    const int n = v ? cta_count(v) : 0;
+    if (n > 0 && (cap == 0 || n < cap)) cap = n;
+  }
+  return cap;
+}
 
 std::string nccl_comm_id() {
   const char* v = std::getenv("NCCL_COMM_ID");

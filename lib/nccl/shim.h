@@ -42,6 +42,10 @@ void apply_nccl_env();
 // NCCL_COMM_ID ("host:port"), when set: the rendezvous address every rank
 // derives its id from (rank 0 serves it). Empty when unset.
 std::string nccl_comm_id();
+// The block cap NCCL_MAX_CTAS and NCCL_MAX_NCHANNELS ask for: the smaller
+// of those set to a positive integer, at most 64; 0: none. Read at every
+// init.
+int nccl_env_max_ctas();
 
 // The int a C caller passed for an nccl.h enum parameter. nccl.h's enums
 // have no fixed underlying type, so a value outside their enumerators (any

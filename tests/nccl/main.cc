@@ -2,8 +2,8 @@
 // built libnccl.so.2, run as forked ranks on host buffers, or with --mem cuda
 // on GPU buffers (rank r on GPU r % GPUs: with fewer GPUs than ranks,
 // several ranks share one).
-//   nccl_api_test --np N [--suite colls|p2p|comm|errors|shrink|env|initall|graphs|all] [--mem
-//   host|cuda]
+//   nccl_api_test --np N [--suite colls|p2p|comm|errors|shrink|env|initall|graphs|ctas|all]
+//   [--mem host|cuda]
 // Exits 0 when every rank passed, 1 when one failed, 2 on bad arguments,
 // 77 (skipped) with --mem cuda where no GPU or no CUDA is available.
 #include <stdlib.h>
@@ -72,7 +72,8 @@ int main(int argc, char** argv) {
       {"colls", ntest::suite_colls, true},      {"p2p", ntest::suite_p2p, true},
       {"comm", ntest::suite_comm, true},        {"errors", ntest::suite_errors, true},
       {"shrink", ntest::suite_shrink, true},    {"env", ntest::suite_env, false},
-      {"initall", ntest::suite_initall, false}, {"graphs", ntest::suite_graphs, false}};
+      {"initall", ntest::suite_initall, false}, {"graphs", ntest::suite_graphs, false},
+      {"ctas", ntest::suite_ctas, false}};
   int failed = 0, ran = 0;
   for (const Entry& e : all) {
     if (which != "all" && which != e.name) continue;

@@ -13,5 +13,6 @@ int suite_shrink(World& w);   // test_comm.cc: shrink without the last rank (whi
 int suite_env(World& w);      // test_comm.cc: NCCL_* variables, NCCL_DEBUG=INFO output
 int suite_initall(World& w);  // test_initall.cc: one thread drives every rank (ncclCommInitAll)
 int suite_graphs(World& w);   // test_graphs.cc: calls captured in a CUDA graph (GPU memory)
+int suite_ctas(World& w);     // test_ctas.cc: maxCTAs / NCCL_MAX_CTAS caps, bad values
 
 }  // namespace ntest

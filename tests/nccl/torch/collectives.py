@@ -216,6 +216,29 @@ else:
     except TypeError as e:
         res.skip("split_group", f"signature differs: {e}")
 
+# ncclConfig_t.maxCTAs through ProcessGroupNCCL.Options (what per-group
+# NCCL configs such as Megatron's set): a group whose kernels may run 2
+# thread blocks; large calls on it checked element by element. run.sh
+# checks that the log names the cap.
+try:
+    ctas_opts = dist.ProcessGroupNCCL.Options()
+    ctas_opts.config.max_ctas = 2
+    ctas_opts.config.min_ctas = 1
+except (AttributeError, TypeError) as e:
+    ctas_opts = None
+    res.skip("maxCTAs group", f"this PyTorch has no NCCL config options: {e}")
+if ctas_opts is not None:
+    cg = dist.new_group(ranks=list(range(world)), pg_options=ctas_opts)
+    big = (1 << 22) + 5
+    t = value(rank, big).float().to(dev)
+    dist.all_reduce(t, group=cg)
+    res.check("maxCTAs 2 group: all_reduce 16 MiB", same(t, expected(dist.ReduceOp.SUM, big, torch.float32)))
+    part = (1 << 20) + 3
+    out = torch.empty(part * world, device=dev, dtype=torch.bfloat16)
+    dist.all_gather_into_tensor(out, value(rank, part, offset=rank).to(torch.bfloat16).to(dev), group=cg)
+    want = torch.cat([value(r, part, offset=r) for r in range(world)])
+    res.check("maxCTAs 2 group: all_gather_into_tensor bf16", same(out, want))
+
 # CUDA graphs (torch.cuda.graph: global capture mode): an all_reduce, an
 # average bf16 reduce_scatter_tensor and a batch_isend_irecv ring of sizes
 # not run above, captured without a warm-up, called eagerly once before the

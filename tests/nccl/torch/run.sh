@@ -57,6 +57,17 @@ else
   fail "log: $served 'served by mycoll' lines (want $nproc), $colls 'Init COMPLETE' lines"
 fi
 
+# The group created with ProcessGroupNCCL.Options config.max_ctas = 2
+# (collectives.py) ran capped: each rank's log line names the cap.
+capped=$(grep -c "NCCL_MAX_NCHANNELS asked for 2;" "$out/collectives.log")
+if [ "$capped" -ge "$nproc" ]; then
+  pass "log: $capped ranks capped the max_ctas=2 group's kernels (ncclConfig_t.maxCTAs)"
+elif grep -q "SKIP maxCTAs group" "$out/collectives.log"; then
+  echo "SKIP log: this PyTorch cannot set ncclConfig_t.maxCTAs"
+else
+  fail "log: $capped lines name the max_ctas=2 cap (want $nproc)"
+fi
+
 # (b) DDP and FSDP2 training against a run without mycoll: real NCCL where
 # every rank has its own GPU, else (NCCL refuses ranks sharing a GPU) the
 # same training in one process on the global batch.
