@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "harness_cuda.h"
@@ -329,6 +331,22 @@ bool ok(const World& w, ncclResult_t r, const char* what) {
 }
 
 int failures() { return g_failures; }
+
+std::string read_own_log(const World& w, const std::string& dir, const std::string& stem) {
+  const std::string path = dir + "/" + stem + "." + std::to_string(getpid()) + ".log";
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::string log = ss.str();
+  expect(w, !log.empty(), "NCCL_DEBUG_FILE %s is missing or empty", path.c_str());
+  return log;
+}
+
+size_t occurrences(const std::string& text, const std::string& part) {
+  size_t k = 0;
+  for (size_t p = text.find(part); p != std::string::npos; p = text.find(part, p + 1)) ++k;
+  return k;
+}
 
 ncclUniqueId shared_id(const World& w, int slot) {
   ncclUniqueId id{};

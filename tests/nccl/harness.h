@@ -97,6 +97,15 @@ int failures();
 using Suite = int (*)(World& w);
 int run_suite(const char* name, int nranks, Suite suite, bool init_world, double timeout_s);
 
+// ---- logs ----------------------------------------------------------------------
+
+// The NCCL_DEBUG_FILE this process wrote under pattern's directory as
+// "<dir>/<stem>.<pid>.log" (the pattern "<dir>/<stem>.%p.log"), read whole;
+// a failure naming it when it is missing or empty (then "").
+std::string read_own_log(const World& w, const std::string& dir, const std::string& stem);
+// How many times part occurs in text.
+size_t occurrences(const std::string& text, const std::string& part);
+
 // ---- element codecs and references --------------------------------------
 
 extern const ncclDataType_t kAllTypes[12];

@@ -7,9 +7,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <thread>
 
@@ -496,17 +494,9 @@ int suite_env(World& w) {
   }
   ok(w, ncclCommDestroy(w.comm), "ncclCommDestroy (env)");
   w.comm = nullptr;
-  const std::string path = std::string(dir) + "/nccl." + std::to_string(getpid()) + ".log";
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const std::string log = ss.str();
-  if (!expect(w, !log.empty(), "NCCL_DEBUG_FILE %s is missing or empty", path.c_str())) return 1;
-  auto count = [&](const std::string& s) {
-    size_t k = 0;
-    for (size_t p = log.find(s); p != std::string::npos; p = log.find(s, p + 1)) ++k;
-    return k;
-  };
+  const std::string log = read_own_log(w, dir, "nccl");
+  if (log.empty()) return 1;
+  auto count = [&](const std::string& s) { return occurrences(log, s); };
   const char* once[] = {
       "NCCL API 2.28.9 served by mycoll",
       "NCCL_ALGO=Tree -> MYCOLL_ALGO=tree",

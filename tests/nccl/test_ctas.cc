@@ -2,12 +2,8 @@
 // init, a capped communicator (and its split child) running every
 // collective correctly, large messages included, and the log naming the cap;
 // on host buffers the cap is accepted and said to have no effect.
-#include <unistd.h>
-
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -206,20 +202,11 @@ int suite_ctas(World& w) {
     ok(w, ncclCommDestroy(env_capped), "ncclCommDestroy (NCCL_MAX_CTAS=5)");
   }
 
-  const std::string path = std::string(dir) + "/ctas." + std::to_string(getpid()) + ".log";
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const std::string log = ss.str();
-  if (!expect(w, !log.empty(), "NCCL_DEBUG_FILE %s is missing or empty", path.c_str())) return 1;
-  auto count = [&](const std::string& s) {
-    size_t k = 0;
-    for (size_t p = log.find(s); p != std::string::npos; p = log.find(s, p + 1)) ++k;
-    return k;
-  };
+  const std::string log = read_own_log(w, dir, "ctas");
+  if (log.empty()) return 1;
   auto at_least = [&](const std::string& s, size_t times) {
-    expect(w, count(s) >= times, "log has '%s' %zu times (want at least %zu)", s.c_str(), count(s),
-           times);
+    const size_t n = occurrences(log, s);
+    expect(w, n >= times, "log has '%s' %zu times (want at least %zu)", s.c_str(), n, times);
   };
   at_least("NCCL_MAX_CTAS=5: every communicator's GPU kernels run at most 5 thread blocks", 1);
   at_least("NCCL_MIN_NCHANNELS=2 ignored", 1);
