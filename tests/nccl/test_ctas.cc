@@ -1,7 +1,8 @@
 // ncclConfig_t.maxCTAs / minCTAs and NCCL_MAX_CTAS: bad values refused at
 // init, a capped communicator (and its split child) running every
-// collective correctly, large messages included, and the log naming the cap;
-// on host buffers the cap is accepted and said to have no effect.
+// collective correctly, large messages included, ranks asking for different
+// caps agreeing on the smallest, and the log naming the cap; on host
+// buffers the cap is accepted and said to have no effect.
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -202,6 +203,21 @@ int suite_ctas(World& w) {
     ok(w, ncclCommDestroy(env_capped), "ncclCommDestroy (NCCL_MAX_CTAS=5)");
   }
 
+  // Ranks asking for different caps and channel counts (rank 0: maxCTAs 3
+  // and MYCOLL_NCHANNELS=48; the others: maxCTAs 9, which NCCL_MAX_CTAS=5
+  // lowers, and 64 channels) all take the smallest: their FIFOs and grids
+  // must agree, or the large calls below hang or go wrong.
+  ncclConfig_t mixed = NCCL_CONFIG_INITIALIZER;
+  mixed.maxCTAs = w.rank == 0 ? 3 : 9;
+  if (w.rank == 0) setenv("MYCOLL_NCHANNELS", "48", 1);
+  ncclComm_t uneven = nullptr;
+  if (ok(w, ncclCommInitRankConfig(&uneven, w.nranks, shared_id(w, 2), w.rank, &mixed),
+         "ncclCommInitRankConfig (maxCTAs 3 on rank 0, 9 elsewhere)")) {
+    large_calls(w, uneven, "maxCTAs 3 on rank 0, 9 elsewhere", 14);
+    ok(w, ncclCommDestroy(uneven), "ncclCommDestroy (uneven caps)");
+  }
+  unsetenv("MYCOLL_NCHANNELS");
+
   const std::string log = read_own_log(w, dir, "ctas");
   if (log.empty()) return 1;
   auto at_least = [&](const std::string& s, size_t times) {
@@ -211,19 +227,27 @@ int suite_ctas(World& w) {
   at_least("NCCL_MAX_CTAS=5: every communicator's GPU kernels run at most 5 thread blocks", 1);
   at_least("NCCL_MIN_NCHANNELS=2 ignored", 1);
   at_least("minCTAs=1 (no channel floor", 1);
+  auto capped_at = [](int blocks, int asked) {
+    return "at most " + std::to_string(blocks) +
+           " thread blocks per kernel (ncclConfig_t.maxCTAs, NCCL_MAX_CTAS or "
+           "NCCL_MAX_NCHANNELS asked for " +
+           std::to_string(asked) + ";";
+  };
   if (mem() == Mem::Cuda) {
-    // The capped communicator and its child, then the one NCCL_MAX_CTAS capped.
-    at_least(
-        "at most 2 thread blocks per kernel (ncclConfig_t.maxCTAs, NCCL_MAX_CTAS or "
-        "NCCL_MAX_NCHANNELS asked for 1;",
-        2);
-    at_least(
-        "at most 5 thread blocks per kernel (ncclConfig_t.maxCTAs, NCCL_MAX_CTAS or "
-        "NCCL_MAX_NCHANNELS asked for 5;",
-        1);
+    // The capped communicator and its child, the one NCCL_MAX_CTAS capped,
+    // the one whose ranks asked for different caps.
+    at_least(capped_at(2, 1), 2);
+    at_least(capped_at(5, 5), 1);
+    at_least(capped_at(3, 3), 1);
+    if (w.rank != 0)
+      at_least(
+          "MYCOLL_NCHANNELS differs between ranks (this rank 64, rank 0 48): every rank "
+          "uses 48",
+          1);
   } else {
     at_least("a cap of 1 thread blocks per kernel", 2);
-    at_least("a cap of 5 thread blocks per kernel", 1);
+    at_least("a cap of 5 thread blocks per kernel", w.rank == 0 ? 1 : 2);
+    if (w.rank == 0) at_least("a cap of 3 thread blocks per kernel", 1);
   }
   return 0;
 }
