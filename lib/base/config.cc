@@ -94,7 +94,9 @@ const std::vector<EnvVar>& env_registry() {
        "messages use all of them, small ones fewer. The fused ring and direct kernels use up to "
        "this many, and so do point-to-point batches; the plan kernel's collectives at most "
        "MYCOLL_GPU_PLAN_CHANNELS of them. Costs about 1.1 MiB "
-       "of GPU memory per channel and rank of the communicator."},
+       "of GPU memory per channel and rank of the communicator. Ranks that set different "
+       "values all use the smallest (a WARN says so); ncclConfig_t.maxCTAs and NCCL_MAX_CTAS "
+       "cap it further through libnccl.so.2 (docs/nccl.md)."},
       {"MYCOLL_GPU_PLAN_CHANNELS", "int", "32",
        "GPU: most channels the plan kernel splits a collective over (the collectives no other "
        "kernel serves: tree, rhd, small rings), at most MYCOLL_NCHANNELS; 1..64. Point-to-point "
