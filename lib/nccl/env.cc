@@ -92,10 +92,14 @@ Translation same_as(const char* mycoll_name, const std::string& v) {
 Translation debug_level(const std::string& v) {
   const std::string l = lower(trim(v));
   const char* to = nullptr;
-  if (l == "none") to = "OFF";
-  else if (l == "version" || l == "warn" || l == "abort") to = "WARN";
-  else if (l == "info") to = "INFO";
-  else if (l == "trace") to = "TRACE";
+  if (l == "none")
+    to = "OFF";
+  else if (l == "version" || l == "warn" || l == "abort")
+    to = "WARN";
+  else if (l == "info")
+    to = "INFO";
+  else if (l == "trace")
+    to = "TRACE";
   if (!to) return {{}, "not one of NONE, VERSION, WARN, INFO, ABORT, TRACE"};
   return same_as("MYCOLL_DEBUG", to);
 }
@@ -125,8 +129,9 @@ Translation algo(const std::string& v) {
     }
   }
   if (spec.empty())
-    return {{}, "mycoll maps only Ring and Tree, one algorithm per collective "
-                "(e.g. NCCL_ALGO=Tree or allreduce:ring;broadcast:tree); automatic choice kept"};
+    return {{},
+            "mycoll maps only Ring and Tree, one algorithm per collective "
+            "(e.g. NCCL_ALGO=Tree or allreduce:ring;broadcast:tree); automatic choice kept"};
   try {
     AlgoPolicy::parse(spec);
   } catch (const Error& e) {
@@ -143,8 +148,10 @@ Translation proto(const std::string& v) {
   if (exclude) t = t.substr(1);
   bool ll = false, known = true;
   for (const std::string& p : split(t, ',')) {
-    if (p == "ll") ll = true;
-    else if (p != "ll128" && p != "simple") known = false;
+    if (p == "ll")
+      ll = true;
+    else if (p != "ll128" && p != "simple")
+      known = false;
   }
   if (!known) return {{}, "not a list of LL, LL128, Simple"};
   const bool ll_allowed = exclude ? !ll : ll;
@@ -232,9 +239,9 @@ void apply_once() {
   const char* path = dladdr(reinterpret_cast<void*>(&apply_nccl_env), &info) && info.dli_fname
                          ? info.dli_fname
                          : "?";
-  log_info(Subsys::Init, "NCCL API {}.{}.{} served by mycoll {}.{}.{} ({})", kNcclVersionCode / 10000,
-           kNcclVersionCode / 100 % 100, kNcclVersionCode % 100, MYCOLL_MAJOR, MYCOLL_MINOR,
-           MYCOLL_PATCH, path);
+  log_info(Subsys::Init, "NCCL API {}.{}.{} served by mycoll {}.{}.{} ({})",
+           kNcclVersionCode / 10000, kNcclVersionCode / 100 % 100, kNcclVersionCode % 100,
+           MYCOLL_MAJOR, MYCOLL_MINOR, MYCOLL_PATCH, path);
   for (const std::string& l : lines) log_info(Subsys::Init, "{}", l);
 }
 
