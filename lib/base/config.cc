@@ -48,7 +48,7 @@ const std::vector<EnvVar>& env_registry() {
        "cuda_ipc (GPU communicators on one host). Unset = automatic (shm on one host, cuda_ipc "
        "between GPUs of one host, MYCOLL_NET between hosts). A transport that cannot serve a "
        "peer, or is not available here (no RDMA port, no UCX), is mycollInvalidUsage at init "
-       "saying why; it must be alike on every rank."},
+       "saying why; it must be alike on every rank (checked at init)."},
       {"MYCOLL_NET", "enum", "",
        "Network transport between hosts: ib (RDMA verbs), ucx, or socket (TCP). Unset = ib when "
        "ranks span several hosts and an active RDMA port exists, else socket. Naming one that is "
@@ -100,7 +100,7 @@ const std::vector<EnvVar>& env_registry() {
       {"MYCOLL_GPU_PLAN_CHANNELS", "int", "32",
        "GPU: most channels the plan kernel splits a collective over (the collectives no other "
        "kernel serves: tree, rhd, small rings), at most MYCOLL_NCHANNELS; 1..64. Point-to-point "
-       "batches use up to MYCOLL_NCHANNELS. Must be alike on every rank."},
+       "batches use up to MYCOLL_NCHANNELS. Must be alike on every rank (checked at init)."},
       {"MYCOLL_GPU_SLOT_BYTES", "bytes", "64K",
        "GPU: size of one FIFO slot (a multiple of 16); the unit in which data is handed over."},
       {"MYCOLL_GPU_SLOTS", "int", "16", "GPU: slots per FIFO (per peer and channel)."},
@@ -117,7 +117,7 @@ const std::vector<EnvVar>& env_registry() {
        "_TWOSHOT_BYTES, _LL_COLL_BYTES, _LL_BYTES = 0); ll turns off the fused ring and direct "
        "kernels (_RING_BYTES, _DIRECT_BYTES = 0) and sends every plan-kernel message that fits "
        "the LL ring with it. auto: each size takes the faster (the selection table in "
-       "lib/engine/device_select.h). Must be alike on every rank."},
+       "lib/engine/device_select.h). Must be alike on every rank (checked at init)."},
       {"MYCOLL_GPU_ONESHOT_BYTES", "bytes", "64K",
        "GPU: all-reduce of at most this many bytes per rank, on a communicator whose peers are all "
        "on cuda_ipc, with the direct algorithm (the automatic rule's choice for small messages), "
@@ -148,7 +148,7 @@ const std::vector<EnvVar>& env_registry() {
        "others in its next collective kernel. "
        "strict = every rank checks every peer within the call itself. 0 = no check: a mismatch "
        "then hangs until MYCOLL_TIMEOUT or returns wrong data. What it costs: "
-       "docs/performance.md (\"call check\"). Must be alike on every rank."},
+       "docs/performance.md (\"call check\"). Must be alike on every rank (checked at init)."},
       {"MYCOLL_GPU_PDL", "bool", "1",
        "GPU: 1 = the LL kernel's and the fused ring kernel's calls issued on a stream outside "
        "CUDA-graph capture, on a rank that has its GPU to itself, are launched with "
@@ -238,8 +238,15 @@ std::string environment_markdown() {
       "  at the first log line; changing them later has no effect. All others are read\n"
       "  again by every communicator init (`mycollCommInitRank`, `mycollCommInitAll`,\n"
       "  `mycollCommInitFromEnv`, `mycollCommSplit`), so two communicators of one process\n"
-      "  may differ; settings that shape connections (`MYCOLL_TRANSPORT`, `MYCOLL_NET`)\n"
-      "  must be alike on every rank of a communicator (checked at init).\n"
+      "  may differ. Settings that shape connections, plans and the GPU inbox must be\n"
+      "  alike on every rank of a communicator: `MYCOLL_TRANSPORT`, `MYCOLL_NET`,\n"
+      "  `MYCOLL_ALGO`, `MYCOLL_CHUNK_BYTES` and, between GPU ranks, `MYCOLL_PROTO`,\n"
+      "  `MYCOLL_GPU_PLAN_CHANNELS`, `_SLOT_BYTES`, `_SLOTS`, `_CHANNEL_BYTES`,\n"
+      "  `_LL_BYTES`, `_ONESHOT_BYTES`, `_TWOSHOT_BYTES`, `_LL_COLL_BYTES`,\n"
+      "  `_RING_BYTES`, `_DIRECT_BYTES` and `_CALL_CHECK`. Init checks them: a\n"
+      "  difference fails it on every rank with `mycollInvalidUsage` naming the\n"
+      "  variable and both values. `MYCOLL_NCHANNELS` may differ (every rank takes\n"
+      "  the smallest, with a warning).\n"
       "- **Malformed values.** A malformed or out-of-range value of a communicator\n"
       "  variable makes that init fail with `mycollInvalidArgument` naming the variable\n"
       "  (`mycollGetLastError`); a malformed logging variable is a warning on stderr and\n"

@@ -83,23 +83,103 @@ mycollComm::~mycollComm() {
 
 namespace mycoll {
 
-// All ranks must agree on settings that shape the connections.
+// Settings every rank of a communicator must share (docs/environment.md):
+// the connections' (MYCOLL_TRANSPORT, MYCOLL_NET), the plans'
+// (MYCOLL_ALGO, MYCOLL_CHUNK_BYTES) and, between GPU ranks, the inbox
+// layout's and the kernel choice's (MYCOLL_GPU_*, MYCOLL_PROTO). Ranks that
+// differ would run different schedules or lay out their FIFOs differently:
+// a wait until MYCOLL_TIMEOUT, or a peer's stores past this rank's inbox.
+// So a difference fails the init on every rank (they all see the same
+// table), naming the variable and both values. MYCOLL_NCHANNELS is agreed
+// instead (the device engine takes the smallest, with a WARN).
+namespace {
+
+struct Agreed {
+  const char* name;
+  bool gpu;  // compared only between ranks that both drive a GPU
+  uint64_t (*of)(const Config&);
+};
+
+const Agreed kAgreed[] = {
+    {"MYCOLL_CHUNK_BYTES", false, [](const Config& c) { return uint64_t(c.chunk_bytes); }},
+    {"MYCOLL_GPU_PLAN_CHANNELS", true,
+     [](const Config& c) { return uint64_t(c.gpu_plan_channels); }},
+    {"MYCOLL_GPU_SLOT_BYTES", true, [](const Config& c) { return uint64_t(c.gpu_slot_bytes); }},
+    {"MYCOLL_GPU_SLOTS", true, [](const Config& c) { return uint64_t(c.gpu_slots); }},
+    {"MYCOLL_GPU_CHANNEL_BYTES", true,
+     [](const Config& c) { return uint64_t(c.gpu_channel_bytes); }},
+    {"MYCOLL_GPU_LL_BYTES (or MYCOLL_PROTO)", true,
+     [](const Config& c) { return uint64_t(c.gpu_ll_bytes); }},
+    {"MYCOLL_GPU_ONESHOT_BYTES (or MYCOLL_PROTO)", true,
+     [](const Config& c) { return uint64_t(c.gpu_oneshot_bytes); }},
+    {"MYCOLL_GPU_TWOSHOT_BYTES (or MYCOLL_PROTO)", true,
+     [](const Config& c) { return uint64_t(c.gpu_twoshot_bytes); }},
+    {"MYCOLL_GPU_LL_COLL_BYTES (or MYCOLL_PROTO)", true,
+     [](const Config& c) { return uint64_t(c.gpu_ll_coll_bytes); }},
+    {"MYCOLL_GPU_RING_BYTES (or MYCOLL_PROTO)", true,
+     [](const Config& c) { return uint64_t(c.gpu_ring_bytes); }},
+    {"MYCOLL_GPU_DIRECT_BYTES (or MYCOLL_PROTO)", true,
+     [](const Config& c) { return uint64_t(c.gpu_direct_bytes); }},
+    {"MYCOLL_GPU_CALL_CHECK (0, 1 = 1, strict = 2)", true,
+     [](const Config& c) {
+       return uint64_t(c.gpu_call_check ? (c.gpu_call_check_strict ? 2 : 1) : 0);
+     }},
+};
+constexpr size_t kNumAgreed = std::size(kAgreed);
+
+// What MYCOLL_ALGO forces, per collective (-1: the automatic rule), packed:
+// spellings that force the same ("Ring" and "ring", "auto" and unset) agree.
+uint64_t forced_algos(const AlgoPolicy& p) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the per-collective choices
+  for (int k = 0; k < kNumColls; ++k) {
+    const Coll coll = static_cast<Coll>(k);
+    const int a = p.forced(coll) ? static_cast<int>(p.choose(coll, 2, 0)) : -1;
+    h = (h ^ static_cast<uint64_t>(a + 1)) * 0x100000001b3ull;
+  }
+  return h;
+}
+
+std::string quoted(const char* s) { return std::string("'") + s + "'"; }
+
+}  // namespace
+
 static void check_consistent_config(mycollComm& c) {
   struct Fingerprint {
     char transport[32];
     char net[16];
+    char algo[64];  // for the message (a longer value is cut)
+    uint64_t algo_hash;  // what it forces (forced_algos)
+    uint64_t values[kNumAgreed];
   } mine{};
   std::strncpy(mine.transport, c.cfg.transport.c_str(), sizeof(mine.transport) - 1);
   std::strncpy(mine.net, c.cfg.net.c_str(), sizeof(mine.net) - 1);
+  std::strncpy(mine.algo, c.cfg.algo.c_str(), sizeof(mine.algo) - 1);
+  mine.algo_hash = forced_algos(c.algo);
+  for (size_t k = 0; k < kNumAgreed; ++k) mine.values[k] = kAgreed[k].of(c.cfg);
   std::vector<Fingerprint> all(c.nranks);
   all[c.rank] = mine;
   c.bootstrap->allgather(all.data(), sizeof(Fingerprint));
+  auto differ = [&](const std::string& what, const std::string& here, int r,
+                    const std::string& there) {
+    throw_error(mycollInvalidUsage, what + " differs between ranks: this rank has " + here +
+                                        ", rank " + std::to_string(r) + " has " + there +
+                                        "; set it alike on every rank of the communicator");
+  };
+  const bool gpu_here = c.cuda_device >= 0;
   for (int r = 0; r < c.nranks; ++r) {
-    if (std::memcmp(&all[r], &mine, sizeof(mine)) != 0)
-      throw_error(mycollInvalidUsage,
-                  std::string("MYCOLL_TRANSPORT/MYCOLL_NET differ between ranks: this rank has '") +
-                      mine.transport + "'/'" + mine.net + "', rank " + std::to_string(r) +
-                      " has '" + all[r].transport + "'/'" + all[r].net + "'");
+    const Fingerprint& f = all[r];
+    if (std::strncmp(f.transport, mine.transport, sizeof(mine.transport)) != 0 ||
+        std::strncmp(f.net, mine.net, sizeof(mine.net)) != 0)
+      differ("MYCOLL_TRANSPORT/MYCOLL_NET",
+             quoted(mine.transport) + "/" + quoted(mine.net), r,
+             quoted(f.transport) + "/" + quoted(f.net));
+    if (f.algo_hash != mine.algo_hash)
+      differ("MYCOLL_ALGO (NCCL_ALGO sets it through libnccl.so.2)", quoted(mine.algo), r,
+             quoted(f.algo));
+    const bool both_gpu = gpu_here && c.peers[r].cuda_device >= 0;
+    for (size_t k = 0; k < kNumAgreed; ++k)
+      if (f.values[k] != mine.values[k] && (!kAgreed[k].gpu || both_gpu))
+        differ(kAgreed[k].name, std::to_string(mine.values[k]), r, std::to_string(f.values[k]));
   }
 }
 

@@ -235,7 +235,9 @@ DeviceCommImpl::~DeviceCommImpl() {
 // What shapes the FIFOs and the grids must be alike on every rank: each
 // brings its GPU's SMs, the channels it asks for (MYCOLL_NCHANNELS) and its
 // block cap (CommOptions::max_blocks), and every rank takes the fewest of
-// each. Runs before the inbox is laid out.
+// each. (The other settings that must be alike are refused at init when they
+// differ: check_consistent_config, lib/comm/comm_init.cc.) Runs before the
+// inbox is laid out.
 void DeviceCommImpl::agree_on_grids(const mycollComm& c, int32_t sms) {
   struct Ask {
     int32_t sms, channels, max_blocks;
