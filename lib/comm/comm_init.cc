@@ -120,8 +120,8 @@ const Agreed kAgreed[] = {
      [](const Config& c) { return uint64_t(c.gpu_ring_bytes); }},
     {"MYCOLL_GPU_DIRECT_BYTES (or MYCOLL_PROTO)", true,
      [](const Config& c) { return uint64_t(c.gpu_direct_bytes); }},
-    {"MYCOLL_GPU_CALL_CHECK (0, 1 = 1, strict = 2)", true,
-     [](const Config& c) {
+    {"MYCOLL_GPU_CALL_CHECK", true,
+     [](const Config& c) {  // 0, 1 or strict (shown as such)
        return uint64_t(c.gpu_call_check ? (c.gpu_call_check_strict ? 2 : 1) : 0);
      }},
 };
@@ -137,6 +137,12 @@ uint64_t forced_algos(const AlgoPolicy& p) {
     h = (h ^ static_cast<uint64_t>(a + 1)) * 0x100000001b3ull;
   }
   return h;
+}
+
+// A value as the variable spells it.
+std::string shown(const Agreed& a, uint64_t v) {
+  if (std::strcmp(a.name, "MYCOLL_GPU_CALL_CHECK") == 0 && v == 2) return "strict";
+  return std::to_string(v);
 }
 
 std::string quoted(const char* s) { return std::string("'") + s + "'"; }
@@ -179,7 +185,7 @@ static void check_consistent_config(mycollComm& c) {
     const bool both_gpu = gpu_here && c.peers[r].cuda_device >= 0;
     for (size_t k = 0; k < kNumAgreed; ++k)
       if (f.values[k] != mine.values[k] && (!kAgreed[k].gpu || both_gpu))
-        differ(kAgreed[k].name, std::to_string(mine.values[k]), r, std::to_string(f.values[k]));
+        differ(kAgreed[k].name, shown(kAgreed[k], mine.values[k]), r, shown(kAgreed[k], f.values[k]));
   }
 }
 

@@ -94,7 +94,7 @@ int suite_agree(World& w) {
   one_differs(w, slot++, "MYCOLL_PROTO", "simple", last, gpu,
               "MYCOLL_GPU_LL_BYTES (or MYCOLL_PROTO)", "0", "16384");
   one_differs(w, slot++, "MYCOLL_GPU_CALL_CHECK", "strict", 0, gpu, "MYCOLL_GPU_CALL_CHECK",
-              "2", "1");
+              "strict", "1");
   // Spellings of the same choice agree: "Ring" on rank 0, "ring" elsewhere;
   // "auto" on one rank, unset on the others.
   setenv("MYCOLL_ALGO", w.rank == 0 ? "Ring" : "ring", 1);
