@@ -306,9 +306,7 @@ static_assert(sizeof(P2pLlKey) == 64, "P2pLlKey layout");
 
 // Capacity of one launch: keys (thread blocks), slices; threads per block
 // at most; lines in flight per thread. 128 keys: a 2-rank exchange of 512
-// KiB-1 MiB cut over 64 channels each way (at 64 keys it fell to the plan
-// kernel's ll pass: 0.55-0.59x NCCL at 2 GPUs, docs/performance.md
-// "Session 39").
+// KiB-1 MiB cut over 64 channels each way (docs/performance.md, "Session 39").
 constexpr int kP2pLlMaxKeys = 128;
 constexpr int kP2pLlMaxSlices = 256;
 constexpr int kP2pLlMaxThreads = 256;

@@ -68,41 +68,35 @@ cudaError_t dispatch_size(mycollDataType_t t, const Args& a, int blocks, cudaStr
   }
 }
 
-// Loads every dtype x op instantiation of Launch: Launch<T, OP>::preload()
-// (cudaFuncGetAttributes on its kernel), first error returned. See
-// preload_kernels() in kernels/launch.h for why.
-template <template <typename, int> class Launch, typename T>
-cudaError_t preload_ops() {
-  cudaError_t e = Launch<T, mycollSum>::preload();
-  for (cudaError_t r : {Launch<T, mycollProd>::preload(), Launch<T, mycollMax>::preload(),
-                        Launch<T, mycollMin>::preload()})
-    if (e == cudaSuccess) e = r;
-  return e;
-}
-
+// Loads what dispatch_dtype_op (kSizes false: every dtype x op) or
+// dispatch_size (true: every element size) can launch, through the same
+// switches: Launch<T, OP>::preload() (cudaFuncGetAttributes on its kernel),
+// the first error returned. See preload_kernels() in kernels/launch.h for why.
 template <template <typename, int> class Launch>
+struct Preload {
+  template <typename T, int OP>
+  struct Of {
+    static cudaError_t run(int, int, cudaStream_t) { return Launch<T, OP>::preload(); }
+  };
+};
+
+template <template <typename, int> class Launch, bool kSizes = false>
 cudaError_t preload_dtype_op() {
   cudaError_t e = cudaSuccess;
-  for (cudaError_t r : {preload_ops<Launch, int8_t>(), preload_ops<Launch, uint8_t>(),
-                        preload_ops<Launch, int32_t>(), preload_ops<Launch, uint32_t>(),
-                        preload_ops<Launch, int64_t>(), preload_ops<Launch, uint64_t>(),
-                        preload_ops<Launch, __half>(), preload_ops<Launch, float>(),
-                        preload_ops<Launch, double>(), preload_ops<Launch, __nv_bfloat16>(),
-                        preload_ops<Launch, __nv_fp8_e4m3>(), preload_ops<Launch, __nv_fp8_e5m2>()})
-    if (e == cudaSuccess) e = r;
+  for (int t = 0; t < mycollNumTypes; ++t)
+    for (mycollRedOp_t op : {mycollSum, mycollProd, mycollMax, mycollMin}) {
+      const mycollDataType_t dt = static_cast<mycollDataType_t>(t);
+      const cudaError_t r =
+          kSizes ? dispatch_size<Preload<Launch>::template Of>(dt, 0, 0, nullptr)
+                 : dispatch_dtype_op<Preload<Launch>::template Of>(dt, op, 0, 0, nullptr);
+      if (e == cudaSuccess) e = r;
+    }
   return e;
 }
 
-// Loads the four instantiations dispatch_size launches.
 template <template <typename, int> class Launch>
 cudaError_t preload_sizes() {
-  cudaError_t e = cudaSuccess;
-  for (cudaError_t r :
-       {Launch<unsigned char, mycollSum>::preload(), Launch<unsigned short, mycollSum>::preload(),
-        Launch<unsigned int, mycollSum>::preload(),
-        Launch<unsigned long long, mycollSum>::preload()})
-    if (e == cudaSuccess) e = r;
-  return e;
+  return preload_dtype_op<Launch, true>();
 }
 
 // What a one-kernel collective (ring, direct, one-shot, two-shot, LL) is
@@ -140,20 +134,6 @@ inline CollKArgs coll_kargs(Coll kind, const void* in, void* out, uint64_t bytes
   return a;
 }
 
-// Defines NAME<T, OP>, what dispatch_dtype_op and preload_dtype_op take, for
-// a kernel taking `const ARGS&`-passable args, launched with THREADS threads
-// per block; the kernel is the expression after them, written over T and OP
-// (e.g. my_kernel<T, OP, true>).
-#define MYCOLL_DEFINE_LAUNCH(NAME, ARGS, THREADS, ...)                   \
-  template <typename T, int OP>                                          \
-  struct NAME {                                                          \
-    static cudaError_t run(const ARGS& a, int blocks, cudaStream_t s) {  \
-      __VA_ARGS__<<<blocks, THREADS, 0, s>>>(a);                         \
-      return cudaGetLastError();                                         \
-    }                                                                    \
-    static cudaError_t preload() { return preload_kernel(__VA_ARGS__); } \
-  };
-
 // Launches kernel(a) on blocks x threads; pdl: with programmatic stream
 // serialization (the GPU may schedule the grid while its predecessor on the
 // stream runs). Only for kernels that begin with griddepcontrol.wait (which
@@ -179,14 +159,17 @@ cudaError_t launch_kernel(void (*kernel)(Args), int blocks, int threads, cudaStr
   return cudaLaunchKernelEx(&cfg, kernel, a);
 }
 
-// MYCOLL_DEFINE_LAUNCH whose run takes a last argument pdl (launch_kernel).
-#define MYCOLL_DEFINE_LAUNCH_PDL(NAME, ARGS, THREADS, ...)                        \
-  template <typename T, int OP>                                                   \
-  struct NAME {                                                                   \
-    static cudaError_t run(const ARGS& a, int blocks, cudaStream_t s, bool pdl) { \
-      return launch_kernel(__VA_ARGS__, blocks, THREADS, s, pdl, a);              \
-    }                                                                             \
-    static cudaError_t preload() { return preload_kernel(__VA_ARGS__); }          \
+// Defines NAME<T, OP>, what dispatch_dtype_op and preload_dtype_op take, for
+// a kernel taking ARGS by value, launched with THREADS threads per block
+// (pdl: launch_kernel's); the kernel is the expression after them, written
+// over T and OP (e.g. my_kernel<T, OP, true>).
+#define MYCOLL_DEFINE_LAUNCH(NAME, ARGS, THREADS, ...)                                    \
+  template <typename T, int OP>                                                           \
+  struct NAME {                                                                           \
+    static cudaError_t run(const ARGS& a, int blocks, cudaStream_t s, bool pdl = false) { \
+      return launch_kernel(__VA_ARGS__, blocks, THREADS, s, pdl, a);                      \
+    }                                                                                     \
+    static cudaError_t preload() { return preload_kernel(__VA_ARGS__); }                  \
   };
 
 // Thread blocks for `lines` LL lines, one per `per_block` lines, 1..most.

@@ -42,20 +42,20 @@ int plan_kernel_max_step_ops();
 // blocks exit, before that grid has completed; the kernel waits for the
 // grid's completion and writes before it touches memory). Neither this
 // kernel nor the ring kernel triggers its successor early, so a scheduled
-// successor never holds SMs while its predecessor may wait for a peer (an
-// early trigger made large ring chains 3-5 % faster, docs/performance.md
-// "Session 41", but let a successor hold 65 SMs beside a waiting grid).
+// successor never holds SMs while its predecessor may wait for a peer
+// (docs/performance.md, "Session 41", weighs the early trigger).
 // Used only where no other rank's kernel shares the GPU.
 cudaError_t launch_ll_coll(Coll kind, bool two_shot, const void* in, void* out, uint64_t bytes,
                            mycollDataType_t t, mycollRedOp_t op, int root, const DevComm* comm,
                            int nranks, int max_blocks, uint64_t sig, bool pdl, cudaStream_t stream);
-// Whether the LL kernel loaded on the current device was compiled for sm_90
-// or later: only then does it wait for its predecessor as a programmatic
-// launch (launch_ll_coll's pdl) needs. Asked once per communicator.
-bool ll_coll_pdl_ready();
-// Thread blocks the LL-collective kernel uses for a block of `bytes` (at
-// most max_blocks at launch).
-int ll_coll_blocks(uint64_t bytes);
+// Whether the kernels loaded on the current device were compiled for sm_90
+// or later (asked of the LL kernel; one build compiles every kernel file
+// alike): only then do the LL and ring kernels wait for their predecessor
+// as a programmatic launch (their pdl) needs. Asked once per communicator.
+bool kernels_pdl_ready();
+// Thread blocks launch_ll_coll gives a block of `bytes` (two_shot: the
+// message of a two-shot all-reduce) on nranks ranks, at most max_blocks.
+int ll_coll_grid(bool two_shot, uint64_t bytes, int nranks, int max_blocks);
 
 // Fused ring all-reduce / all-gather / reduce-scatter and chain broadcast /
 // reduce (kernels/colls/ring.cu) through the plan kernel's bandwidth FIFOs

@@ -123,10 +123,8 @@ constexpr int kTsMaxBlocks = 128;        // two-shot all-reduce (H200: 132 SMs)
 constexpr uint64_t kTsBlockLines = 128;  // two-shot: another block per this many lines of a part
 constexpr int kU = 4;                    // copies: lines per thread and round of polls
 constexpr int kRU = 2;                   // folds: lines per thread and round
-// Folds: sources polled at once. 4 rather than 8: a smaller kernel whose
-// small calls were 0.15-0.45 us faster on two H200s, and the two-shot's
-// results stored from the fold's registers without spilling
-// (docs/performance.md, "Session 28"); 8 ranks poll in two rounds.
+// Folds: sources polled at once; 8 ranks poll in two rounds
+// (docs/performance.md, "Measurements behind constants").
 constexpr int kSrc = 4;
 constexpr int kMoveOp = -1;  // the byte mover's instantiation (below)
 
@@ -346,10 +344,8 @@ __global__ void __launch_bounds__(kThreads) ll_coll_kernel(CollKArgs a) {
   }
   // This block's lines, folded, before the receives (two-shot peers wait
   // for the results): each result line to my output and, two-shot, at
-  // once to every peer at lc(me, b) + half (with kSrc 8 these stores
-  // spilled registers; read back from the output after the fold instead,
-  // two-shot calls of 128 KiB-4 MiB were 0.1-0.6 us slower).
-  // (Zero in the byte mover at compile time: 1.3 KB less code there.)
+  // once to every peer at lc(me, b) + half, from the fold's registers
+  // (zero in the byte mover at compile time).
   const uint64_t half = !kMove && d.fan ? (B / 8) * 16 : 0;
   if constexpr (!kMove) {
     if (d.fold) {
@@ -381,9 +377,8 @@ __global__ void __launch_bounds__(kThreads) ll_coll_kernel(CollKArgs a) {
   dev::epoch_end(ctl, ep);
 }
 
-// pdl: launched with programmatic stream serialization (the kernel's
-// griddepcontrol.wait keeps it after its predecessor).
-MYCOLL_DEFINE_LAUNCH_PDL(Launch, CollKArgs, kThreads, ll_coll_kernel<T, OP>)
+// pdl: the kernel's griddepcontrol.wait keeps it after its predecessor.
+MYCOLL_DEFINE_LAUNCH(Launch, CollKArgs, kThreads, ll_coll_kernel<T, OP>)
 
 }  // namespace
 
@@ -392,7 +387,7 @@ cudaError_t preload_ll_coll_kernels() {
   return e != cudaSuccess ? e : preload_dtype_op<Launch>();
 }
 
-bool ll_coll_pdl_ready() {
+bool kernels_pdl_ready() {
   cudaFuncAttributes attr;
   const bool ok = cudaFuncGetAttributes(&attr, ll_coll_kernel<uint8_t, kMoveOp>) == cudaSuccess &&
                   attr.binaryVersion >= 90;
@@ -400,8 +395,12 @@ bool ll_coll_pdl_ready() {
   return ok;
 }
 
-int ll_coll_blocks(uint64_t bytes) {
-  return blocks_for_lines((bytes + 7) / 8, kBlockLines, kMaxBlocks);
+int ll_coll_grid(bool two_shot, uint64_t bytes, int nranks, int max_blocks) {
+  const int nb =
+      two_shot
+          ? blocks_for_lines(FifoGeom::ts_part_lines_of(bytes, nranks), kTsBlockLines, kTsMaxBlocks)
+          : blocks_for_lines((bytes + 7) / 8, kBlockLines, kMaxBlocks);
+  return std::max(1, std::min(nb, max_blocks));
 }
 
 cudaError_t launch_ll_coll(Coll kind, bool two_shot, const void* in, void* out, uint64_t bytes,
@@ -413,15 +412,12 @@ cudaError_t launch_ll_coll(Coll kind, bool two_shot, const void* in, void* out, 
   if (two_shot && kind != Coll::AllReduce) return cudaErrorInvalidValue;
   CollKArgs a =
       coll_kargs(kind, in, out, bytes, comm, root, reduce && op == mycollAvg, nranks, sig);
-  int nb = ll_coll_blocks(bytes);
+  const int nb = ll_coll_grid(two_shot, bytes, nranks, max_blocks);
   if (two_shot) {
-    const uint64_t part = FifoGeom::ts_part_lines_of(bytes, nranks);
     a.two_shot = 1;
-    a.bytes = part * 8;
+    a.bytes = FifoGeom::ts_part_lines_of(bytes, nranks) * 8;
     a.clip = uint32_t(bytes);
-    nb = blocks_for_lines(part, kTsBlockLines, kTsMaxBlocks);
   }
-  nb = std::max(1, std::min(nb, max_blocks));
   // Moving bytes needs no element type: one instantiation serves them all.
   if (!reduce) return Launch<uint8_t, kMoveOp>::run(a, nb, stream, pdl);
   return dispatch_dtype_op<Launch>(t, op, a, nb, stream, pdl);

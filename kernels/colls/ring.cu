@@ -40,8 +40,8 @@
 // in batches (kernels/prims/fifo.cuh); the slots of a batch that lie back to
 // back in both FIFOs (all of them unless one wraps) are one span of the
 // message, moved by one vec_move (kernels/prims/vec.cuh) with the
-// primitive's mode bits. (One vec_move per 64 KiB slot instead cost 3-4 %
-// of busbw at 32-128 MiB; docs/performance.md, "Device layer".)
+// primitive's mode bits (docs/performance.md, "Measurements behind
+// constants").
 //
 // In place: a thread that writes an output element has read the input
 // elements it needs at that position itself (the same primitive), and every
@@ -170,9 +170,8 @@ __global__ void __launch_bounds__(kThreads, 1) ring_kernel(CollKArgs a) {
   const uint64_t half = c.ns / kChunkSlotsDiv > 0 ? c.ns / kChunkSlotsDiv : 1;
   if (chain) {
     // A chain is one primitive over the channel's range, called here
-    // directly as ring_walk would: through ring_walk's callback the compiler
-    // laid this path out worse (reduce 7-10 % below at 8-128 MiB, 2 and 4
-    // ranks on one H100; broadcast unchanged; docs/performance.md).
+    // directly as ring_walk would (docs/performance.md, "Session 10": the
+    // callback's layout of this path was slower).
     uint64_t c0, c1;
     sched::channel_range(a.bytes, ch, nch, &c0, &c1);
     if (c1 > c0)
@@ -192,8 +191,8 @@ __global__ void __launch_bounds__(kThreads, 1) ring_kernel(CollKArgs a) {
   }
 }
 
-MYCOLL_DEFINE_LAUNCH_PDL(LaunchReduce, CollKArgs, kThreads, ring_kernel<T, OP, true>)
-MYCOLL_DEFINE_LAUNCH_PDL(LaunchCopy, CollKArgs, kThreads, ring_kernel<T, OP, false>)
+MYCOLL_DEFINE_LAUNCH(LaunchReduce, CollKArgs, kThreads, ring_kernel<T, OP, true>)
+MYCOLL_DEFINE_LAUNCH(LaunchCopy, CollKArgs, kThreads, ring_kernel<T, OP, false>)
 
 }  // namespace
 

@@ -28,8 +28,7 @@
 // host decides, lib/engine/device_comm_launch.cc) receives nothing a
 // mismatched peer could spoil, yet waiting for every peer's line would
 // hold it until the last rank has started the call, which for a chain is
-// one whole chain behind (25-40 % of a 512 KiB-16 MiB broadcast on four
-// H200s, docs/performance.md "Session 22"). Such a rank *defers*: in call
+// one whole chain behind (docs/performance.md, "Session 22"). Such a rank *defers*: in call
 // k it compares only the line of k of one peer it sends to, and leaves the
 // signature of k in its control line; the next collective kernel of this
 // rank, of whatever kind, first compares every peer's line of k against
@@ -51,14 +50,10 @@
 // Where the checker runs: in latency kernels the last warp of block 0
 // (call_begin before the first barrier; call_check after that warp's share
 // of the sends and before its receives in the LL kernel, so its wait delays
-// no line a peer waits for: on four H200s the check before the sends cost
-// the LL collectives 1-4 us more per call than after them,
-// docs/performance.md "Session 17"); in the bandwidth
-// kernels and the plan kernel a block of its own (call_check_block), so the
-// data path never waits for the peers' start (on one shared H100 the
-// in-block check cost a chain broadcast 13-20 us per call, the plan kernel's
-// 512 KiB broadcast 10.7 us: docs/performance.md, "Session 12", "Session
-// 13").
+// no line a peer waits for; docs/performance.md, "Session 17"); in the
+// bandwidth kernels and the plan kernel a block of its own
+// (call_check_block), so the data path never waits for the peers' start
+// (docs/performance.md, "Session 12", "Session 13").
 //
 // Four line slots suffice: when a rank writes line k (slot k mod 4) every
 // peer has read its line k - 4. Its call k - 1 ended, so it had settled

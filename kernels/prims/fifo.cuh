@@ -146,8 +146,10 @@ __device__ __forceinline__ uint64_t fifo_ready(const Chan& c, uint64_t recvd) {
 // round trip, cost a receiving block one stall per batch.)
 __device__ __forceinline__ void fifo_publish(const Chan& c, bool send, uint64_t sent, bool recv,
                                              uint64_t recvd) {
-  if (send) fence_release();
-  if (send) ll::st_vol(c.send_head, sent);
+  if (send) {
+    fence_release();
+    ll::st_vol(c.send_head, sent);
+  }
   if (recv) ll::st_vol(c.recv_tail, recvd);
 }
 

@@ -31,6 +31,9 @@ struct CommOptions {
   // different caps all take the smallest.
   int max_blocks = 0;
 };
+
+// The tighter of two block caps, where 0 means none.
+constexpr int tighter_cap(int a, int b) { return a > 0 && (b <= 0 || a < b) ? a : b; }
 }  // namespace mycoll
 
 // The opaque handle of the C API.

@@ -145,7 +145,6 @@ class DeviceCommImpl : public DeviceComm {
   void mark_issue_order(cudaStream_t s, bool capturing);
   DevCall dev_call(const Task& t) const;
   int direct_channels(const Task& t) const;
-  void launch_direct_kernel(const Task& t, uint64_t sig, cudaStream_t s);
   void launch(const Task& t, cudaStream_t s);
 
   mycollComm& c_;

@@ -261,23 +261,6 @@ int DeviceCommImpl::direct_channels(const Task& t) const {
                                 grid_capped() ? 0 : kDirectSpareSms);
 }
 
-// The direct kernel: n - 1 streams (peers) at most on direct_channels
-// each, plus copy blocks for this rank's own block where it is not in
-// place already.
-void DeviceCommImpl::launch_direct_kernel(const Task& t, uint64_t sig, cudaStream_t s) {
-  const Coll kind = t.coll;
-  const uint64_t block = uint64_t(t.count) * dtype_size(t.dtype);
-  const int n = c_.nranks, r = c_.rank;
-  const int nch = direct_channels(t);
-  const char* in = static_cast<const char*>(t.input);
-  const char* out = static_cast<const char*>(t.output);
-  const sched::DirectRank d = sched::direct_rank(kind, false, n, r, t.root);
-  const bool own = d.copy && in + d.send_off(r, block) != out + d.recv_off(r, block);
-  cuda_check(launch_direct(kind, t.input, t.output, block, t.dtype, t.root, d_comm_, n, r, nch,
-                           own ? kDirectCopyBlocks : 0, sig, s),
-             "direct kernel launch");
-}
-
 namespace {
 
 // The ring kernel's chains: the first rank (the broadcast root, the rank
@@ -306,20 +289,23 @@ void DeviceCommImpl::launch(const Task& t, cudaStream_t s) {
   // kernel (kernels/prims/call_check.cuh); never with MYCOLL_GPU_CALL_CHECK=strict.
   const bool may_defer = sig != 0 && !c_.cfg.gpu_call_check_strict;
   const uint64_t block = uint64_t(t.count) * dtype_size(t.dtype);
-  if (log_enabled(LogLevel::Info, Subsys::Coll))
-    log_info(Subsys::Coll, "op {} {} of {} bytes: {}{}", t.seq, coll_name(t.coll), block,
-             describe(k),
-             (k.kernel == DevKernel::LlColl || k.kernel == DevKernel::Ring) && launch_pdl_
-                 ? " (programmatic launch)"
-             : k.kernel == DevKernel::P2pLl
-                 ? fmt::format(" ({} peer/channel/direction key(s), {} slice(s))",
-                               pe->batch.keys.size(), pe->batch.ptr.size())
-                 : std::string());
+  const int check = sig != 0 ? 1 : 0;  // the call check's block, where the kernel has one
+  // The per-call INFO line: the selection, then the grid (thread blocks)
+  // and how the data is split over it.
+  auto say = [&](int blocks, const std::string& split) {
+    if (log_enabled(LogLevel::Info, Subsys::Coll))
+      log_info(Subsys::Coll, "op {} {} of {} bytes: {}, {} thread block(s){}{}", t.seq,
+               coll_name(t.coll), block, describe(k), blocks, split,
+               (k.kernel == DevKernel::LlColl || k.kernel == DevKernel::Ring) && launch_pdl_
+                   ? " (programmatic launch)"
+                   : "");
+  };
   switch (k.kernel) {
     case DevKernel::Ring: {
       const int nch =
           device_channels(coll_whole_count(t.coll, block, c_.nranks), c_.cfg.gpu_channel_bytes,
                           channels_beside_check(geom_.max_channels));
+      say(nch + check, fmt::format(" ({} channel(s){})", nch, check ? " + the call check" : ""));
       cuda_check(
           launch_ring(t.coll, t.input, t.output, block, t.dtype, t.op, t.root, d_comm_, c_.nranks,
                       nch, sig,
@@ -329,15 +315,35 @@ void DeviceCommImpl::launch(const Task& t, cudaStream_t s) {
       return;
     }
     case DevKernel::LlColl:
+      say(ll_coll_grid(k.two_shot, block, c_.nranks, block_budget_), " (lines split among them)");
       cuda_check(launch_ll_coll(t.coll, k.two_shot, t.input, t.output, block, t.dtype, t.op, t.root,
                                 d_comm_, c_.nranks, block_budget_, sig, launch_pdl_, s),
                  "LL kernel launch");
       return;
-    case DevKernel::Direct: launch_direct_kernel(t, sig, s); return;
+    case DevKernel::Direct: {
+      // n - 1 streams (peers) at most on nch channels each, plus copy
+      // blocks for this rank's own block where it is not in place already.
+      const int n = c_.nranks, r = c_.rank, nch = direct_channels(t);
+      const sched::DirectRank d = sched::direct_rank(t.coll, false, n, r, t.root);
+      const char* in = static_cast<const char*>(t.input);
+      const char* out = static_cast<const char*>(t.output);
+      const int copy = d.copy && in + d.send_off(r, block) != out + d.recv_off(r, block)
+                           ? kDirectCopyBlocks
+                           : 0;
+      const int streams = direct_streams(t.coll, n, r, t.root);
+      say(streams * nch + copy + (streams * nch + copy > 0 ? check : 0),
+          fmt::format(" ({} peer(s) x {} channel(s), {} copying this rank's block{})", streams,
+                      nch, copy, check ? ", the call check" : ""));
+      cuda_check(launch_direct(t.coll, t.input, t.output, block, t.dtype, t.root, d_comm_, n, r,
+                               nch, copy, sig, s),
+                 "direct kernel launch");
+      return;
+    }
     case DevKernel::P2pLl: {
       P2pLlCommon c = p2p_common_;
       const P2pLlBatch& b = pe->batch;
       c.nkeys = int32_t(b.keys.size());
+      say(c.nkeys, fmt::format(" (one per peer/channel/direction key, {} slice(s))", b.ptr.size()));
       cuda_check(launch_p2p_ll(c, b.keys.data(), b.ptr.data(), b.bytes.data(), b.msg.data(),
                                int(b.ptr.size()), b.threads, s),
                  "LL point-to-point kernel launch");
@@ -358,6 +364,7 @@ void DeviceCommImpl::launch(const Task& t, cudaStream_t s) {
   a.nranks = c_.nranks;
   a.p2p = t.coll == Coll::SendRecv;
   a.defer_to = may_defer ? p.sends_only_to : -1;
+  say(p.nch + check, fmt::format(" ({} channel(s){})", p.nch, check ? " + the call check" : ""));
   cuda_check(launch_plan(a, coll_reduces(t.coll), t.dtype, t.op, p.nch, s), "plan kernel launch");
 }
 

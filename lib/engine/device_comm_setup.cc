@@ -175,7 +175,7 @@ DeviceCommImpl::DeviceCommImpl(mycollComm& c) : c_(c), dev_(c.cuda_device) {
   // predecessor holds resources a peer's kernel may need to start) and the
   // loaded kernels wait for their predecessor (sm_90 binaries, which one
   // build makes of every kernel).
-  pdl_ = c.cfg.gpu_pdl && gpu_share_ == 1 && ll_coll_pdl_ready();
+  pdl_ = c.cfg.gpu_pdl && gpu_share_ == 1 && kernels_pdl_ready();
   c.bootstrap->barrier();
   start_watch();
 }
@@ -250,8 +250,7 @@ void DeviceCommImpl::agree_on_grids(const mycollComm& c, int32_t sms) {
   for (int r = 0; r < c.nranks; ++r) {
     min_sms_ = std::min(min_sms_, all[r].sms);
     if (all[r].channels < channels) channels = all[r].channels, fewest_at = r;
-    if (all[r].max_blocks > 0 && (block_cap_ == 0 || all[r].max_blocks < block_cap_))
-      block_cap_ = all[r].max_blocks;
+    block_cap_ = tighter_cap(block_cap_, all[r].max_blocks);
   }
   if (channels < c.cfg.gpu_channels)
     log_warn(Subsys::Init,

@@ -182,8 +182,7 @@ ConfigView read_config(const ncclConfig_t* c, const char* fn) {
 // NCCL_MAX_NCHANNELS, the smallest cap given.
 CommOptions options_of(const ConfigView& cv) {
   CommOptions o;
-  const int env = nccl_env_max_ctas();
-  o.max_blocks = cv.max_ctas > 0 && (env == 0 || cv.max_ctas < env) ? cv.max_ctas : env;
+  o.max_blocks = tighter_cap(cv.max_ctas, nccl_env_max_ctas());
   return o;
 }
 

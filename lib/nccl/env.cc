@@ -17,6 +17,7 @@
 #include "algorithms/plan.h"
 #include "base/config.h"
 #include "base/log.h"
+#include "comm/comm.h"
 #include "nccl/shim.h"
 
 extern char** environ;
@@ -253,8 +254,7 @@ int nccl_env_max_ctas() {
   int cap = 0;
   for (const char* name : {"NCCL_MAX_CTAS", "NCCL_MAX_NCHANNELS"}) {
     const char* v = std::getenv(name);
-    const int n = v ? cta_count(v) : 0;
-    if (n > 0 && (cap == 0 || n < cap)) cap = n;
+    cap = tighter_cap(cap, v ? cta_count(v) : 0);
   }
   return cap;
 }
