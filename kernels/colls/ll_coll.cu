@@ -396,10 +396,9 @@ bool kernels_pdl_ready() {
 }
 
 int ll_coll_grid(bool two_shot, uint64_t bytes, int nranks, int max_blocks) {
-  const int nb =
-      two_shot
-          ? blocks_for_lines(FifoGeom::ts_part_lines_of(bytes, nranks), kTsBlockLines, kTsMaxBlocks)
-          : blocks_for_lines((bytes + 7) / 8, kBlockLines, kMaxBlocks);
+  const int nb = two_shot ? blocks_for_lines(FifoGeom::ts_part_lines_of(bytes, nranks),
+                                             kTsBlockLines, kTsMaxBlocks)
+                          : blocks_for_lines((bytes + 7) / 8, kBlockLines, kMaxBlocks);
   return std::max(1, std::min(nb, max_blocks));
 }
 

@@ -153,7 +153,7 @@ static void check_consistent_config(mycollComm& c) {
   struct Fingerprint {
     char transport[32];
     char net[16];
-    char algo[64];  // for the message (a longer value is cut)
+    char algo[64];       // for the message (a longer value is cut)
     uint64_t algo_hash;  // what it forces (forced_algos)
     uint64_t values[kNumAgreed];
   } mine{};
@@ -176,8 +176,7 @@ static void check_consistent_config(mycollComm& c) {
     const Fingerprint& f = all[r];
     if (std::strncmp(f.transport, mine.transport, sizeof(mine.transport)) != 0 ||
         std::strncmp(f.net, mine.net, sizeof(mine.net)) != 0)
-      differ("MYCOLL_TRANSPORT/MYCOLL_NET",
-             quoted(mine.transport) + "/" + quoted(mine.net), r,
+      differ("MYCOLL_TRANSPORT/MYCOLL_NET", quoted(mine.transport) + "/" + quoted(mine.net), r,
              quoted(f.transport) + "/" + quoted(f.net));
     if (f.algo_hash != mine.algo_hash)
       differ("MYCOLL_ALGO (NCCL_ALGO sets it through libnccl.so.2)", quoted(mine.algo), r,
@@ -185,7 +184,8 @@ static void check_consistent_config(mycollComm& c) {
     const bool both_gpu = gpu_here && c.peers[r].cuda_device >= 0;
     for (size_t k = 0; k < kNumAgreed; ++k)
       if (f.values[k] != mine.values[k] && (!kAgreed[k].gpu || both_gpu))
-        differ(kAgreed[k].name, shown(kAgreed[k], mine.values[k]), r, shown(kAgreed[k], f.values[k]));
+        differ(kAgreed[k].name, shown(kAgreed[k], mine.values[k]), r,
+               shown(kAgreed[k], f.values[k]));
   }
 }
 

@@ -327,13 +327,12 @@ void DeviceCommImpl::launch(const Task& t, cudaStream_t s) {
       const sched::DirectRank d = sched::direct_rank(t.coll, false, n, r, t.root);
       const char* in = static_cast<const char*>(t.input);
       const char* out = static_cast<const char*>(t.output);
-      const int copy = d.copy && in + d.send_off(r, block) != out + d.recv_off(r, block)
-                           ? kDirectCopyBlocks
-                           : 0;
+      const int copy =
+          d.copy && in + d.send_off(r, block) != out + d.recv_off(r, block) ? kDirectCopyBlocks : 0;
       const int streams = direct_streams(t.coll, n, r, t.root);
       say(streams * nch + copy + (streams * nch + copy > 0 ? check : 0),
-          fmt::format(" ({} peer(s) x {} channel(s), {} copying this rank's block{})", streams,
-                      nch, copy, check ? ", the call check" : ""));
+          fmt::format(" ({} peer(s) x {} channel(s), {} copying this rank's block{})", streams, nch,
+                      copy, check ? ", the call check" : ""));
       cuda_check(launch_direct(t.coll, t.input, t.output, block, t.dtype, t.root, d_comm_, n, r,
                                nch, copy, sig, s),
                  "direct kernel launch");
