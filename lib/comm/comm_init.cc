@@ -173,6 +173,14 @@ static void check_consistent_config(mycollComm& c) {
   };
   const bool gpu_here = c.cuda_device >= 0;
   for (int r = 0; r < c.nranks; ++r) {
+    // Every rank drives a GPU or none does: a GPU rank's device setup is
+    // collective over the communicator, and the kernels need a peer kernel.
+    if ((c.peers[r].cuda_device >= 0) != gpu_here)
+      throw_error(mycollInvalidUsage,
+                  std::string("this rank ") + (gpu_here ? "drives a GPU" : "uses host memory") +
+                      " and rank " + std::to_string(r) + (gpu_here ? " host memory" : " a GPU") +
+                      ": a communicator's ranks must all use GPUs or all host memory "
+                      "(MYCOLL_HOST_COMM=1 on some ranks only, or a rank that sees no GPU?)");
     const Fingerprint& f = all[r];
     if (std::strncmp(f.transport, mine.transport, sizeof(mine.transport)) != 0 ||
         std::strncmp(f.net, mine.net, sizeof(mine.net)) != 0)

@@ -3,7 +3,8 @@
 // one rank that differs fails the init on every rank with
 // ncclInvalidUsage naming the variable and both values, never a hang or a
 // peer writing past another's inbox; spellings that mean the same agree;
-// on host buffers the GPU settings are free to differ; and after every
+// on host buffers the GPU settings are free to differ; GPU ranks and a
+// host-memory rank are refused together; and after every
 // refused init a communicator built with alike settings computes right.
 #include <cstdlib>
 #include <cstring>
@@ -101,6 +102,20 @@ int suite_agree(World& w) {
   one_differs(w, slot++, "MYCOLL_CHUNK_BYTES", "512K", 0, false, "", "", "");
   unsetenv("MYCOLL_ALGO");
   one_differs(w, slot++, "MYCOLL_ALGO", "auto", last, false, "", "", "");
+  // Ranks on GPUs and a rank on host memory (MYCOLL_HOST_COMM=1 on rank 0
+  // only) in one communicator: refused on every rank.
+  if (gpu) {
+    if (w.rank == 0) setenv("MYCOLL_HOST_COMM", "1", 1);
+    ncclComm_t mixed = nullptr;
+    const ncclResult_t got = ncclCommInitRank(&mixed, w.nranks, shared_id(w, slot++), w.rank);
+    unsetenv("MYCOLL_HOST_COMM");
+    const std::string want = w.rank == 0 ? "this rank uses host memory and rank 1 a GPU"
+                                         : "this rank drives a GPU and rank 0 host memory";
+    expect(w, got == ncclInvalidUsage, "GPU and host ranks: init returned %d, want %d", int(got),
+           int(ncclInvalidUsage));
+    expect(w, contains(ncclGetLastError(nullptr), want), "GPU and host ranks: last error '%s'",
+           ncclGetLastError(nullptr));
+  }
   // Nothing was left behind: alike settings work.
   ncclComm_t c = nullptr;
   if (ok(w, ncclCommInitRank(&c, w.nranks, shared_id(w, slot++), w.rank), "init, alike")) {
