@@ -100,26 +100,24 @@ struct Agreed {
   uint64_t (*of)(const Config&);
 };
 
+// A Config field as the table compares it.
+template <auto kField>
+uint64_t field(const Config& c) {
+  return static_cast<uint64_t>(c.*kField);
+}
+
 const Agreed kAgreed[] = {
-    {"MYCOLL_CHUNK_BYTES", false, [](const Config& c) { return uint64_t(c.chunk_bytes); }},
-    {"MYCOLL_GPU_PLAN_CHANNELS", true,
-     [](const Config& c) { return uint64_t(c.gpu_plan_channels); }},
-    {"MYCOLL_GPU_SLOT_BYTES", true, [](const Config& c) { return uint64_t(c.gpu_slot_bytes); }},
-    {"MYCOLL_GPU_SLOTS", true, [](const Config& c) { return uint64_t(c.gpu_slots); }},
-    {"MYCOLL_GPU_CHANNEL_BYTES", true,
-     [](const Config& c) { return uint64_t(c.gpu_channel_bytes); }},
-    {"MYCOLL_GPU_LL_BYTES (or MYCOLL_PROTO)", true,
-     [](const Config& c) { return uint64_t(c.gpu_ll_bytes); }},
-    {"MYCOLL_GPU_ONESHOT_BYTES (or MYCOLL_PROTO)", true,
-     [](const Config& c) { return uint64_t(c.gpu_oneshot_bytes); }},
-    {"MYCOLL_GPU_TWOSHOT_BYTES (or MYCOLL_PROTO)", true,
-     [](const Config& c) { return uint64_t(c.gpu_twoshot_bytes); }},
-    {"MYCOLL_GPU_LL_COLL_BYTES (or MYCOLL_PROTO)", true,
-     [](const Config& c) { return uint64_t(c.gpu_ll_coll_bytes); }},
-    {"MYCOLL_GPU_RING_BYTES (or MYCOLL_PROTO)", true,
-     [](const Config& c) { return uint64_t(c.gpu_ring_bytes); }},
-    {"MYCOLL_GPU_DIRECT_BYTES (or MYCOLL_PROTO)", true,
-     [](const Config& c) { return uint64_t(c.gpu_direct_bytes); }},
+    {"MYCOLL_CHUNK_BYTES", false, field<&Config::chunk_bytes>},
+    {"MYCOLL_GPU_PLAN_CHANNELS", true, field<&Config::gpu_plan_channels>},
+    {"MYCOLL_GPU_SLOT_BYTES", true, field<&Config::gpu_slot_bytes>},
+    {"MYCOLL_GPU_SLOTS", true, field<&Config::gpu_slots>},
+    {"MYCOLL_GPU_CHANNEL_BYTES", true, field<&Config::gpu_channel_bytes>},
+    {"MYCOLL_GPU_LL_BYTES (or MYCOLL_PROTO)", true, field<&Config::gpu_ll_bytes>},
+    {"MYCOLL_GPU_ONESHOT_BYTES (or MYCOLL_PROTO)", true, field<&Config::gpu_oneshot_bytes>},
+    {"MYCOLL_GPU_TWOSHOT_BYTES (or MYCOLL_PROTO)", true, field<&Config::gpu_twoshot_bytes>},
+    {"MYCOLL_GPU_LL_COLL_BYTES (or MYCOLL_PROTO)", true, field<&Config::gpu_ll_coll_bytes>},
+    {"MYCOLL_GPU_RING_BYTES (or MYCOLL_PROTO)", true, field<&Config::gpu_ring_bytes>},
+    {"MYCOLL_GPU_DIRECT_BYTES (or MYCOLL_PROTO)", true, field<&Config::gpu_direct_bytes>},
     {"MYCOLL_GPU_CALL_CHECK", true,
      [](const Config& c) {  // 0, 1 or strict (shown as such)
        return uint64_t(c.gpu_call_check ? (c.gpu_call_check_strict ? 2 : 1) : 0);
