@@ -291,21 +291,23 @@ void DeviceCommImpl::launch(const Task& t, cudaStream_t s) {
   const uint64_t block = uint64_t(t.count) * dtype_size(t.dtype);
   const int check = sig != 0 ? 1 : 0;  // the call check's block, where the kernel has one
   // The per-call INFO line: the selection, then the grid (thread blocks)
-  // and how the data is split over it.
+  // and how the data is split over it. Only called when `info`: nothing of
+  // it is computed or formatted on a call that does not log.
+  const bool info = log_enabled(LogLevel::Info, Subsys::Coll);
   auto say = [&](int blocks, const std::string& split) {
-    if (log_enabled(LogLevel::Info, Subsys::Coll))
-      log_info(Subsys::Coll, "op {} {} of {} bytes: {}, {} thread block(s){}{}", t.seq,
-               coll_name(t.coll), block, describe(k), blocks, split,
-               (k.kernel == DevKernel::LlColl || k.kernel == DevKernel::Ring) && launch_pdl_
-                   ? " (programmatic launch)"
-                   : "");
+    log_info(Subsys::Coll, "op {} {} of {} bytes: {}, {} thread block(s){}{}", t.seq,
+             coll_name(t.coll), block, describe(k), blocks, split,
+             (k.kernel == DevKernel::LlColl || k.kernel == DevKernel::Ring) && launch_pdl_
+                 ? " (programmatic launch)"
+                 : "");
   };
   switch (k.kernel) {
     case DevKernel::Ring: {
       const int nch =
           device_channels(coll_whole_count(t.coll, block, c_.nranks), c_.cfg.gpu_channel_bytes,
                           channels_beside_check(geom_.max_channels));
-      say(nch + check, fmt::format(" ({} channel(s){})", nch, check ? " + the call check" : ""));
+      if (info)
+        say(nch + check, fmt::format(" ({} channel(s){})", nch, check ? " + the call check" : ""));
       cuda_check(
           launch_ring(t.coll, t.input, t.output, block, t.dtype, t.op, t.root, d_comm_, c_.nranks,
                       nch, sig,
@@ -315,7 +317,8 @@ void DeviceCommImpl::launch(const Task& t, cudaStream_t s) {
       return;
     }
     case DevKernel::LlColl:
-      say(ll_coll_grid(k.two_shot, block, c_.nranks, block_budget_), " (lines split among them)");
+      if (info)
+        say(ll_coll_grid(k.two_shot, block, c_.nranks, block_budget_), " (lines split among them)");
       cuda_check(launch_ll_coll(t.coll, k.two_shot, t.input, t.output, block, t.dtype, t.op, t.root,
                                 d_comm_, c_.nranks, block_budget_, sig, launch_pdl_, s),
                  "LL kernel launch");
@@ -329,10 +332,12 @@ void DeviceCommImpl::launch(const Task& t, cudaStream_t s) {
       const char* out = static_cast<const char*>(t.output);
       const int copy =
           d.copy && in + d.send_off(r, block) != out + d.recv_off(r, block) ? kDirectCopyBlocks : 0;
-      const int streams = direct_streams(t.coll, n, r, t.root);
-      say(streams * nch + copy + (streams * nch + copy > 0 ? check : 0),
-          fmt::format(" ({} peer(s) x {} channel(s), {} copying this rank's block{})", streams, nch,
-                      copy, check ? ", the call check" : ""));
+      if (info) {
+        const int streams = direct_streams(t.coll, n, r, t.root), body = streams * nch + copy;
+        say(body + (body > 0 ? check : 0),
+            fmt::format(" ({} peer(s) x {} channel(s), {} copying this rank's block{})", streams,
+                        nch, copy, check ? ", the call check" : ""));
+      }
       cuda_check(launch_direct(t.coll, t.input, t.output, block, t.dtype, t.root, d_comm_, n, r,
                                nch, copy, sig, s),
                  "direct kernel launch");
@@ -342,7 +347,9 @@ void DeviceCommImpl::launch(const Task& t, cudaStream_t s) {
       P2pLlCommon c = p2p_common_;
       const P2pLlBatch& b = pe->batch;
       c.nkeys = int32_t(b.keys.size());
-      say(c.nkeys, fmt::format(" (one per peer/channel/direction key, {} slice(s))", b.ptr.size()));
+      if (info)
+        say(c.nkeys,
+            fmt::format(" (one per peer/channel/direction key, {} slice(s))", b.ptr.size()));
       cuda_check(launch_p2p_ll(c, b.keys.data(), b.ptr.data(), b.bytes.data(), b.msg.data(),
                                int(b.ptr.size()), b.threads, s),
                  "LL point-to-point kernel launch");
@@ -363,7 +370,8 @@ void DeviceCommImpl::launch(const Task& t, cudaStream_t s) {
   a.nranks = c_.nranks;
   a.p2p = t.coll == Coll::SendRecv;
   a.defer_to = may_defer ? p.sends_only_to : -1;
-  say(p.nch + check, fmt::format(" ({} channel(s){})", p.nch, check ? " + the call check" : ""));
+  if (info)
+    say(p.nch + check, fmt::format(" ({} channel(s){})", p.nch, check ? " + the call check" : ""));
   cuda_check(launch_plan(a, coll_reduces(t.coll), t.dtype, t.op, p.nch, s), "plan kernel launch");
 }
 
