@@ -96,9 +96,12 @@ namespace {
 
 struct Agreed {
   const char* name;
-  bool gpu;  // compared only between ranks that both drive a GPU
+  bool gpu;  // compared only on GPU communicators
   uint64_t (*of)(const Config&);
+  const char* const* spelled = nullptr;  // the value v as the variable spells it: spelled[v]
 };
+
+const char* const kCallCheckSpelled[] = {"0", "1", "strict"};
 
 // A Config field as the table compares it.
 template <auto kField>
@@ -119,9 +122,10 @@ const Agreed kAgreed[] = {
     {"MYCOLL_GPU_RING_BYTES (or MYCOLL_PROTO)", true, field<&Config::gpu_ring_bytes>},
     {"MYCOLL_GPU_DIRECT_BYTES (or MYCOLL_PROTO)", true, field<&Config::gpu_direct_bytes>},
     {"MYCOLL_GPU_CALL_CHECK", true,
-     [](const Config& c) {  // 0, 1 or strict (shown as such)
+     [](const Config& c) {
        return uint64_t(c.gpu_call_check ? (c.gpu_call_check_strict ? 2 : 1) : 0);
-     }},
+     },
+     kCallCheckSpelled},
 };
 constexpr size_t kNumAgreed = std::size(kAgreed);
 
@@ -139,8 +143,7 @@ uint64_t forced_algos(const AlgoPolicy& p) {
 
 // A value as the variable spells it.
 std::string shown(const Agreed& a, uint64_t v) {
-  if (std::strcmp(a.name, "MYCOLL_GPU_CALL_CHECK") == 0 && v == 2) return "strict";
-  return std::to_string(v);
+  return a.spelled ? a.spelled[v] : std::to_string(v);
 }
 
 std::string quoted(const char* s) { return std::string("'") + s + "'"; }
@@ -187,9 +190,8 @@ static void check_consistent_config(mycollComm& c) {
     if (f.algo_hash != mine.algo_hash)
       differ("MYCOLL_ALGO (NCCL_ALGO sets it through libnccl.so.2)", quoted(mine.algo), r,
              quoted(f.algo));
-    const bool both_gpu = gpu_here && c.peers[r].cuda_device >= 0;
-    for (size_t k = 0; k < kNumAgreed; ++k)
-      if (f.values[k] != mine.values[k] && (!kAgreed[k].gpu || both_gpu))
+    for (size_t k = 0; k < kNumAgreed; ++k)  // every rank is a GPU rank or none is (above)
+      if (f.values[k] != mine.values[k] && (!kAgreed[k].gpu || gpu_here))
         differ(kAgreed[k].name, shown(kAgreed[k], mine.values[k]), r,
                shown(kAgreed[k], f.values[k]));
   }
