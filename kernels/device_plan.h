@@ -34,8 +34,8 @@ enum DevOpKind : uint8_t {
   kDevMismatchPrev = 9,
 };
 
-// Call-check line slots per sender (kernels/prims/call_check.cuh says why
-// four suffice); also the GPU proxy's, lib/engine/gpu_proxy.h.
+// Call-check line slots per sender (docs/reliability.md says why four
+// suffice); also the GPU proxy's, lib/engine/gpu_proxy.h.
 constexpr int kCallLines = 4;
 
 // One operation of one channel. Offsets and sizes in bytes. buf: 0 input,
@@ -60,36 +60,17 @@ MYCOLL_HD inline uint64_t p2p_msg_bytes(const DevOp& op) {
   return op.kind == kDevSend ? op.dst_off : op.src_off;
 }
 
-// FIFO geometry, identical on every rank of a communicator.
-//   inbox of rank r = [data | ll | flags | state], one cudaMalloc:
-//   data:  for sender s, channel c: nslots * slot_bytes, the ring s -> r
-//          (bandwidth protocol: plain stores, then a fence and `head`)
-//   ll:    for sender s, channel c: ll_slots * ll_slot_bytes, the ring s -> r
-//          of the low-latency protocol: 16-byte lines {data0, flag, data1,
-//          flag}, flag = slot sequence number + 1, no fence and no `head`
-//   flags: for peer s, channel c: 128-byte lines: `head` (slots s has
-//          published into r's data ring, written by s), `tail` (slots s
-//          consumed of r's data ring at s, written by s), `ll_tail` (the
-//          same for the ll ring)
-//   state: for peer s, channel c: r's own counters: data slots sent to s,
-//          received from s; ll slots sent to s, received from s
-//   mb:    the mailbox of the LL kernel (kernels/colls/ll_coll.cu), only
-//          when one of os_bytes, ts_bytes, lc_bytes > 0, 256-byte aligned:
-//          for sender s, parity b in {0, 1}: one slot of mb_slot_bytes() of
-//          LL lines written by s, laid out by the schedule of that launch
-//          (one-shot all-reduce: s's whole input, 8 data bytes per 16-byte
-//          line; two-shot: s's input lines of r's part, then s's reduced
-//          lines of part s; the other collectives: the lines s sends r,
-//          line 0 also carrying broadcast's and reduce's acks); then one
-//          128-byte control line of r's own, the launch epoch
-//          (kernels/prims/epoch.cuh): [0] epoch (u64, launches completed),
-//          [8] blocks done (u32, the launch in flight)
-//   call:  the call check's lines (call_base() below)
-//   size:  point-to-point message sizes (kernels/prims/p2p_size.cuh), for
-//          sender s, channel c: nslots LL lines beside s's data ring, then
-//          ll_slots beside its ll ring; line i holds the message bytes of
-//          the slice whose first slot has sequence number q (q % n = i),
-//          flagged q + 1, written by s
+// FIFO geometry, identical on every rank of a communicator: rank r's inbox, one cudaMalloc,
+// its regions in this order (a pair is (peer s, channel c)):
+//   data:  per pair, the bandwidth ring s -> r (written by s)
+//   ll:    per pair, the ll ring s -> r (written by s)
+//   flags: per pair, the `head`, `tail` and `ll_tail` lines (written by s)
+//   state: per pair, r's own ring counters (written by r)
+//   mb:    the LL kernel's mailbox, per sender and parity a slot (written by the sender),
+//          then r's epoch line; only with an LL-kernel limit above 0
+//   call:  per sender, the call check's lines (written by the sender), then r's control line
+//   size:  per pair, point-to-point size lines beside each ring (written by s)
+// Every region's words and owners: docs/algorithms.md, "GPU inbox layout".
 struct FifoGeom {
   int32_t nranks;
   int32_t max_channels;
@@ -208,21 +189,18 @@ struct DevError {
 static_assert(sizeof(DevError) == 40,
               "DevError layout (host-mapped, 64 bytes with the abort flag)");
 
-// Where this rank's FIFOs with one peer live, for the bandwidth protocol.
-// Channel c's ring starts c * nslots * slot_bytes past a data pointer, its
-// counters c * 384 bytes past a counter pointer.
-//   NVLink/PCIe peer (CUDA IPC): the ring I fill is in the peer's inbox, the
-//     ring I drain in mine (FifoGeom offsets); ll = 1.
-//   peer behind a host transport: both rings are in pinned host memory that
-//     the GPU proxy thread moves over the network (lib/engine/gpu_proxy.h);
-//     the kernel also records each slot's byte count; ll = 0 (every message
-//     takes the bandwidth protocol).
 // The top bit of a FIFO credit (tail): the receiver refused a point-to-point
 // message of another size, its own bytes below the bit
 // (kernels/prims/p2p_size.cuh); the GPU proxy forwards it as such
 // (lib/engine/proxy_wire.h).
 constexpr uint64_t kCreditPoison = uint64_t(1) << 63;
 
+// Where this rank's bandwidth FIFOs with one peer live: channel c's ring c * nslots *
+// slot_bytes past a data pointer, its counters c * 384 bytes past a counter pointer. A CUDA IPC
+// peer: the ring I fill in its inbox, the ring I drain in mine (FifoGeom offsets), ll = 1. A
+// peer behind a host transport: both rings in pinned host memory that the GPU proxy thread
+// moves over the network (lib/engine/gpu_proxy.h), each slot's byte count recorded too; ll = 0
+// (every message takes the bandwidth protocol).
 struct DevPeer {
   char* send_data;
   char* send_head;        // I publish slots written
@@ -235,7 +213,7 @@ struct DevPeer {
   // lines beside my data rings to the peer and beside its rings to me
   // (kernels/prims/p2p_size.cuh; channel c at + c * size_stride), my call
   // lines to the peer and its call lines to me (kernels/prims/call_check.cuh;
-  // parity b at + 16 b). CUDA IPC: in the inboxes (FifoGeom::size_off,
+  // call k's line at + 16 (k % kCallLines)). CUDA IPC: in the inboxes (FifoGeom::size_off,
   // call_hdr_off); host transport: in the proxy region, which the proxy
   // forwards as size and call frames (lib/engine/gpu_proxy.h).
   char* send_size;

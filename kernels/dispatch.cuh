@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "algorithms/plan.h"
 #include "base/dtype.h"
@@ -68,7 +69,7 @@ cudaError_t dispatch_size(mycollDataType_t t, const Args& a, int blocks, cudaStr
   }
 }
 
-// Loads what dispatch_dtype_op (kSizes false: every dtype x op) or
+// Loads what dispatch_dtype_op (kSizes false: every dtype x op of `ops`) or
 // dispatch_size (true: every element size) can launch, through the same
 // switches: Launch<T, OP>::preload() (cudaFuncGetAttributes on its kernel),
 // the first error returned. See preload_kernels() in kernels/launch.h for why.
@@ -81,10 +82,11 @@ struct Preload {
 };
 
 template <template <typename, int> class Launch, bool kSizes = false>
-cudaError_t preload_dtype_op() {
+cudaError_t preload_dtype_op(std::initializer_list<mycollRedOp_t> ops = {mycollSum, mycollProd,
+                                                                         mycollMax, mycollMin}) {
   cudaError_t e = cudaSuccess;
   for (int t = 0; t < mycollNumTypes; ++t)
-    for (mycollRedOp_t op : {mycollSum, mycollProd, mycollMax, mycollMin}) {
+    for (mycollRedOp_t op : ops) {
       const mycollDataType_t dt = static_cast<mycollDataType_t>(t);
       const cudaError_t r =
           kSizes ? dispatch_size<Preload<Launch>::template Of>(dt, 0, 0, nullptr)
@@ -96,7 +98,7 @@ cudaError_t preload_dtype_op() {
 
 template <template <typename, int> class Launch>
 cudaError_t preload_sizes() {
-  return preload_dtype_op<Launch, true>();
+  return preload_dtype_op<Launch, true>({mycollSum});
 }
 
 // What a one-kernel collective (ring, direct, one-shot, two-shot, LL) is

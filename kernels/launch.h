@@ -37,14 +37,10 @@ int plan_kernel_max_step_ops();
 // the API defines it (all-gather: in = out + rank x bytes; reduce-scatter:
 // out = in + rank x bytes; all-reduce, broadcast, reduce, all-to-all: in =
 // out). Reduce writes out on the root only (other ranks may pass null).
-// Every rank must pass the same max_blocks. pdl: launch with programmatic
-// stream serialization (the GPU schedules the kernel as its predecessor's
-// blocks exit, before that grid has completed; the kernel waits for the
-// grid's completion and writes before it touches memory). Neither this
-// kernel nor the ring kernel triggers its successor early, so a scheduled
-// successor never holds SMs while its predecessor may wait for a peer
-// (docs/performance.md, "Session 41", weighs the early trigger).
-// Used only where no other rank's kernel shares the GPU.
+// Every rank must pass the same max_blocks. pdl: a programmatic launch
+// (launch_kernel, kernels/dispatch.cuh), only where no other rank's kernel
+// shares the GPU; the kernel waits for its predecessor's grid and never
+// triggers its successor early (docs/architecture.md says why).
 cudaError_t launch_ll_coll(Coll kind, bool two_shot, const void* in, void* out, uint64_t bytes,
                            mycollDataType_t t, mycollRedOp_t op, int root, const DevComm* comm,
                            int nranks, int max_blocks, uint64_t sig, bool pdl, cudaStream_t stream);
@@ -103,6 +99,14 @@ cudaError_t launch_p2p_ll(const P2pLlCommon& c, const P2pLlKey* keys, const uint
                           const uint32_t* bytes, const uint32_t* msg, int nslices, int threads,
                           cudaStream_t stream);
 
+// NCCL's PreMulSum pass (kernels/colls/premul.cu): dst[i] = src[i] * scalar
+// for n elements of t, as the Prod reduction functor computes it, enqueued
+// on stream; dst may equal src. The scalar is read by the kernel from
+// scalar_dev (device-visible memory) when not null, else taken from the low
+// bytes of scalar_bits (one element of t, little endian).
+cudaError_t launch_premul(mycollDataType_t t, void* dst, const void* src, size_t n,
+                          const void* scalar_dev, uint64_t scalar_bits, cudaStream_t stream);
+
 // Loads every kernel of the library on the current device (idempotent,
 // cheap after the first call). CUDA loads kernels lazily at first launch by
 // default (CUDA_MODULE_LOADING=LAZY), and loading may synchronise the whole
@@ -116,5 +120,6 @@ cudaError_t preload_ring_kernels();  // fused ring and chain kernels
 cudaError_t preload_direct_kernels();
 cudaError_t preload_ll_coll_kernels();
 cudaError_t preload_p2p_kernels();
+cudaError_t preload_premul_kernels();
 
 }  // namespace mycoll

@@ -17,21 +17,45 @@ namespace mycoll {
 namespace dev {
 
 template <typename T>
-struct Unsigned {
-  using type = std::make_unsigned_t<T>;
-};
+constexpr bool kIsFp8 = std::is_same_v<T, __nv_fp8_e4m3> || std::is_same_v<T, __nv_fp8_e5m2>;
+template <typename T>
+constexpr bool kIsHalf = std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
+// Two 16-bit floats of T packed (native math on two lanes at once).
+template <typename T>
+using Half2 = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
 
+template <int OP, typename H2>
+__device__ __forceinline__ H2 apply2(H2 a, H2 b) {
+  if constexpr (OP == mycollSum || OP == mycollAvg)
+    return __hadd2(a, b);
+  else if constexpr (OP == mycollProd)
+    return __hmul2(a, b);
+  else if constexpr (OP == mycollMax)
+    return __hmax2_nan(a, b);
+  else
+    return __hmin2_nan(a, b);
+}
+
+// fp8 (e4m3, e5m2): each element computed in fp32 with the float rules
+// (NaN propagates through Max/Min) and rounded back to nearest even,
+// saturating to the largest finite value (the __nv_fp8 constructors use
+// __NV_SATFINITE), as the host does (lib/engine/fp8.h).
 template <typename T, int OP>
 struct Red {
   __device__ static T apply(T a, T b) {
-    if constexpr (OP == mycollSum || OP == mycollAvg) {
+    using U = std::make_unsigned_t<std::conditional_t<std::is_integral_v<T>, T, int>>;
+    if constexpr (kIsFp8<T>) {
+      return T(Red<float, OP>::apply(float(a), float(b)));
+    } else if constexpr (kIsHalf<T>) {
+      return apply2<OP>(Half2<T>(a, a), Half2<T>(b, b)).x;
+    } else if constexpr (OP == mycollSum || OP == mycollAvg) {
       if constexpr (std::is_integral_v<T>)
-        return T(typename Unsigned<T>::type(a) + typename Unsigned<T>::type(b));
+        return T(U(a) + U(b));
       else
         return a + b;
     } else if constexpr (OP == mycollProd) {
       if constexpr (std::is_integral_v<T>)
-        return T(typename Unsigned<T>::type(a) * typename Unsigned<T>::type(b));
+        return T(U(a) * U(b));
       else
         return a * b;
     } else if constexpr (OP == mycollMax) {
@@ -48,67 +72,17 @@ struct Red {
   }
 };
 
-template <int OP>
-struct Red<__half, OP> {
-  __device__ static __half2 apply2(__half2 a, __half2 b) {
-    if constexpr (OP == mycollSum || OP == mycollAvg) return __hadd2(a, b);
-    else if constexpr (OP == mycollProd) return __hmul2(a, b);
-    else if constexpr (OP == mycollMax) return __hmax2_nan(a, b);
-    else return __hmin2_nan(a, b);
-  }
-  __device__ static __half apply(__half a, __half b) {
-    return __low2half(apply2(__halves2half2(a, a), __halves2half2(b, b)));
-  }
-};
-
-template <int OP>
-struct Red<__nv_bfloat16, OP> {
-  __device__ static __nv_bfloat162 apply2(__nv_bfloat162 a, __nv_bfloat162 b) {
-    if constexpr (OP == mycollSum || OP == mycollAvg) return __hadd2(a, b);
-    else if constexpr (OP == mycollProd) return __hmul2(a, b);
-    else if constexpr (OP == mycollMax) return __hmax2_nan(a, b);
-    else return __hmin2_nan(a, b);
-  }
-  __device__ static __nv_bfloat16 apply(__nv_bfloat16 a, __nv_bfloat16 b) {
-    return __low2bfloat16(apply2(__halves2bfloat162(a, a), __halves2bfloat162(b, b)));
-  }
-};
-
-// fp8 (e4m3, e5m2): each element computed in fp32 with the float rules
-// above (NaN propagates through Max/Min) and rounded back to nearest even,
-// saturating to the largest finite value (the __nv_fp8 constructors use
-// __NV_SATFINITE), as the host does (lib/engine/fp8.h).
-template <typename F8>
-struct RedFp8 {
-  template <int OP>
-  __device__ static F8 apply(F8 a, F8 b) {
-    return F8(Red<float, OP>::apply(float(a), float(b)));
-  }
-};
-template <int OP>
-struct Red<__nv_fp8_e4m3, OP> {
-  __device__ static __nv_fp8_e4m3 apply(__nv_fp8_e4m3 a, __nv_fp8_e4m3 b) {
-    return RedFp8<__nv_fp8_e4m3>::apply<OP>(a, b);
-  }
-};
-template <int OP>
-struct Red<__nv_fp8_e5m2, OP> {
-  __device__ static __nv_fp8_e5m2 apply(__nv_fp8_e5m2 a, __nv_fp8_e5m2 b) {
-    return RedFp8<__nv_fp8_e5m2>::apply<OP>(a, b);
-  }
-};
-
 // 16 packed bytes.
 template <typename T, int OP>
 __device__ __forceinline__ uint4 apply16(uint4 a, uint4 b) {
   uint4 r;
-  if constexpr (std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>) {
-    using T2 = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
+  if constexpr (kIsHalf<T>) {
+    using T2 = Half2<T>;
     const T2* x = reinterpret_cast<const T2*>(&a);
     const T2* y = reinterpret_cast<const T2*>(&b);
     T2* z = reinterpret_cast<T2*>(&r);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) z[i] = Red<T, OP>::apply2(x[i], y[i]);
+    for (int i = 0; i < 4; ++i) z[i] = apply2<OP>(x[i], y[i]);
   } else {
     constexpr int N = 16 / sizeof(T);
     const T* x = reinterpret_cast<const T*>(&a);
@@ -126,7 +100,7 @@ __device__ __forceinline__ T div_avg(T x, int n) {
     return __float2half_rn(__half2float(x) / float(n));
   else if constexpr (std::is_same_v<T, __nv_bfloat16>)
     return __float2bfloat16_rn(__bfloat162float(x) / float(n));
-  else if constexpr (std::is_same_v<T, __nv_fp8_e4m3> || std::is_same_v<T, __nv_fp8_e5m2>)
+  else if constexpr (kIsFp8<T>)
     return T(float(x) / float(n));
   else if constexpr (std::is_same_v<T, float>)
     return x / float(n);

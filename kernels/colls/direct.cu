@@ -1,12 +1,10 @@
-// Direct kernel for all-to-all, scatter and gather on GPU communicators
-// whose peers are all mapped over CUDA IPC, for messages large enough that
-// bandwidth decides: one block per (peer, channel) sends its range of the
-// peer's block from the input and receives the same range of the peer's
-// block into the output (all-to-all; scatter and gather move one
-// direction), through the bandwidth FIFOs and counters of the plan kernel
-// (kernels/prims/fifo.cuh), plus a few blocks copying this rank's own block.
-// Every block's progress depends on one block of one peer; the grid stays
-// within the GPU's SMs (every block resident), which the host guarantees.
+// Direct kernel for all-to-all, scatter and gather on GPU communicators whose peers are all
+// mapped over CUDA IPC, for messages large enough that bandwidth decides: one block per (peer,
+// channel) sends its range of the peer's block from the input and receives the same range of
+// the peer's block into the output (scatter and gather move one direction), through the plan
+// kernel's bandwidth FIFOs and counters (kernels/prims/fifo.cuh); a few more blocks copy this
+// rank's own block. Every block's progress depends on one block of one peer, so the whole grid
+// must be resident (the host sizes it so). docs/algorithms.md, "GPU direct kernel".
 #include <cuda_runtime.h>
 
 #include <cstdint>

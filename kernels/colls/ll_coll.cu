@@ -1,105 +1,25 @@
-// The LL kernel: every mailbox schedule for small and mid-size messages on
-// GPU communicators whose peers are all mapped over CUDA IPC, each one
-// kernel and about one NVLink trip (two for the two-shot all-reduce)
-// instead of the plan kernel's FIFO steps: all-reduce in one shot or two
-// (reduce-scatter + all-gather), all-gather, reduce-scatter, broadcast,
-// reduce and all-to-all. LL lines (kernels/prims/ll.cuh), a flag from the
-// device-side epoch and two mailbox slots (parities) per sender in every
-// inbox (kernels/prims/epoch.cuh).
+// The LL kernel: every mailbox schedule for small and mid-size messages on GPU communicators
+// whose peers are all mapped over CUDA IPC, one launch each: all-reduce in one shot or two
+// (reduce-scatter + all-gather), all-gather, reduce-scatter, broadcast, reduce and all-to-all.
+// Rank r writes LL lines (kernels/prims/ll.cuh) into peer p's inbox at lc(r, b), its mailbox
+// slot, with the flag and parity b of the launch epoch (kernels/prims/epoch.cuh), and reads
+// lc(s, b) of its own inbox. `bytes` is one block (two-shot: one part); block g of a launch
+// handles one contiguous range of lines of every block.
 //
-// `bytes` below is one block: the one-shot all-reduce's, broadcast's and
-// reduce's whole buffer, all-gather's input (block r of the output),
-// reduce-scatter's output (block j of the input goes to rank j),
-// all-to-all's count elements (block j of the input goes to rank j, block
-// s of the output comes from rank s), the two-shot all-reduce's part (see
-// below). Lines are 8 data bytes; block b of a launch handles one
-// contiguous range of lines of every block.
-//
-// Protocol of launch number e (the mailbox's epoch; every rank runs the same
-// sequence of mailbox launches, so epochs agree): flag f(e), parity b = e &
-// 1; rank r writes into peer p's inbox at lc(sender r, parity b), its
-// mailbox slot:
-//   all-reduce, one shot: its input, to every peer; it reduces lc(s, b) of
-//                   its own inbox for every peer s with its own input in
-//                   rank order 0..n-1 into the output, so every rank
-//                   computes bit-identical results (Avg: the sum divided by
-//                   n). In place at n > 2: a barrier puts the block's reads
-//                   of its input lines (for its sends) before its writes; at
-//                   n = 2 the thread that sends line l folds it.
-//   all-reduce, two shots: the message's L lines (at least n counted) are
-//                   cut into n parts of P = ceil(L / n) lines, part j
-//                   belonging to rank j; the last parts' lines past the
-//                   message carry zeros and are never stored. Rank r writes
-//                   part p of its input to rank p at lc(r, b) (a
-//                   reduce-scatter), reduces lc(s, b) of its inbox for every
-//                   peer s with its own part in rank order into its output
-//                   and writes each result line at once to every peer p at
-//                   lc(r, b) + 16 P (its second half), then takes part s of
-//                   the output from lc(s, b) + 16 P for every peer s (an
-//                   all-gather). Only rank j computes part j, so every rank
-//                   ends with the same bits; each rank sends 2(n-1)/n of the
-//                   message instead of one shot's n-1. In place, with no
-//                   barrier: the sends and the receives number their (part,
-//                   line) items alike, so the thread that writes a line of
-//                   another part read it for its send, and a thread reads
-//                   its own part's line before writing it.
-//   all-gather:     its input, to every peer; it copies its input to output
-//                   block r (unless in place) and takes block s of the output
-//                   from lc(s, b) of its own inbox for every peer s.
-//   reduce-scatter: input block p to rank p, for every peer p; it reduces
-//                   lc(s, b) of its own inbox for every peer s with its own
-//                   input block r in rank order 0..n-1 into the output, so
-//                   every rank's result is what the one-shot all-reduce gives
-//                   for that block. In place (output = input block r): a
-//                   thread reads its input lines before writing them.
-//   all-to-all:     input block p to rank p, for every peer p; it copies
-//                   input block r to output block r (unless in place) and
-//                   takes output block s from lc(s, b) for every peer s. In
-//                   place (input = output): a thread block reads input lines
-//                   [lbeg, lbeg + range) of every block j and writes output
-//                   lines of the same range of every block s, and these
-//                   byte ranges are its alone; a __syncthreads() between its
-//                   sends and its receives puts every read before any write.
-//   broadcast:      the root writes the buffer to every peer (and copies it
-//                   to its output unless in place); every other rank takes it
-//                   from lc(root, b).
-//   reduce:         every other rank writes its input to the root; the root
-//                   reduces lc(s, b) for every peer s with its own input in
-//                   rank order 0..n-1 into its output (Avg: the sum divided by
-//                   n, like reduce-scatter). Other ranks write no output.
-//
-// Acks: a rank that sends no data to peer p in a launch (broadcast: every
-// non-root to every peer; reduce: the root to every peer, a non-root to every
-// other non-root) writes one ack line instead, line 0 of its own lc(r, b) in
-// p's inbox; in those launches that buffer carries no data (broadcast: only
-// lc(root, b) does; reduce: only the root's inbox does). Acks are written at
-// the start of the kernel, and every rank that receives no data from a peer
-// waits for its ack (broadcast root: every peer; broadcast non-root: every
-// other non-root; reduce non-root: the root and every other non-root).
-// So in every launch each rank waits for a line that every other rank wrote
-// in the same launch (data or an ack).
-//
-// Why every rank waits for a line from EVERY peer (data or an ack): two
-// parities suffice only then (the argument is kernels/prims/epoch.cuh's).
-// Were a rank to wait only for the rank it
-// gets data from (a broadcast non-root only for the root, a reduce non-root
-// for a root ack), r could finish launch e+1 while a third rank p still
-// reads r's epoch-e lines, and r's epoch-(e+2) lines would replace them (p
-// would wait for its flag until MYCOLL_TIMEOUT). An ack need not wait for
-// the data to be consumed: it says its writer's launch e+1 has started, so
-// its launch e, the reader of the other parity, is over.
-//
-// Blocks: block g of a launch waits only on lines that block g of a peer
-// writes before it waits on anything (its sends, acks and, in the two-shot
-// all-reduce, the fold's results, which wait only on sends), and block 0's
-// acks, never on another block of its own launch: the grid needs no
-// co-residency. With blocks dispatched in index order, the lowest unfinished
-// index is resident on every rank, so it completes.
-//
-// Epoch update and giving up (kernels/prims/epoch.cuh, wait.cuh): the last
-// block of a launch to finish moves the epoch on; every wait reads the
-// host-mapped abort flag every 64K spins and checks MYCOLL_TIMEOUT, records
-// DevError (kind kDevRecv) and stops the block.
+// What an edit must keep (the protocols and the arguments: docs/algorithms.md, "GPU one-shot
+// all-reduce (the LL kernel)", "GPU two-shot all-reduce (the LL kernel)" and "GPU LL
+// all-gather, reduce-scatter, broadcast, reduce and all-to-all kernel"):
+// - Every rank waits for a line that every peer writes in the same launch: data or, where that
+//   peer sends it none (broadcast, reduce), an ack (line 0 of the peer's slot, written with the
+//   peer's sends). Two parities suffice only then.
+// - Folds reduce the sources in rank order 0..n-1, so every rank gets the same bits.
+// - Block g waits only on lines that block g of a peer writes before waiting on anything
+//   (two-shot: also the fold's results, which wait only on sends), and block 0 on block 0's
+//   acks: the grid needs no co-residency.
+// - In place, no input line is overwritten before it is read: the one-shot all-reduce at
+//   n > 2 and all-to-all need their __syncthreads(); elsewhere the thread that writes a line
+//   read it itself (one-shot at n = 2, two-shot, reduce-scatter, reduce).
+// - The last block done moves the epoch on; every wait gives up as in kernels/prims/wait.cuh.
 #include <cuda_runtime.h>
 
 #include <algorithm>

@@ -1,31 +1,13 @@
-// Low-latency point-to-point kernel: a batch of small sends and receives
-// (every slice within the ll limit, every peer on CUDA IPC) moved through
-// the per-(peer, channel) ll rings of the inboxes, without the plan kernel's
-// per-step op lists, warp groups and barriers.
-//
-// Wire protocol: the LL ring's (kernels/prims/ll_ring.cuh), as the plan
-// kernel's ll pass moves it, so a slice sent by either kernel is received by
-// either kernel: a slice is one message of the ring, starting at the key's
-// counter (state[2] sent, state[3] received, in my inbox), with its size
-// line (kernels/prims/p2p_size.cuh). A receive that finds no size line yet
-// also looks at the bandwidth FIFO's size line at its receive count there
-// (state[1]): a sender whose message is above the ll limit put it there, a
-// size mismatch.
-//
-// Slices of one key (peer, channel, direction) are handled strictly in batch
-// order by one thread block, as the plan kernel orders ops of one peer and
-// direction on a channel (earlier_pending): the counters are cumulative.
-// Different keys run in parallel blocks.
-//
-// Parameters travel by value (P2pLlParams, __grid_constant__): pointers to
-// the rings, credits and counters computed on the host, nothing read from a
-// device-memory plan. The counters live in the inboxes, so CUDA graph
-// replays work like eager calls.
-//
-// Every wait gives up like the plan kernel: MYCOLL_TIMEOUT without progress,
-// the host-mapped abort flag (a PCIe read: every 64K spins), or another
-// block or kernel of this rank that gave up (DevError set); the first reason
-// is recorded in DevError with the peer and direction.
+// Low-latency point-to-point kernel: a batch of small sends and receives (every slice within
+// the ll limit, every peer on CUDA IPC) moved through the per-(peer, channel) ll rings of the
+// inboxes, without the plan kernel's per-step op lists, warp groups and barriers. Its wire
+// protocol is the LL ring's (kernels/prims/ll_ring.cuh) word for word, as the plan kernel's
+// ll pass moves it, so either kernel receives what either sent: a slice is one message of the
+// ring at the key's counter, with its size line (kernels/prims/p2p_size.cuh). One thread block
+// per key (peer, channel, direction) takes the key's slices strictly in batch order, as the
+// plan kernel does (earlier_pending): the counters are cumulative. Parameters come by value
+// (P2pLlParams, __grid_constant__); every wait gives up as in kernels/prims/wait.cuh.
+// The full description: docs/algorithms.md, "GPU LL point-to-point kernel".
 #include <cuda_runtime.h>
 
 #include "kernels/device_plan.h"

@@ -6,8 +6,6 @@
 // communicator's timeout, recording why.
 #include <cuda_runtime.h>
 
-#include <cstdio>
-
 #include "kernels/device_plan.h"
 #include "kernels/dispatch.cuh"
 #include "kernels/launch.h"
@@ -49,32 +47,7 @@ __device__ __forceinline__ bool group_bar_any(int group, int nt, bool pred) {
   return r != 0;
 }
 
-// ---- low-latency protocol: 16-byte lines {lo, flag, hi, flag} (kernels/prims/ll.cuh) ----
-using ll::load8;
-using ll::reduce8;
-using ll::store8;
-
-// Developer timeline (build with -DMYCOLL_KERNEL_TRACE=K): the K-th launch in
-// this process prints, for channel 0, when each group's leader passed each
-// point (B begin, L local ops done, M a batch moved, E step done, X exit).
-#ifdef MYCOLL_KERNEL_TRACE
-__device__ unsigned int g_trace_launch;
-#define KTRACE(c)                                   \
-  do {                                              \
-    if (tid == 0 && ch == 0 && sh.tn[group] < 64) { \
-      sh.tev[group][sh.tn[group]] = globaltimer();  \
-      sh.tlab[group][sh.tn[group]++] = (c);         \
-    }                                               \
-  } while (0)
-#else
-#define KTRACE(c) \
-  do {            \
-  } while (0)
-#endif
-
-// dst = first <op> srcs[0] <op> srcs[1] ... over n bytes, left to right (so
-// every rank reducing the same slots gets bit-identical results); the whole
-// block participates. first may be dst.
+// Most reductions fused into one pass over a slice (vec_fold).
 constexpr int kMaxFused = 64;
 
 // Shared state of one block.
@@ -91,11 +64,6 @@ struct BlockState {
   uint64_t n[2];
   uint64_t base[2];
   int stop;  // raise_stop / stop_raised after its zeroing
-#ifdef MYCOLL_KERNEL_TRACE
-  uint64_t tev[2][64];
-  char tlab[2][64];
-  int tn[2];
-#endif
 };
 
 // Whether an earlier op of the step, in the same direction with the same
@@ -111,8 +79,6 @@ __device__ __forceinline__ bool earlier_pending(const BlockState& sh, int k) {
   }
   return false;
 }
-
-// Records why this block gives up (first error of the communicator wins).
 
 // The block is two warp groups: group 0 runs the step's sends, group 1 its
 // receives, concurrently; each group syncs on its own named barrier and the
@@ -135,10 +101,6 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
   const ll::Ring llr(uint32_t(g.ll_slots), uint32_t(g.ll_slot_bytes));
   const uint64_t ll_max = cm.ll_max_bytes;  // at most the ring's slots' data: need <= slots
   if (threadIdx.x == 0) sh.stop = 0;
-#ifdef MYCOLL_KERNEL_TRACE
-  if (tid == 0) sh.tn[group] = 0;
-  KTRACE('B');
-#endif
   const uint32_t end = a.chan_ops[ch + 1];
   uint32_t i = a.chan_ops[ch];
   while (i < end) {
@@ -213,7 +175,6 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
         any_ll = true;
     }
     __syncthreads();
-    KTRACE('L');
     uint64_t last_progress = globaltimer();
     uint32_t idle_polls = 0;
     uint32_t* llpre = sh.llpre[group];
@@ -283,7 +244,7 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
         const uint32_t total_lines = llpre[nops];
         if (total_lines > 0) {
           constexpr int kL = 8;
-          const uint64_t t0 = globaltimer();
+          const ll::Spin spin{GiveUp::of(cm), globaltimer(), &sh.stop};
           int k = 0;  // op of the current line (lines ascend per thread)
           for (uint32_t l0 = tid; l0 < total_lines && !stop_raised(&sh.stop); l0 += NT * kL) {
             uint64_t v[kL];
@@ -311,13 +272,13 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
               // All loads of this round are issued before any store or poll.
               if (group == 0) {
                 out[u] = cm.remote[op.peer] + g.ll_off(cm.rank, ch) + lofs;
-                mine[u] = load8(resolve(a, op.src_buf, op.src_off) + l * 8, valid[u]);
+                mine[u] = ll::load8(resolve(a, op.src_buf, op.src_off) + l * 8, valid[u]);
               } else {
                 ring[u] = cm.local + g.ll_off(op.peer, ch) + lofs;
                 out[u] = resolve(a, op.dst_buf, op.dst_off) + l * 8;
                 mine[u] = 0;
                 if (kReduce && op.kind == kDevRecvReduce)
-                  mine[u] = load8(resolve(a, op.src_buf, op.src_off) + l * 8, valid[u]);
+                  mine[u] = ll::load8(resolve(a, op.src_buf, op.src_off) + l * 8, valid[u]);
               }
             }
             if (group == 0) {
@@ -331,29 +292,17 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
               if (valid[u]) ok[u] = ll::load_line(ring[u], flag[u], &v[u]);
             bool quit = false;
 #pragma unroll
-            for (int u = 0; u < kL; ++u) {
-              uint32_t spins = 0;
-              while (!ok[u] && !quit) {
-                ok[u] = ll::load_line(ring[u], flag[u], &v[u]);
-                if (!ok[u] && (++spins & 1023) == 0) {
-                  const int code = GiveUp::of(cm).verdict(t0, (spins & 0xffff) == 0);
-                  if (code > 0) GiveUp::of(cm).record(code, peer[u], kind[u]);
-                  if (code || stop_raised(&sh.stop)) {
-                    raise_stop(&sh.stop);
-                    quit = true;
-                  }
-                }
-              }
-            }
+            for (int u = 0; u < kL; ++u)
+              if (!ok[u] && !quit) quit = !spin.wait(ring[u], flag[u], &v[u], peer[u], kind[u]);
             if (quit) break;
 #pragma unroll
             for (int u = 0; u < kL; ++u) {
               if (valid[u] == 0) continue;
               uint64_t x = v[u];
               if constexpr (kReduce) {
-                if (kind[u] == kDevRecvReduce) x = reduce8<T, OP>(mine[u], x);
+                if (kind[u] == kDevRecvReduce) x = ll::reduce8<T, OP>(mine[u], x);
               }
-              store8(out[u], x, valid[u]);
+              ll::store8(out[u], x, valid[u]);
             }
           }
           group_bar(group, NT);
@@ -370,7 +319,6 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
           }
           if (tid == 0) last_progress = globaltimer();
           moved = true;
-          KTRACE('m');
         }
         if (group_bar_any(group, NT, stop_raised(&sh.stop))) break;
       }
@@ -444,16 +392,11 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
                 }
             } else {
               char* d = resolve(a, op.dst_buf, op.dst_off) + off;
-              bool reduced = false;
-              if constexpr (kReduce) {
-                if (op.kind == kDevRecvReduce) {
-                  vec_move<T, OP, kR | kL | kD>(c.recv_slot(base + j),
-                                                resolve(a, op.src_buf, op.src_off) + off, nullptr,
-                                                d, len, 0, tid, NT);
-                  reduced = true;
-                }
-              }
-              if (!reduced)
+              if (kReduce && op.kind == kDevRecvReduce)
+                vec_move<T, OP, kR | kL | kD>(c.recv_slot(base + j),
+                                              resolve(a, op.src_buf, op.src_off) + off, nullptr, d,
+                                              len, 0, tid, NT);
+              else
                 vec_move<uint8_t, mycollSum, kR | kD>(c.recv_slot(base + j), nullptr, nullptr, d,
                                                       len, 0, tid, NT);
             }
@@ -466,7 +409,6 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
             sh.done[k] = done + n;
             last_progress = globaltimer();
           }
-          KTRACE('M');
           moved = true;
         }
         group_bar(group, NT);
@@ -497,20 +439,8 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
         if (group_bar_any(group, NT, stop_raised(&sh.stop))) break;
       }
     }
-    KTRACE('E');
     if (__syncthreads_or(stop_raised(&sh.stop))) return;
   }
-#ifdef MYCOLL_KERNEL_TRACE
-  KTRACE('X');
-  __syncthreads();
-  if (threadIdx.x == 0 && ch == 0 && atomicAdd(&g_trace_launch, 1) == MYCOLL_KERNEL_TRACE) {
-    printf("KT rank %d begin %llu\n", cm.rank, (unsigned long long)sh.tev[0][0]);
-    for (int gr = 0; gr < 2; ++gr)
-      for (int e = 0; e < sh.tn[gr]; ++e)
-        printf("KT rank %d %s %c +%llu\n", cm.rank, gr ? "recv" : "send", sh.tlab[gr][e],
-               (unsigned long long)(sh.tev[gr][e] - sh.tev[0][0]));
-  }
-#endif
 }
 
 MYCOLL_DEFINE_LAUNCH(LaunchReduce, KernelArgs, kThreads, plan_kernel<T, OP, true>)

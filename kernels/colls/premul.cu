@@ -1,11 +1,11 @@
-// dst[i] = src[i] * scalar on the GPU (kernels/premul.h): NCCL's PreMulSum is
+// dst[i] = src[i] * scalar on the GPU (launch_premul, kernels/launch.h): NCCL's PreMulSum is
 // this pass into scratch followed by a Sum collective.
 #include <cuda_runtime.h>
 
 #include <cstring>
 
 #include "kernels/dispatch.cuh"
-#include "kernels/premul.h"
+#include "kernels/launch.h"
 #include "kernels/reduce_ops.cuh"
 
 namespace mycoll {
@@ -36,24 +36,19 @@ __global__ void premul_kernel(PremulArgs a) {
 
 constexpr int kThreads = 256;
 
-template <typename T, int OP>
-struct Launch {
-  static cudaError_t run(const PremulArgs& a, int blocks, cudaStream_t s) {
-    premul_kernel<T><<<blocks, kThreads, 0, s>>>(a);
-    return cudaGetLastError();
-  }
-};
+MYCOLL_DEFINE_LAUNCH(Launch, PremulArgs, kThreads, premul_kernel<T>)
 
 }  // namespace
 
-int launch_premul(mycollDataType_t t, void* dst, const void* src, size_t n, const void* scalar_dev,
-                  uint64_t scalar_bits, mycollStream_t stream) {
+cudaError_t preload_premul_kernels() { return preload_dtype_op<Launch>({mycollProd}); }
+
+cudaError_t launch_premul(mycollDataType_t t, void* dst, const void* src, size_t n,
+                          const void* scalar_dev, uint64_t scalar_bits, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   PremulArgs a{dst, src, n, scalar_dev, scalar_bits};
   const size_t want = (n + kThreads - 1) / kThreads;
   const int blocks = int(want < 1024 ? want : 1024);
-  return dispatch_dtype_op<Launch>(t, mycollProd, a, blocks,
-                                   reinterpret_cast<cudaStream_t>(stream));
+  return dispatch_dtype_op<Launch>(t, mycollProd, a, blocks, stream);
 }
 
 }  // namespace mycoll

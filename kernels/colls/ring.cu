@@ -1,53 +1,19 @@
-// Fused ring kernel: all-reduce, all-gather and reduce-scatter with the ring
-// algorithm on GPU communicators whose peers are all mapped over CUDA IPC,
-// for messages large enough that bandwidth, not latency, decides.
-//
-// Why not the plan kernel: a ring plan is 2(n-1) steps (all-reduce) of
-// "send one chunk, receive-and-reduce another"; the plan kernel finishes a
-// step (every slot of it received and written to the output) before the next
-// step may send what it produced, and its send and receive halves are two
-// warp groups of one block. Here every thread of a channel's block runs each
-// primitive on whole FIFO slots: receive slot i from the previous rank,
-// combine it with the local input, write it straight into the next rank's
-// FIFO (and the output where the result is final). A slot travels the whole
-// ring without waiting for the rest of its chunk, and the output is written
-// once, never re-read.
-//
-// Wire protocol: the plan kernel's bandwidth FIFOs and counters, unchanged
-// (kernels/device_plan.h, DevPeer): channel c sends to rank r+1 through the
-// (me -> next, c) data ring and receives from r-1 through (prev -> me, c);
-// `head` (slots published) and `tail` (slots consumed) counters per ring;
-// this rank's running counts in its state lines ([0] sent to next, [1]
-// received from prev), read at the start and written back at the end. Both
-// kernels keep the same counts, so plan-kernel and ring-kernel launches
-// interleave freely on a communicator.
-//
-// The schedule is lib/algorithms/schedule.h's, the one the host ring plans
-// are built from (and the plan simulator checks): ring_prim() says which
-// block each step moves with which primitive (mode bits kR a slot from
-// prev's FIFO, kL the local input, kS a slot into next's FIFO, kD the
-// output; Avg divides at the kD of a reduced value), ring_walk() lays the
-// steps over this kernel's channels and chunks. Every rank uses the same
-// chunk geometry (it depends only on the message size, the channel count
-// and n), so a slot's length is known to both ends. Broadcast and reduce
-// are chains along the same ring; a chain has no cycle (its last rank sends
-// nothing), so its one primitive may span more than a FIFO: the slots
-// stream through.
-//
-// Data layout: channel c owns a contiguous range of the message (all-reduce)
-// or of every block (all-gather, reduce-scatter), 16-byte aligned; all-reduce
-// cuts its range into loops of n chunks of at most half a FIFO. Slots move
-// in batches (kernels/prims/fifo.cuh); the slots of a batch that lie back to
-// back in both FIFOs (all of them unless one wraps) are one span of the
-// message, moved by one vec_move (kernels/prims/vec.cuh) with the
-// primitive's mode bits (docs/performance.md, "Measurements behind
-// constants").
-//
-// In place: a thread that writes an output element has read the input
-// elements it needs at that position itself (the same primitive), and every
-// other input chunk is read by an earlier primitive of the same block.
-//
-// Every wait gives up like every kernel's (kernels/prims/wait.cuh).
+// Fused ring kernel: all-reduce, all-gather and reduce-scatter with the ring algorithm, and
+// broadcast and reduce as chains along the ring, on GPU communicators whose peers are all
+// mapped over CUDA IPC, for messages large enough that bandwidth decides. Every thread of a
+// channel's block runs each primitive of lib/algorithms/schedule.h (ring_prim, laid over the
+// channels and chunks by ring_walk; the host ring plans' schedule) on whole FIFO slots: a slot
+// from prev, combined with the local input, goes straight into next's FIFO and, where final,
+// into the output.
+// What an edit must keep:
+// - The wire protocol is the plan kernel's bandwidth FIFOs and counters (kernels/prims/fifo.cuh;
+//   state [0] sent to next, [1] received from prev), so launches of both kernels interleave.
+// - Every rank uses the same chunk geometry (message size, channel count and n only).
+// - A ring chunk is at most half a FIFO (kChunkSlotsDiv), or the ring deadlocks.
+// - In place: a thread that writes an output element read that position's inputs itself in
+//   the same primitive; every other input chunk is read by an earlier primitive of the block.
+// Why a kernel of its own, the primitives per step and the measurements: docs/algorithms.md,
+// "GPU fused ring kernel".
 #include <cuda_runtime.h>
 
 #include <cstdint>

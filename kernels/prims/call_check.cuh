@@ -1,72 +1,16 @@
-// The call check of the collective kernels: mismatched calls are an error,
-// never a silently wrong buffer (the GPU side of the host engine's message
-// header, lib/engine/host_wire.h).
-//
-// Every collective kernel launch on a communicator is call k, k counting the
-// collective launches this rank started before it (in its inbox's call
-// control line, FifoGeom::call_ctl_off; no host state, so CUDA graph replays
-// count like eager calls). One warp (the checker) does the check:
-// - post_call: writes the call's signature (collective, datatype, op, root,
-//   count: gpu_call_sig in lib/engine/host_wire.h) to every peer, one LL
-//   line per sender in slot k mod kCallLines, flagged with k
-//   (DevPeer::send_call): into a CUDA IPC peer's inbox, or into the GPU
-//   proxy's region for a peer behind a host transport, which the proxy
-//   forwards as a call frame and the peer's proxy writes into its region
-//   (lib/engine/gpu_proxy.h);
-// - finish_call: waits for the peers' lines of call k and compares. A peer
-//   whose line differs made another call: recorded as a mismatch (DevError
-//   kind kDevMismatch with both signatures), which the host reports as
-//   InvalidUsage naming the peer and what differs. The kernel's other waits
-//   see the recorded error at their next look at the host flags and stop,
-//   so a mismatch that would keep them waiting forever (other counts,
-//   roots, another kernel) is reported within milliseconds, not as a
-//   timeout.
-//
-// A rank that only sends in its call (a ring chain's first rank: the
-// broadcast root, the rank after the reduce root; in the plan kernel a
-// tree broadcast's root, a reduce's leaves, a gather's other ranks; the
-// host decides, lib/engine/device_comm_launch.cc) receives nothing a
-// mismatched peer could spoil, yet waiting for every peer's line would
-// hold it until the last rank has started the call, which for a chain is
-// one whole chain behind (docs/performance.md, "Session 22"). Such a rank *defers*: in call
-// k it compares only the line of k of one peer it sends to, and leaves the
-// signature of k in its control line; the next collective kernel of this
-// rank, of whatever kind, first compares every peer's line of k against
-// it (kDevMismatchPrev) and only then its own call. Why no mismatch goes
-// unreported or turns into silent data:
-// - Someone finds it within call k. The peer a deferring rank checks
-//   either made another call (found now) or made the same one, in which it
-//   receives from this rank, so it does not defer and compares every line
-//   itself (if every rank defers, each believes it is the root, so each
-//   one's peer names another root than it: each finds it). The rank that
-//   finds it tells every rank through its peer watch within milliseconds.
-// - Data a mismatched peer put into this rank's FIFOs during call k is
-//   read only by a later kernel: a collective one settles call k before
-//   it ends and fails with the mismatch (its buffer may be wrong, the
-//   call returns the error); a point-to-point receive waits for a size line that no
-//   collective writes (kernels/prims/p2p_size.cuh) until the report of the
-//   rank that found the mismatch stops it.
-//
-// Where the checker runs: in latency kernels the last warp of block 0
-// (call_begin before the first barrier; call_check after that warp's share
-// of the sends and before its receives in the LL kernel, so its wait delays
-// no line a peer waits for; docs/performance.md, "Session 17"); in the
-// bandwidth kernels and the plan kernel a block of its own
-// (call_check_block), so the data path never waits for the peers' start
-// (docs/performance.md, "Session 12", "Session 13").
-//
-// Four line slots suffice: when a rank writes line k (slot k mod 4) every
-// peer has read its line k - 4. Its call k - 1 ended, so it had settled
-// call k - 2 and read every peer's line of k - 2; a peer writes that line
-// as its call k - 2 starts, after its call k - 3 ended, by which time it
-// had settled k - 4 and read this rank's line of it. (Without deferral a
-// rank would be at most one call ahead and two slots would do.) Through
-// the proxy too: it forwards a rank's lines in order, and a line reaches
-// the peer before the peer can have read it.
-//
-// Signature 0: no check (point-to-point batches, whose peers differ per
-// rank, check message sizes instead: kernels/prims/p2p_size.cuh; the call
-// count does not move and a deferred check stays for the next collective).
+// The call check of the collective kernels: a mismatched call is an error, never a silently
+// wrong buffer (the GPU side of the host engine's message header, lib/engine/host_wire.h).
+// Call k (k counts this rank's earlier collective launches, in its inbox's call control line)
+// posts its signature to every peer in call line slot k % kCallLines (post_call) and compares
+// every peer's line of k (finish_call); a difference is recorded (kDevMismatch) and stops the
+// kernel's other waits. A rank that only sends in a call defers: it compares one peer's line
+// within the call and the rest in its next collective kernel (kDevMismatchPrev).
+// What an edit must keep: the checker never delays a line a peer waits for (latency kernels:
+// the last warp of block 0, after its sends; bandwidth kernels and the plan kernel: a block of
+// its own); every call settles the previous call's deferred check before it ends (four slots
+// suffice only then); signature 0 (point-to-point) checks nothing and leaves the count and a
+// deferred check alone. The protocol, why deferral loses no mismatch and why four slots
+// suffice: docs/reliability.md, "Mismatches are errors, never wrong data".
 #pragma once
 
 #include <cuda_runtime.h>
@@ -90,14 +34,10 @@ __device__ __forceinline__ bool call_checker() {
   return blockIdx.x == 0 && threadIdx.x >= blockDim.x - 32;
 }
 
-// The control line: [0] the collective launches this rank started, [1] the
-// signature of the last one when its check was deferred, else 0.
-__device__ __forceinline__ char* call_ctl(const DevComm& cm) { return cm.call_ctl; }
-
 // The checker warp's first half: counts the call and writes its lines into
 // the peers' inboxes; returns the call's number k.
 __device__ __forceinline__ uint64_t post_call(const DevComm& cm, uint64_t sig) {
-  char* const ctl = call_ctl(cm);
+  char* const ctl = cm.call_ctl;  // [0] launches started, [1] a deferred signature
   const int lane = int(threadIdx.x & 31);
   const uint64_t k = __shfl_sync(0xffffffffu, lane == 0 ? ll::ld_vol(ctl) : 0, 0);
   if (lane == 0) ll::st_vol(ctl, k + 1);
@@ -128,7 +68,7 @@ __device__ __forceinline__ void compare_call(const DevComm& cm, uint64_t sig, ui
         break;
       }
     }
-    if (ok && theirs != sig) g.record_mismatch(s, theirs, sig, kind);
+    if (ok && theirs != sig) g.record(mycollInvalidUsage, s, kind, sig, theirs);
   }
 }
 
@@ -138,7 +78,7 @@ __device__ __forceinline__ void compare_call(const DevComm& cm, uint64_t sig, ui
 // collective kernel.
 __device__ __forceinline__ void finish_call(const DevComm& cm, uint64_t sig, uint64_t k,
                                             int defer_to) {
-  char* const pending = call_ctl(cm) + 8;
+  char* const pending = cm.call_ctl + 8;
   const int lane = int(threadIdx.x & 31);
   const uint64_t prev = __shfl_sync(0xffffffffu, lane == 0 ? ll::ld_vol(pending) : 0, 0);
   if (prev != 0) compare_call(cm, prev, k - 1, -1, kDevMismatchPrev);

@@ -1,27 +1,14 @@
-// The launch epoch of the mailbox (the LL kernel, kernels/colls/ll_coll.cu,
-// every schedule): one control line in this rank's inbox
-// (FifoGeom::ctl_off), [0] the epoch (u64: launches completed), [8] blocks
-// done (u32, the launch in flight). Every rank runs the same sequence of
-// these launches (the host's choice depends only on values all ranks share:
-// collective, count, dtype, algorithm, n), so epochs agree. The flag of
-// epoch e, e mod (2^32 - 1) + 1 (never 0: inboxes start zeroed), marks every
-// line written in that launch; its parity b = e & 1 picks one of each
-// sender's two mailbox slots (FifoGeom::mb_off), whichever schedule runs.
-//
-// Why two parities suffice, the schedules interleaved in any order: claim
-// (*) when rank r's epoch-k launch has finished, every peer p's epoch-k
-// launch has started, because every launch waits for a line every peer
-// writes in that same launch (one-shot all-reduce: every peer's input;
-// two-shot: every peer's lines of r's part, which has at least one line;
-// the other collectives: data or an ack from every peer, see
-// kernels/colls/ll_coll.cu). r writes into p's slot of parity b at epoch e
-// only after its epoch-(e-1) launch finished, so by (*) p's epoch-(e-1)
-// launch had started, so p's epoch-(e-2) launch (stream order) had
-// finished: the last earlier reader of that slot, of whichever schedule, is
-// done. Lines left from epoch e-2 carry another flag, whatever layout wrote
-// them. (As for every collective, two launches of one communicator must not
-// run concurrently: two streams or parallel graph branches.) No host state:
-// CUDA graph replays advance the epoch like eager calls.
+// The launch epoch of the LL kernel's mailbox (kernels/colls/ll_coll.cu, every schedule): one
+// control line in this rank's inbox (FifoGeom::ctl_off), [0] the epoch (u64: launches
+// completed), [8] blocks done (u32, the launch in flight). Every line of epoch e's launch
+// carries the flag e mod (2^32 - 1) + 1 (never 0: inboxes start zeroed), and its parity
+// b = e & 1 picks one of each sender's two mailbox slots (FifoGeom::mb_off), whichever
+// schedule runs.
+// Epochs agree because every rank runs the same sequence of these launches. Two parities
+// suffice only because every launch waits for a line that every peer writes in the same launch,
+// and only while two launches of one communicator never run concurrently (docs/algorithms.md,
+// "GPU one-shot all-reduce (the LL kernel)", "Why two buffers suffice"). No host state: CUDA
+// graph replays advance the epoch like eager calls.
 #pragma once
 
 #include <cuda_runtime.h>

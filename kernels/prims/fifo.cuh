@@ -90,20 +90,13 @@ struct Chan {
 };
 
 __device__ __forceinline__ Chan make_chan(const DevComm& cm, int to, int from, int ch) {
-  Chan c;
+  Chan c{};
   c.cm = &cm;
   c.next = to;
   c.prev = from;
   const DevPeer& pr = cm.peers[to >= 0 ? to : from];
   c.sb = pr.slot_bytes;
   c.ns = uint64_t(pr.nslots);
-  c.send_data = nullptr;
-  c.send_head = nullptr;
-  c.send_tail = nullptr;
-  c.recv_data = nullptr;
-  c.recv_head = nullptr;
-  c.recv_tail = nullptr;
-  c.send_len = nullptr;
   if (to >= 0) {
     const DevPeer& p = cm.peers[to];
     c.send_data = p.send_data + uint64_t(ch) * c.ns * c.sb;

@@ -80,11 +80,6 @@ __device__ __forceinline__ uint64_t reduce8(uint64_t a, uint64_t b) {
   return r;
 }
 
-template <typename T>
-__device__ __forceinline__ uint64_t div_avg8(uint64_t a, int n) {
-  return dev::div_avg_packed<T>(a, n);
-}
-
 // Counters another GPU (or the proxy) writes: 8-byte volatile words.
 __device__ __forceinline__ uint64_t ld_vol(const char* p) {
   return *reinterpret_cast<const volatile uint64_t*>(p);
@@ -93,19 +88,22 @@ __device__ __forceinline__ void st_vol(char* p, uint64_t v) {
   *reinterpret_cast<volatile uint64_t*>(p) = v;
 }
 
-// Waits on mailbox lines of one launch (dev::Waiter's rule, the timeout
-// counted from the kernel's start t0). `stop` is the block's shared flag:
-// once one thread gives up, the block's other waits end too.
+// Waits on LL lines (the mailbox's, the plan kernel's ll ring) with
+// dev::Waiter's rule, the timeout counted from t0 (the kernel's or the
+// pass's start). `stop` is the block's shared flag: once one thread gives
+// up, the block's other waits end too.
 struct Spin {
   dev::GiveUp g;
   uint64_t t0;
   int* stop;
 
-  // True with the line's data in *v; false when this wait gave up.
-  __device__ bool wait(const char* p, uint32_t flag, uint64_t* v, int peer) const {
+  // True with the line's data in *v; false when this wait gave up (blamed
+  // on peer, in the DevOpKind kind).
+  __device__ bool wait(const char* p, uint32_t flag, uint64_t* v, int peer,
+                       int kind = kDevRecv) const {
     dev::Waiter w(t0);
     while (!load_line(p, flag, v))
-      if (dev::tick_or_stop(w, g, stop, peer, kDevRecv)) return false;
+      if (dev::tick_or_stop(w, g, stop, peer, kind)) return false;
     return true;
   }
 };
@@ -183,7 +181,7 @@ __device__ __forceinline__ bool fold_range(int n, int me, uint32_t lbeg, uint32_
     for (int u = 0; u < kU; ++u) {
       if (!want[u]) continue;
       uint64_t r = acc[u];
-      if (avg_n) r = div_avg8<T>(r, avg_n);
+      if (avg_n) r = dev::div_avg_packed<T>(r, avg_n);
       emit(l0 + u * nt, r);
     }
   }

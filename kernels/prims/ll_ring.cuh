@@ -1,30 +1,14 @@
-// The LL ring: the ring-with-credits addressing of the LL line protocol
-// (kernels/prims/ll.cuh; the mailbox addressing is the LL kernel's, with one
-// launch epoch: kernels/prims/epoch.cuh). A pair's small messages travel
-// here in both kernels that move them, the plan kernel's ll pass
-// (kernels/colls/plan.cu) and the LL point-to-point kernel
-// (kernels/colls/p2p.cu), so a message sent by either is received by either.
-//
-// Per (sender, receiver, channel) the receiver's inbox holds a ring of
-// `slots` slots of `lsb` bytes (FifoGeom::ll_off). A slot is lps = lsb / 16
-// LL lines of 8 data bytes each. A message of B bytes starting at the pair's
-// slot sequence number `base` takes need = ceil(B / (lsb / 2)) slots (never
-// more than the ring: the host caps ll messages at slots * lsb / 2). Its
-// line l, bytes 8l .. 8l+7, is the ring's line at
-//   ((base + l / lps) % slots) * lsb + (l % lps) * 16,  flagged base + l / lps + 1,
-// so a line of an earlier lap never carries the flag a receive waits for.
-//
-// Counters, each side's in its own inbox (FifoGeom::state_off): [2] slots
-// sent, [3] slots received; the receiver also stores its [3] into the
-// sender's inbox (ll_tail_off) as the sender's credit.
-//   send: once base + need - credit <= slots (the whole message fits, so a
-//     sender never waits mid-message: admit_send), store every line, then
-//     [2] = base + need.
-//   receive: poll each line until it carries its flag, store its data, then
-//     (every load returned) [3] = base + need and the credit (release).
-// A point-to-point message also has its size line at `base`
-// (kernels/prims/p2p_size.cuh): posted by admit_send with the lines, checked
-// by the receiver before it takes the message (dev::check_size).
+// The LL ring: the ring-with-credits addressing of LL lines (kernels/prims/ll.cuh), one ring
+// per (sender, receiver, channel) in the receiver's inbox (FifoGeom::ll_off). The plan kernel's
+// ll pass (kernels/colls/plan.cu) and the LL point-to-point kernel (kernels/colls/p2p.cu) both
+// move a pair's small messages here, so what either sends either receives: the layout, flags
+// and counters (state [2] slots sent, [3] slots received, the receiver's [3] also stored as
+// the sender's credit at ll_tail_off) must stay the same for both. A sender starts a message
+// only once all of it fits (admit_send; no message exceeds the ring: the host caps ll
+// messages at slots * lsb / 2); a receiver hands its slots back only once every load of it returned
+// (release). A point-to-point message also has its size line at `base`
+// (kernels/prims/p2p_size.cuh). The protocol and why the two kernels interoperate:
+// docs/algorithms.md, "GPU LL point-to-point kernel".
 #pragma once
 
 #include <cstdint>

@@ -1,31 +1,13 @@
-// The size check of point-to-point transfers: a receive whose sender sent
-// another number of bytes is an error naming both sizes, never a silently
-// wrong buffer (the ring counters of the pair would otherwise drift apart,
-// and a later receive would take the rest of this send as its data).
-//
-// Sizes travel beside the data (FifoGeom::size_off, ll_size_off): the
-// sender of a slice whose first slot has sequence number q writes its whole
-// message's bytes into line q % slots of the size lines beside that ring,
-// flagged q + 1; the receiver of the slice reads that line before it takes
-// the slice and compares it with its own message's bytes. The size lines
-// are reused at the pace of the ring's slots, so the ring's flow control
-// covers them: the sender reaches line q % slots again only for a slice
-// starting at q + slots or later, which needs slot q handed back, which the
-// receiver does after it read the line.
-//
-// A receiver that finds a mismatch records it (kDevRecvSizeMismatch) and
-// poisons the credit it returns to the sender (the top bit set, its own
-// bytes below), so a sender waiting for room, now or at its next transfer
-// on that ring, stops with kDevSendSizeMismatch instead of waiting for
-// MYCOLL_TIMEOUT.
-//
-// A message's size picks its ring (the ll ring up to MYCOLL_GPU_LL_BYTES a
-// slice, else the bandwidth FIFO), so sizes on either side of that limit
-// put the send on one ring and the receive on the other. A receive that
-// finds no size line on its own ring therefore also looks at the pair's
-// other ring (sent_on_other_ring): a size line there, at this rank's
-// receive position on that ring, is the sender's message, and the receive
-// reports the mismatch and refuses it on that ring.
+// The size check of point-to-point transfers: a receive whose sender sent another number of
+// bytes is an error naming both sizes, never a silently wrong buffer (the pair's ring counters
+// would drift apart). The sender of a slice whose first slot has sequence number q posts its
+// message's bytes in size line q % slots beside that ring (FifoGeom::size_off, ll_size_off),
+// flagged q + 1; the receiver compares before it takes the slice and, on a difference, poisons
+// the credit it returns (kCreditPoison), so a sender waiting for room stops too. The ring's
+// flow control guards the size lines only while a receiver reads the line before it hands
+// slot q back. A receive with no size line on its own ring also looks at the pair's other
+// ring (sizes on either side of the ll limit). The full description and why it holds:
+// docs/reliability.md, "Mismatches are errors, never wrong data".
 #pragma once
 
 #include <cuda_runtime.h>

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "algorithms/schedule.h"
 #include "kernels/reduce_ops.cuh"
@@ -28,23 +29,13 @@ using sched::kL;
 using sched::kR;
 using sched::kS;
 
+// The unsigned integer of N bytes (1, 2, 4, 8).
 template <int N>
-struct Bits;
-template <>
-struct Bits<1> {
-  using type = unsigned char;
-};
-template <>
-struct Bits<2> {
-  using type = unsigned short;
-};
-template <>
-struct Bits<4> {
-  using type = unsigned int;
-};
-template <>
-struct Bits<8> {
-  using type = unsigned long long;
+struct Bits {
+  using type = std::conditional_t<
+      N == 1, unsigned char,
+      std::conditional_t<N == 2, unsigned short,
+                         std::conditional_t<N == 4, unsigned int, unsigned long long>>>;
 };
 
 // A value of a FIFO slot (kFifo: fetched again every time, the peer or the

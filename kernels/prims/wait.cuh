@@ -52,13 +52,6 @@ struct GiveUp {
       __threadfence_system();
     }
   }
-  // A peer made another call (signatures of lib/engine/host_wire.h); kind
-  // kDevMismatch, or kDevMismatchPrev for the call before (deferred).
-  __device__ void record_mismatch(int peer, uint64_t theirs, uint64_t mine,
-                                  int kind = kDevMismatch) const {
-    record(mycollInvalidUsage, peer, kind, mine, theirs);
-  }
-
   // The verdict on a wait that has seen no progress since `since`: 0 keep
   // waiting; mycollRemoteError (abort flag) or mycollTimeout, to record;
   // -1 when another block or kernel of this rank failed first, or a peer

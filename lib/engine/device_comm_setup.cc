@@ -32,7 +32,7 @@ void preload_kernels_once(int dev) {
   std::lock_guard<std::mutex> g(mu);
   if (std::find(done.begin(), done.end(), dev) != done.end()) return;
   for (cudaError_t e : {preload_plan_kernels(), preload_ring_kernels(), preload_direct_kernels(),
-                        preload_ll_coll_kernels(), preload_p2p_kernels()})
+                        preload_ll_coll_kernels(), preload_p2p_kernels(), preload_premul_kernels()})
     if (e != cudaSuccess)
       throw_error(mycollUnhandledCudaError, std::string("loading the GPU kernels on device ") +
                                                 std::to_string(dev) + ": " + cudaGetErrorString(e));

@@ -26,7 +26,7 @@
 #include <cuda_runtime.h>
 
 #include "engine/cuda_scope.h"
-#include "kernels/premul.h"
+#include "kernels/launch.h"
 #endif
 
 using namespace mycoll;
@@ -183,9 +183,8 @@ const void* premultiply(const NcclCall& c, mycollComm_t handle, Scratch& keep, b
     cudaError_t e = cudaMallocFromPoolAsync(&p, n * es, premul_pool(mc->cuda_device), c.stream);
     if (e == cudaSuccess) {
       keep.dev.emplace_back(p, c.stream);
-      e = static_cast<cudaError_t>(launch_premul(t, p, c.send, n,
-                                                 c.pm.on_device ? c.pm.scalar : nullptr, c.pm.bits,
-                                                 reinterpret_cast<mycollStream_t>(c.stream)));
+      e = launch_premul(t, p, c.send, n, c.pm.on_device ? c.pm.scalar : nullptr, c.pm.bits,
+                        c.stream);
     }
     if (e != cudaSuccess)
       throw_error(mycollUnhandledCudaError,
