@@ -60,7 +60,7 @@ struct Config {
   std::string socket_ifname;                   // MYCOLL_SOCKET_IFNAME
   std::string host_id;                         // MYCOLL_HOST_ID (override of hostname+boot id)
   size_t shm_fifo_bytes = 1u << 20;            // MYCOLL_SHM_FIFO_BYTES
-  size_t shm_read_bytes = 0;                   // MYCOLL_SHM_READ_BYTES (0 = never)
+  size_t shm_read_bytes = 2u << 20;            // MYCOLL_SHM_READ_BYTES (0 = never)
   size_t socket_buffer_bytes = 0;              // MYCOLL_SOCKET_BUFFER_BYTES
   size_t chunk_bytes = 0;                      // MYCOLL_CHUNK_BYTES (pipelined tree/chain)
   int gpu_channels = 64;                       // MYCOLL_NCHANNELS

@@ -1,4 +1,4 @@
-// mycoll-perf's pure parts: the command line (nccl-tests' -R, -B/--best_of),
+// mycoll-perf's pure parts: the command line (nccl-tests' -R, -B/--best_of, --dirty),
 // the progress line, the output text and the build commit. The runs themselves are CLI tests
 // (tools/mycoll-perf/CMakeLists.txt).
 #include <gtest/gtest.h>
@@ -74,6 +74,25 @@ TEST(PerfOptions, DescribeNamesBestOfAndRegistration) {
   Options r;
   ASSERT_TRUE(parse({"all_reduce", "-R", "2"}, &r));
   EXPECT_NE(describe_options(r).find(" -R 2"), std::string::npos) << describe_options(r);
+}
+
+TEST(PerfOptions, DirtyIsHostMemoryBesideMycollOrMpiOnly) {
+  Options d;
+  ASSERT_TRUE(parse({"sendrecv", "--dirty", "1", "--vs", "mpi"}, &d));
+  EXPECT_EQ(d.dirty, 1);
+  EXPECT_NE(describe_options(d).find(" --dirty 1"), std::string::npos) << describe_options(d);
+  Options off;
+  ASSERT_TRUE(parse({"sendrecv", "--dirty=0"}, &off));
+  EXPECT_EQ(off.dirty, 0);
+  EXPECT_EQ(describe_options(off).find("--dirty"), std::string::npos) << describe_options(off);
+  for (std::vector<std::string> bad : {std::vector<std::string>{"sendrecv", "--dirty", "2"},
+                                       {"sendrecv", "--dirty", "1", "--mem", "cuda"},
+                                       {"sendrecv", "--dirty", "1", "--vs", "gloo"}}) {
+    Options o;
+    int code = 0;
+    EXPECT_FALSE(parse(bad, &o, &code)) << bad.back();
+    EXPECT_EQ(code, 2);
+  }
 }
 
 TEST(PerfOptions, RegistrationNoticeOnlyForOneAndTwo) {

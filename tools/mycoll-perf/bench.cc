@@ -61,6 +61,23 @@ struct Ptrs {
 };
 using Issue = std::function<void(const std::vector<Ptrs>&)>;
 
+// Bytes of one rank's input (host memory), for --dirty.
+struct Span {
+  const void* p;
+  size_t n;
+};
+
+// --dirty: stores every 64-byte line of each span with the value it holds,
+// so the data stays the checked input while each line becomes modified in
+// this core's cache, as after the computation that produced it: a peer
+// that reads it (or a copy out of it) pays the transfer a real input costs.
+void rewrite_lines(const std::vector<Span>& spans) {
+  for (const Span& s : spans) {
+    volatile char* q = static_cast<volatile char*>(const_cast<void*>(s.p));
+    for (size_t i = 0; i < s.n; i += 64) q[i] = q[i];
+  }
+}
+
 class Bench {
  public:
   Bench(const BenchSetup& s, const Options& o)
@@ -473,11 +490,20 @@ class Bench {
     };
     const Issue mycoll_oop = mycoll_call(what + " out of place");
     const Issue mycoll_ip = mycoll_call(what + " in place");
+    // --dirty: the input bytes each rank's call reads, rewritten before it.
+    std::vector<Span> oop_in, ip_in;
+    if (o_.dirty)
+      for (size_t i = 0; i < slots_.size(); ++i) {
+        const Layout l = layout(c, count, slots_[i].r.rank, n_, root);
+        if (!l.has_input) continue;
+        oop_in.push_back({oop[i].send, l.in_count * es});
+        ip_in.push_back({ip[i].send, l.in_count * es});
+      }
 
-    line.oop.time_us = time_batch(mycoll_oop, oop);
+    line.oop.time_us = time_batch(mycoll_oop, oop, oop_in);
     if (o_.check) line.oop.wrong = check_run(c, count, t, op, root, false, mycoll_oop, what + " out of place");
     if (c.has_in_place) {
-      line.ip.time_us = time_batch(mycoll_ip, ip);
+      line.ip.time_us = time_batch(mycoll_ip, ip, ip_in);
       if (o_.check) line.ip.wrong = check_run(c, count, t, op, root, true, mycoll_ip, what + " in place");
     }
     if (nccl_) {
@@ -488,13 +514,13 @@ class Bench {
                           s.be->stream());
         });
       };
-      line.vs.time_us = time_batch(nccl_oop, oop);
+      line.vs.time_us = time_batch(nccl_oop, oop, {});
       if (o_.check) line.vs.wrong = check_run(c, count, t, op, root, false, nccl_oop, w);
     }
     // MPI counts are int: larger sizes (and types MPI lacks) show N/A.
     if (mpi_ && slots_.size() == 1 && mpi_->supports(t) && slots_[0].be->mpi_can_access() &&
         count <= static_cast<size_t>(std::numeric_limits<int>::max()))
-      line.vs.time_us = time_mpi(c, oop[0], count, t, op, root, what);
+      line.vs.time_us = time_mpi(c, oop[0], count, t, op, root, what, oop_in);
     const double factor = c.busbw_factor(n_);
     for (Result* r : {&line.oop, &line.ip, &line.vs}) {
       if (std::isnan(r->time_us)) continue;
@@ -512,7 +538,9 @@ class Bench {
   // clock, stream synchronised at the end; -z 1: after every call). -G N:
   // the -n calls are captured in one CUDA graph per rank, launched N times.
   // Each batch's time is aggregated over ranks (-a); the fastest is returned.
-  double time_batch(const Issue& issue, const std::vector<Ptrs>& p) {
+  // `dirty` (--dirty): input spans rewritten before every timed call.
+  double time_batch(const Issue& issue, const std::vector<Ptrs>& p,
+                    const std::vector<Span>& dirty) {
     for (int i = 0; i < o_.warmup; ++i) {
       issue(p);
       if (o_.blocking) sync_all();
@@ -520,13 +548,14 @@ class Bench {
     sync_all();
     double best = 0;
     for (int k = 0; k < o_.repeats; ++k) {
-      const double t = time_one_batch(issue, p);
+      const double t = time_one_batch(issue, p, dirty);
       if (k == 0 || t < best) best = t;
     }
     return best;
   }
 
-  double time_one_batch(const Issue& issue, const std::vector<Ptrs>& p) {
+  double time_one_batch(const Issue& issue, const std::vector<Ptrs>& p,
+                        const std::vector<Span>& dirty) {
     barrier();
     double us = 0;
     if (o_.graph_launches > 0) {
@@ -549,6 +578,7 @@ class Bench {
     } else {
       const auto t0 = Clock::now();
       for (int i = 0; i < o_.iters; ++i) {
+        rewrite_lines(dirty);
         issue(p);
         if (o_.blocking) sync_all();
       }
@@ -606,8 +636,10 @@ class Bench {
   }
 
   double time_mpi(const CollInfo& c, const Ptrs& p, size_t count, mycollDataType_t t,
-                  mycollRedOp_t op, int root, const std::string& what) {
+                  mycollRedOp_t op, int root, const std::string& what,
+                  const std::vector<Span>& dirty) {
     auto call = [&] {
+      rewrite_lines(dirty);
       std::string err;
       if (!mpi_->run(c.id, p.send, p.recv, count, t, op, root, &err))
         throw std::runtime_error(std::string(vs_name()) + " " + what + " failed: " + err);

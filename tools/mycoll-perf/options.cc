@@ -59,6 +59,11 @@ void usage(const char* prog) {
       "                           GPU per rank)\n"
       "  --skip-without-gpu       with --mem cuda: print 'SKIP: ...' and exit 0 when fewer\n"
       "                           GPUs than needed are present (for test suites)\n"
+      "  --dirty <0|1>            host memory: before every timed call (mycoll's and MPI's\n"
+      "                           alike) rewrite each 64-byte line of every rank's input with\n"
+      "                           its own value, so the call reads data its producer just\n"
+      "                           wrote (as a training step's new gradients) rather than lines\n"
+      "                           every cache already holds from the previous call (default 0)\n"
       "Exit status: 0 when every checked element was right, 1 if any #wrong > 0, 2 on errors.\n",
       prog);
 }
@@ -173,6 +178,7 @@ bool parse_options(int argc, char** argv, Options* o, int* exit_code) {
     else if (a == "-z") ok = parse_int(v, 0, 1, &o->blocking);
     else if (a == "-a") ok = parse_int(v, 0, 3, &o->average);
     else if (a == "--np") ok = parse_int(v, 1, 4096, &o->np);
+    else if (a == "--dirty") ok = parse_int(v, 0, 1, &o->dirty);
     else if (a == "-t") ok = parse_int(v, 1, 1024, &o->threads);
     else if (a == "-g") ok = parse_int(v, 1, 1024, &o->gpus);
     else if (a == "-G") ok = parse_int(v, 0, 1 << 20, &o->graph_launches);
@@ -257,6 +263,11 @@ bool parse_options(int argc, char** argv, Options* o, int* exit_code) {
     std::fprintf(stderr, "mycoll-perf: --vs gloo compares host memory: drop --mem cuda\n");
     return false;
   }
+  if (o->dirty && (o->cuda() || o->vs_gloo)) {
+    std::fprintf(stderr, "mycoll-perf: --dirty rewrites host inputs before mycoll's and MPI's "
+                 "calls: not with %s\n", o->cuda() ? "--mem cuda" : "--vs gloo");
+    return false;
+  }
   if (o->vs_mpi && (o->threads > 1 || o->gpus > 1)) {
     std::fprintf(stderr, "mycoll-perf: --vs mpi runs one rank per process: drop -t/-g\n");
     return false;
@@ -299,6 +310,7 @@ std::string describe_options(const Options& o) {
        std::to_string(o.repeats) + " -c " + std::to_string(o.check) + " -r " +
        std::to_string(o.root) + " -a " + std::to_string(o.average);
   if (o.local_register) s += " -R " + std::to_string(o.local_register);
+  if (o.dirty) s += " --dirty 1";
   if (o.cuda())
     s += " -z " + std::to_string(o.blocking) + " -t " + std::to_string(o.threads) + " -g " +
          std::to_string(o.gpus) + " -G " + std::to_string(o.graph_launches);

@@ -1,6 +1,6 @@
 // Command line of mycoll-perf: nccl-tests' flags (-b -e -f -i -n -w -c -d -o -r -z -a
 // -t -g -G -J -R, short or long: --minbytes ...) plus -B/--best_of, --np, --json, --vs,
-// --mem, --skip-without-gpu.
+// --mem, --skip-without-gpu, --dirty.
 #pragma once
 
 #include <cstddef>
@@ -40,6 +40,7 @@ struct Options {
   int gpus = 1;                              // -g: GPUs per thread (device memory)
   int graph_launches = 0;                    // -G: time this many CUDA graph launches
   bool skip_without_gpu = false;             // --skip-without-gpu: exit 0 "SKIP: ..."
+  int dirty = 0;                             // --dirty: rewrite every input line before each call
   bool cuda() const { return mem == "cuda"; }
 };
 

@@ -456,8 +456,12 @@ class ShmTransport final : public Transport {
     if (np > 0)
       log_info(Subsys::Transport,
                "shm: rank {} connected to {} peer(s), FIFO {} bytes each way, single-copy reads "
-               "from {} of them",
-               me, np, cap, readable);
+               "from {} of them{}",
+               me, np, cap, readable,
+               cfg.shm_read_bytes == 0
+                   ? " (off: MYCOLL_SHM_READ_BYTES=0)"
+                   : " (messages of " + std::to_string(cfg.shm_read_bytes) +
+                         " B and more that do not reduce, MYCOLL_SHM_READ_BYTES)");
     return conns;
   }
 
