@@ -88,9 +88,11 @@ cudaError_t preload_dtype_op(std::initializer_list<mycollRedOp_t> ops = {mycollS
   for (int t = 0; t < mycollNumTypes; ++t)
     for (mycollRedOp_t op : ops) {
       const mycollDataType_t dt = static_cast<mycollDataType_t>(t);
-      const cudaError_t r =
-          kSizes ? dispatch_size<Preload<Launch>::template Of>(dt, 0, 0, nullptr)
-                 : dispatch_dtype_op<Preload<Launch>::template Of>(dt, op, 0, 0, nullptr);
+      cudaError_t r;
+      if constexpr (kSizes)
+        r = dispatch_size<Preload<Launch>::template Of>(dt, 0, 0, nullptr);
+      else
+        r = dispatch_dtype_op<Preload<Launch>::template Of>(dt, op, 0, 0, nullptr);
       if (e == cudaSuccess) e = r;
     }
   return e;
@@ -99,6 +101,13 @@ cudaError_t preload_dtype_op(std::initializer_list<mycollRedOp_t> ops = {mycollS
 template <template <typename, int> class Launch>
 cudaError_t preload_sizes() {
   return preload_dtype_op<Launch, true>({mycollSum});
+}
+
+// The first of several results that is not cudaSuccess (the preloads').
+inline cudaError_t first_error(std::initializer_list<cudaError_t> results) {
+  for (cudaError_t r : results)
+    if (r != cudaSuccess) return r;
+  return cudaSuccess;
 }
 
 // What a one-kernel collective (ring, direct, one-shot, two-shot, LL) is
@@ -110,29 +119,22 @@ struct CollKArgs {
   uint64_t bytes;
   const DevComm* comm;  // device memory
   Coll kind;
-  int32_t root;      // rooted collectives
-  int32_t avg_n;     // Avg: divide the final sum by this; 0 = no division
-  int32_t nch;       // direct kernel: channels per peer stream
-  int32_t nstreams;  // direct kernel: peer streams
-  uint64_t sig;      // the call's signature (kernels/prims/call_check.cuh)
-  int32_t defer_to;  // ring kernel: the peer whose call line it compares now (-1: every peer's)
-  int32_t two_shot;  // LL kernel, all-reduce: reduce-scatter + all-gather of parts of `bytes`
-  uint32_t clip;     // LL kernel: no user byte at or past this offset (two-shot: the message)
+  int32_t root;           // rooted collectives
+  int32_t avg_n;          // Avg: divide the final sum by this; 0 = no division
+  int32_t nch = 0;        // direct kernel: channels per peer stream
+  int32_t nstreams = 0;   // direct kernel: peer streams
+  uint64_t sig;           // the call's signature (kernels/prims/call_check.cuh)
+  int32_t defer_to = -1;  // ring kernel: the peer whose call line it checks now (-1: every peer's)
+  int32_t two_shot = 0;   // LL kernel, all-reduce: reduce-scatter + all-gather of parts of `bytes`
+  // LL kernel: no user byte at or past this offset (two-shot: the message)
+  uint32_t clip = ~uint32_t(0);
 };
 
 inline CollKArgs coll_kargs(Coll kind, const void* in, void* out, uint64_t bytes,
                             const DevComm* comm, int root, bool avg, int nranks, uint64_t sig) {
-  CollKArgs a{};
-  a.sig = sig;
-  a.in = static_cast<const char*>(in);
-  a.out = static_cast<char*>(out);
-  a.bytes = bytes;
-  a.comm = comm;
-  a.kind = kind;
-  a.root = root;
+  CollKArgs a{static_cast<const char*>(in), static_cast<char*>(out), bytes, comm, kind, root};
   a.avg_n = avg ? nranks : 0;
-  a.defer_to = -1;
-  a.clip = ~uint32_t(0);
+  a.sig = sig;
   return a;
 }
 
