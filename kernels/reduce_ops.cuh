@@ -43,31 +43,21 @@ __device__ __forceinline__ H2 apply2(H2 a, H2 b) {
 template <typename T, int OP>
 struct Red {
   __device__ static T apply(T a, T b) {
-    using U = std::make_unsigned_t<std::conditional_t<std::is_integral_v<T>, T, int>>;
+    constexpr bool kInt = std::is_integral_v<T>;
+    // Integers computed unsigned (they wrap), floats as they are.
+    using U = std::conditional_t<kInt, std::make_unsigned_t<std::conditional_t<kInt, T, int>>, T>;
     if constexpr (kIsFp8<T>) {
       return T(Red<float, OP>::apply(float(a), float(b)));
     } else if constexpr (kIsHalf<T>) {
       return apply2<OP>(Half2<T>(a, a), Half2<T>(b, b)).x;
     } else if constexpr (OP == mycollSum || OP == mycollAvg) {
-      if constexpr (std::is_integral_v<T>)
-        return T(U(a) + U(b));
-      else
-        return a + b;
+      return T(U(a) + U(b));
     } else if constexpr (OP == mycollProd) {
-      if constexpr (std::is_integral_v<T>)
-        return T(U(a) * U(b));
-      else
-        return a * b;
-    } else if constexpr (OP == mycollMax) {
-      if constexpr (std::is_floating_point_v<T>)
-        return (a != a || b != b) ? (a + b) : (a > b ? a : b);  // NaN propagates
-      else
-        return a > b ? a : b;
-    } else {
-      if constexpr (std::is_floating_point_v<T>)
-        return (a != a || b != b) ? (a + b) : (a < b ? a : b);
-      else
-        return a < b ? a : b;
+      return T(U(a) * U(b));
+    } else if constexpr (kInt) {  // Max, Min
+      return (OP == mycollMax ? a > b : a < b) ? a : b;
+    } else {  // NaN propagates
+      return (a != a || b != b) ? (a + b) : ((OP == mycollMax ? a > b : a < b) ? a : b);
     }
   }
 };
@@ -94,18 +84,11 @@ __device__ __forceinline__ uint4 apply16(uint4 a, uint4 b) {
   return r;
 }
 
+// 16-bit floats and fp8 divide in fp32, rounded back to nearest even.
 template <typename T>
 __device__ __forceinline__ T div_avg(T x, int n) {
-  if constexpr (std::is_same_v<T, __half>)
-    return __float2half_rn(__half2float(x) / float(n));
-  else if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    return __float2bfloat16_rn(__bfloat162float(x) / float(n));
-  else if constexpr (kIsFp8<T>)
+  if constexpr (kIsHalf<T> || kIsFp8<T>)
     return T(float(x) / float(n));
-  else if constexpr (std::is_same_v<T, float>)
-    return x / float(n);
-  else if constexpr (std::is_same_v<T, double>)
-    return x / double(n);
   else
     return T(x / T(n));
 }

@@ -59,8 +59,8 @@ __device__ __forceinline__ bool aligned16(const void* p) {
   return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
 }
 
-// Every lane of packed elements (V: 8 or 16 bytes) divided by n (the Avg of
-// a sum).
+// Every lane of packed elements (V: T, 8 or 16 bytes) divided by n (the Avg
+// of a sum).
 template <typename T, typename V>
 __device__ __forceinline__ V div_avg_packed(V a, int n) {
   constexpr int N = sizeof(V) / sizeof(T);
@@ -91,12 +91,7 @@ __device__ __forceinline__ V combine(V local, V fifo) {
 template <typename T, int OP, int M, typename V>
 __device__ __forceinline__ void put(char* fout, char* dst, uint64_t i, V v, int avg_n) {
   if constexpr ((M & kR) && (M & kL) && (M & kD)) {
-    if (avg_n) {
-      if constexpr (sizeof(V) == 16)
-        v = div_avg_packed<T>(v, avg_n);
-      else
-        v = div_avg<T>(v, avg_n);
-    }
+    if (avg_n) v = div_avg_packed<T>(v, avg_n);
   }
   if constexpr (M & kS) reinterpret_cast<V*>(fout)[i] = v;
   if constexpr (M & kD) reinterpret_cast<V*>(dst)[i] = v;
