@@ -21,7 +21,6 @@ namespace mycoll {
 // byte-moving instantiation (no RecvReduce/ScaleAvg ops allowed).
 cudaError_t launch_plan(const KernelArgs& a, bool reduce, mycollDataType_t t, mycollRedOp_t op,
                         int nchannels, cudaStream_t stream);
-int plan_kernel_threads();
 int plan_kernel_max_step_ops();
 
 // The LL kernel (kernels/colls/ll_coll.cu), every mailbox schedule in one
@@ -38,9 +37,8 @@ int plan_kernel_max_step_ops();
 // out = in + rank x bytes; all-reduce, broadcast, reduce, all-to-all: in =
 // out). Reduce writes out on the root only (other ranks may pass null).
 // Every rank must pass the same max_blocks. pdl: a programmatic launch
-// (launch_kernel, kernels/dispatch.cuh), only where no other rank's kernel
-// shares the GPU; the kernel waits for its predecessor's grid and never
-// triggers its successor early (docs/architecture.md says why).
+// (launch_kernel, kernels/dispatch.cuh, says when); the kernel waits for its
+// predecessor's grid and never triggers its successor early.
 cudaError_t launch_ll_coll(Coll kind, bool two_shot, const void* in, void* out, uint64_t bytes,
                            mycollDataType_t t, mycollRedOp_t op, int root, const DevComm* comm,
                            int nranks, int max_blocks, uint64_t sig, bool pdl, cudaStream_t stream);
@@ -54,28 +52,22 @@ bool kernels_pdl_ready();
 int ll_coll_grid(bool two_shot, uint64_t bytes, int nranks, int max_blocks);
 
 // Fused ring all-reduce / all-gather / reduce-scatter and chain broadcast /
-// reduce (kernels/colls/ring.cu) through the plan kernel's bandwidth FIFOs
-// with ranks r - 1 and r + 1, one block per channel (plus the call check's
-// block when sig != 0: kernels/prims/call_check.cuh): each slot is received,
-// combined and forwarded in one pass. `bytes` is all-reduce's, broadcast's
+// reduce (kernels/colls/ring.cu), one block per channel (plus the call
+// check's block when sig != 0). `bytes` is all-reduce's, broadcast's
 // and reduce's message, all-gather's input block or reduce-scatter's output
 // block (> 0). Requires every peer mapped over CUDA IPC and nchannels <=
 // geom.max_channels; interleaves with plan-kernel launches (same counters).
 // In place as the API defines it; reduce writes out on the root only.
-// defer_to >= 0: this rank only sends in the call (a chain's first rank);
-// its call check compares that peer's line now and the others' in its next
-// collective kernel (kernels/prims/call_check.cuh). pdl: a programmatic
-// launch, as launch_ll_coll's.
+// defer_to >= 0: this rank only sends in the call (a chain's first rank;
+// kernels/prims/call_check.cuh). pdl: as launch_ll_coll's.
 cudaError_t launch_ring(Coll kind, const void* in, void* out, uint64_t bytes, mycollDataType_t t,
                         mycollRedOp_t op, int root, const DevComm* comm, int nranks, int nchannels,
                         uint64_t sig, int defer_to, bool pdl, cudaStream_t stream);
 
 // Direct all-to-all / scatter / gather (kernels/colls/direct.cu): one block
-// per (stream, channel), a stream being one peer, with whom all-to-all
-// exchanges blocks both ways (in place too) and scatter / gather move one
-// block one way, through the bandwidth FIFOs (same counters as the plan
-// kernel); then `copy_blocks` blocks copying this rank's own block (0 when
-// it is already in place). `bytes` is one block (> 0). Requires every peer
+// per (stream, channel), a stream being one peer, then `copy_blocks` blocks
+// copying this rank's own block (0 when it is already in place), plus the
+// call check's. `bytes` is one block (> 0). Requires every peer
 // mapped over CUDA IPC, nchannels <= geom.max_channels and alike on every
 // rank, and the whole grid (direct_streams x nchannels + copy_blocks, plus
 // the call check's block when sig != 0) resident on the GPU at once: a
@@ -107,14 +99,11 @@ cudaError_t launch_p2p_ll(const P2pLlCommon& c, const P2pLlKey* keys, const uint
 cudaError_t launch_premul(mycollDataType_t t, void* dst, const void* src, size_t n,
                           const void* scalar_dev, uint64_t scalar_bits, cudaStream_t stream);
 
-// Loads every kernel of the library on the current device (idempotent,
-// cheap after the first call). CUDA loads kernels lazily at first launch by
-// default (CUDA_MODULE_LOADING=LAZY), and loading may synchronise the whole
-// context: a rank launching a kernel for the first time would wait for the
-// kernels of other ranks sharing the GPU in this process, which wait for
-// it. The device engine calls these at init, then meets the other ranks in
-// a barrier (lib/engine/device_comm_setup.cc), so no rank of the
-// communicator runs a kernel before every rank's kernels are loaded.
+// Loads every kernel of the library on the current device (idempotent). A
+// lazy load at a first launch may synchronise the whole context, waiting
+// for other ranks' kernels on the GPU that wait for this rank: the device
+// engine preloads at init, then meets the other ranks in a barrier
+// (lib/engine/device_comm_setup.cc).
 cudaError_t preload_plan_kernels();
 cudaError_t preload_ring_kernels();  // fused ring and chain kernels
 cudaError_t preload_direct_kernels();

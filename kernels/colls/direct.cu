@@ -28,11 +28,8 @@ constexpr int kThreads = 512;
 // One (peer, channel): send `sbytes` from src to the peer and receive
 // `rbytes` from it into dst, slot by slot as room and data allow, both in
 // each batch. In place (dst == src, all-to-all) a slot is received only
-// once the slot at the same offset was sent in an earlier batch (a barrier
-// apart), so nothing is overwritten before it is read; the peer's block does
-// the same with us, so both always make progress: a receive waits for our
-// own earlier send only, a send for room the peer frees by receiving.
-// Returns false when the block gave up.
+// once the slot at the same offset was sent in an earlier batch (the
+// doc's "In place"). Returns false when the block gave up.
 template <typename U>
 __device__ bool exchange(const Chan& c, FifoShared& sh, const char* src, uint64_t sbytes, char* dst,
                          uint64_t rbytes, bool inplace) {
@@ -64,11 +61,8 @@ __device__ bool exchange(const Chan& c, FifoShared& sh, const char* src, uint64_
 }
 
 // Stream i of this rank: its peer, and whether it sends and receives there,
-// from the direct schedule (lib/algorithms/schedule.h): all-to-all
-// exchanges both ways with peers r+1, r+2, ...; a scatter root sends to
-// each peer, a gather root receives from each; their other ranks receive
-// from or send to the root. (Where a rank both sends and receives, both
-// runs start at r+1.)
+// from the direct schedule (lib/algorithms/schedule.h; where a rank both
+// sends and receives, both runs start at r+1).
 struct Stream {
   int peer;
   bool send, recv;

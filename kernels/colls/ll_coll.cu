@@ -154,26 +154,20 @@ __device__ void recv_lines(const Ctx& x, int first, int nsrc, uint64_t from, cha
   }
 }
 
-// Acks (see the top of the file), by block 0: line 0 of lc(me, b) into the
-// inbox of every peer outside the run of nskip peers from first (the peers
-// this rank sends data to).
-__device__ void send_acks(const Ctx& x, int first, int nskip) {
+// Acks (see the top of the file), by block 0, with every peer p outside the
+// run of nskip peers from first (kSend: the peers this rank sends data to,
+// else those it gets data from): kSend, line 0 of lc(me, b) into p's inbox;
+// else waits for line 0 of lc(p, b) in mine.
+template <bool kSend>
+__device__ void acks(const Ctx& x, int first, int nskip) {
   if (blockIdx.x != 0) return;
-  for (int p = int(threadIdx.x); p < x.n; p += int(blockDim.x))
-    if (p != x.me && !sched::direct_in_run(first, nskip, p, x.n))
-      ll::store_line(x.buf(x.cm->remote[p], x.me), 0, x.flag);
-}
-
-// Block 0 waits for the ack of every peer outside the run of nskip peers
-// from first (the peers this rank gets data from): line 0 of lc(s, b) in my
-// inbox.
-__device__ void wait_acks(const Ctx& x, int first, int nskip) {
-  if (blockIdx.x != 0) return;
-  for (int s = int(threadIdx.x); s < x.n; s += int(blockDim.x)) {
-    if (s == x.me || sched::direct_in_run(first, nskip, s, x.n)) continue;
+  for (int p = int(threadIdx.x); p < x.n; p += int(blockDim.x)) {
+    if (p == x.me || sched::direct_in_run(first, nskip, p, x.n)) continue;
     uint64_t v;
-    if (!ll::load_line(x.buf(x.local, s), x.flag, &v) &&
-        !x.spin.wait(x.buf(x.local, s), x.flag, &v, s))
+    if (kSend)
+      ll::store_line(x.buf(x.cm->remote[p], x.me), 0, x.flag);
+    else if (!ll::load_line(x.buf(x.local, p), x.flag, &v) &&
+             !x.spin.wait(x.buf(x.local, p), x.flag, &v, p))
       return;
   }
 }
@@ -185,11 +179,7 @@ __device__ void wait_acks(const Ctx& x, int first, int nskip) {
 template <typename T, int OP>
 __global__ void __launch_bounds__(kThreads) ll_coll_kernel(CollKArgs a) {
   // Programmatic dependent launch (launch_ll_coll's pdl, kernels/launch.h):
-  // this grid may be scheduled before its predecessor on the stream has
-  // completed; it waits here, before touching any memory, for that grid's
-  // completion and its writes (a no-op when launched without the
-  // attribute). No early trigger: the successor is scheduled as this grid's
-  // blocks exit.
+  // wait for the predecessor grid before touching memory; no early trigger.
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
@@ -223,13 +213,11 @@ __global__ void __launch_bounds__(kThreads) ll_coll_kernel(CollKArgs a) {
 
   const bool in_place = a.in == a.out;
   // What this rank does in this launch: the direct schedule
-  // (lib/algorithms/schedule.h, the one the host plans lay over steps), as
-  // data, so that each step below is one call site: every step inlined once
-  // keeps the kernel's code small (it has to come through the instruction
-  // cache at every launch). Blocks are a.bytes apart (two-shot: parts).
-  // Each call with a constant collective, so each instantiation compiles
-  // only its own collectives' rows (a call with a.kind: 0.9-1.3 KB more
-  // code per instantiation).
+  // (lib/algorithms/schedule.h) as data, so that each step below is one
+  // call site (a small kernel: it comes through the instruction cache at
+  // every launch). Blocks are a.bytes apart (two-shot: parts). Each call
+  // with a constant collective, so each instantiation compiles only its own
+  // collectives' rows (a call with a.kind: 0.9-1.3 KB more code).
   const sched::DirectRank d =
       kMove ? (a.kind == Coll::AllToAll ? sched::direct_rank(Coll::AllToAll, false, n, me, a.root)
                : a.kind == Coll::Broadcast
@@ -246,14 +234,10 @@ __global__ void __launch_bounds__(kThreads) ll_coll_kernel(CollKArgs a) {
   // Sends first (input lines to d.nsend peers; acks to every peer this rank
   // sends no data to), then the call check (kernels/prims/call_check.cuh),
   // then what reads a peer's line: the checker warp's wait delays no line a
-  // peer waits for. In place, one-shot all-reduce, n > 2: the block's reads
-  // of its input lines (sends, a (peer, line) item per thread) before its
-  // writes (fold, a line per thread), ahead of the call check so no warp
-  // waits for the checker's compare. At n = 2 the thread that sends line l
-  // folds it, and so does the two-shot's at any n: its sends read the other
-  // parts, its receives write them, item (peer, line) by the same thread.
+  // peer waits for. The in-place barrier (see the top of the file) comes
+  // ahead of the call check, so no warp waits for the checker's compare.
   if (d.nsend) send_lines<!kMove>(x, a.in, d.send_off(1, B), d.send_first, d.nsend);
-  if (d.nsend < n - 1) send_acks(x, d.send_first, d.nsend);
+  if (d.nsend < n - 1) acks<true>(x, d.send_first, d.nsend);
   if (!kMove && a.kind == Coll::AllReduce && in_place && !a.two_shot && n > 2) __syncthreads();
   dev::call_check(cm, a.sig, call);
   if constexpr (kMove) {
@@ -291,7 +275,7 @@ __global__ void __launch_bounds__(kThreads) ll_coll_kernel(CollKArgs a) {
   // Receives (sender s's lines at lc(s, b) + half into output block s, or
   // the output), then the acks of every peer this rank gets no data from.
   if (d.nrecv) recv_lines<!kMove>(x, d.recv_first, d.nrecv, half, a.out, d.recv_off(1, B));
-  if (!d.fold && d.nrecv < n - 1) wait_acks(x, d.recv_first, d.nrecv);
+  if (!d.fold && d.nrecv < n - 1) acks<false>(x, d.recv_first, d.nrecv);
 
   // The last block done moves the epoch on (kernels/prims/epoch.cuh).
   dev::epoch_end(ctl, ep);
@@ -303,8 +287,7 @@ MYCOLL_DEFINE_LAUNCH(Launch, CollKArgs, kThreads, ll_coll_kernel<T, OP>)
 }  // namespace
 
 cudaError_t preload_ll_coll_kernels() {
-  const cudaError_t e = Launch<uint8_t, kMoveOp>::preload();
-  return e != cudaSuccess ? e : preload_dtype_op<Launch>();
+  return first_error({Launch<uint8_t, kMoveOp>::preload(), preload_dtype_op<Launch>()});
 }
 
 bool kernels_pdl_ready() {

@@ -1,13 +1,10 @@
 // Low-latency point-to-point kernel: a batch of small sends and receives (every slice within
-// the ll limit, every peer on CUDA IPC) moved through the per-(peer, channel) ll rings of the
-// inboxes, without the plan kernel's per-step op lists, warp groups and barriers. Its wire
-// protocol is the LL ring's (kernels/prims/ll_ring.cuh) word for word, as the plan kernel's
-// ll pass moves it, so either kernel receives what either sent: a slice is one message of the
-// ring at the key's counter, with its size line (kernels/prims/p2p_size.cuh). One thread block
-// per key (peer, channel, direction) takes the key's slices strictly in batch order, as the
-// plan kernel does (earlier_pending): the counters are cumulative. Parameters come by value
-// (P2pLlParams, __grid_constant__); every wait gives up as in kernels/prims/wait.cuh.
-// The full description: docs/algorithms.md, "GPU LL point-to-point kernel".
+// the ll limit, every peer on CUDA IPC) moved through the ll rings of the inboxes.
+// What an edit must keep: the wire protocol is the LL ring's (kernels/prims/ll_ring.cuh) as
+// the plan kernel's ll pass moves it, a slice one message with its size line
+// (kernels/prims/p2p_size.cuh), so either kernel receives what either sent; one block per
+// key (peer, channel, direction) takes the key's slices strictly in batch order, as the plan
+// kernel does (earlier_pending). docs/algorithms.md, "GPU LL point-to-point kernel".
 #include <cuda_runtime.h>
 
 #include "kernels/device_plan.h"
@@ -179,10 +176,9 @@ cudaError_t launch_k(const P2pLlCommon& c, const P2pLlKey* keys, const uint64_t*
 }  // namespace
 
 cudaError_t preload_p2p_kernels() {
-  cudaError_t e = preload_kernel(p2p_ll_kernel<kSmallKeys, kSmallSlices>);
-  cudaError_t m = preload_kernel(p2p_ll_kernel<kMidKeys, kMidSlices>);
-  cudaError_t r = preload_kernel(p2p_ll_kernel<kP2pLlMaxKeys, kP2pLlMaxSlices>);
-  return e != cudaSuccess ? e : m != cudaSuccess ? m : r;
+  return first_error({preload_kernel(p2p_ll_kernel<kSmallKeys, kSmallSlices>),
+                      preload_kernel(p2p_ll_kernel<kMidKeys, kMidSlices>),
+                      preload_kernel(p2p_ll_kernel<kP2pLlMaxKeys, kP2pLlMaxSlices>)});
 }
 
 cudaError_t launch_p2p_ll(const P2pLlCommon& c, const P2pLlKey* keys, const uint64_t* ptr,

@@ -1,9 +1,8 @@
 // The plan kernel: each thread block is one channel and executes that
 // channel's ops step by step. Small messages travel in the LL ring (below),
-// larger ones through the bandwidth FIFOs of kernels/prims/fifo.cuh (slots
-// in the receiver's memory, head and tail counters), polled op by op without
-// waiting on any one. Every wait polls the abort flag and gives up after the
-// communicator's timeout, recording why.
+// larger ones through the bandwidth FIFOs of kernels/prims/fifo.cuh, polled
+// op by op without waiting on any one; every wait gives up as in
+// kernels/prims/wait.cuh.
 #include <cuda_runtime.h>
 
 #include "kernels/device_plan.h"
@@ -458,12 +457,9 @@ cudaError_t launch_plan(const KernelArgs& a, bool reduce, mycollDataType_t t, my
 
 cudaError_t preload_plan_kernels() {
   using namespace dev;
-  cudaError_t e = LaunchCopy<uint8_t, mycollSum>::preload();
-  cudaError_t r = preload_dtype_op<LaunchReduce>();
-  return e != cudaSuccess ? e : r;
+  return first_error({LaunchCopy<uint8_t, mycollSum>::preload(), preload_dtype_op<LaunchReduce>()});
 }
 
-int plan_kernel_threads() { return dev::kThreads; }
 int plan_kernel_max_step_ops() { return dev::kMaxStepOps; }
 
 }  // namespace mycoll

@@ -1,10 +1,7 @@
 // Fused ring kernel: all-reduce, all-gather and reduce-scatter with the ring algorithm, and
 // broadcast and reduce as chains along the ring, on GPU communicators whose peers are all
-// mapped over CUDA IPC, for messages large enough that bandwidth decides. Every thread of a
-// channel's block runs each primitive of lib/algorithms/schedule.h (ring_prim, laid over the
-// channels and chunks by ring_walk; the host ring plans' schedule) on whole FIFO slots: a slot
-// from prev, combined with the local input, goes straight into next's FIFO and, where final,
-// into the output.
+// mapped over CUDA IPC, for messages large enough that bandwidth decides: each primitive of
+// lib/algorithms/schedule.h (ring_prim, ring_walk) on whole FIFO slots, by the whole block.
 // What an edit must keep:
 // - The wire protocol is the plan kernel's bandwidth FIFOs and counters (kernels/prims/fifo.cuh;
 //   state [0] sent to next, [1] received from prev), so launches of both kernels interleave.
@@ -33,11 +30,7 @@ namespace {
 using namespace dev;
 
 constexpr int kThreads = 512;
-// Largest chunk one primitive moves: half a FIFO. A rank sends a whole
-// chunk (the first primitive) before it receives anything; were that a full
-// FIFO, every rank's receive-and-send would wait for room that only its
-// successor's receive-and-send can make: a deadlock around the ring. With at
-// most half, a receive-and-send always finds room or data.
+// Largest chunk one primitive moves: half a FIFO (see the top of the file).
 constexpr uint64_t kChunkSlotsDiv = 2;
 
 // One slot of a primitive. Copy modes need T only for its size (one
@@ -103,8 +96,7 @@ __device__ bool prim(const Chan& c, FifoShared& sh, int mode, const char* loc, c
 
 template <typename T, int OP, bool kReduce>
 __global__ void __launch_bounds__(kThreads, 1) ring_kernel(CollKArgs a) {
-  // Programmatic dependent launch (launch_ring's pdl, kernels/launch.h):
-  // wait for the predecessor grid before touching memory; no early trigger.
+  // launch_ring's pdl (kernels/launch.h): wait for the predecessor grid; no early trigger.
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
@@ -163,9 +155,7 @@ MYCOLL_DEFINE_LAUNCH(LaunchCopy, CollKArgs, kThreads, ring_kernel<T, OP, false>)
 }  // namespace
 
 cudaError_t preload_ring_kernels() {
-  const cudaError_t e = preload_dtype_op<LaunchReduce>();
-  const cudaError_t r = preload_sizes<LaunchCopy>();
-  return e != cudaSuccess ? e : r;
+  return first_error({preload_dtype_op<LaunchReduce>(), preload_sizes<LaunchCopy>()});
 }
 
 cudaError_t launch_ring(Coll kind, const void* in, void* out, uint64_t bytes, mycollDataType_t t,
