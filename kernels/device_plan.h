@@ -61,16 +61,8 @@ MYCOLL_HD inline uint64_t p2p_msg_bytes(const DevOp& op) {
 }
 
 // FIFO geometry, identical on every rank of a communicator: rank r's inbox, one cudaMalloc,
-// its regions in this order (a pair is (peer s, channel c)):
-//   data:  per pair, the bandwidth ring s -> r (written by s)
-//   ll:    per pair, the ll ring s -> r (written by s)
-//   flags: per pair, the `head`, `tail` and `ll_tail` lines (written by s)
-//   state: per pair, r's own ring counters (written by r)
-//   mb:    the LL kernel's mailbox, per sender and parity a slot (written by the sender),
-//          then r's epoch line; only with an LL-kernel limit above 0
-//   call:  per sender, the call check's lines (written by the sender), then r's control line
-//   size:  per pair, point-to-point size lines beside each ring (written by s)
-// Every region's words and owners: docs/algorithms.md, "GPU inbox layout".
+// its regions in this order: data, ll, flags, state, mb (only with an LL-kernel limit above
+// 0), call, size. Every region's words and owners: docs/algorithms.md, "GPU inbox layout".
 struct FifoGeom {
   int32_t nranks;
   int32_t max_channels;
@@ -81,6 +73,11 @@ struct FifoGeom {
   int32_t os_bytes;  // one-shot all-reduce: most data bytes per rank (0 = off)
   int32_t ts_bytes;  // two-shot all-reduce: most data bytes per rank (0 = off)
 
+  // The LL lines of `bytes` data bytes (0 = off), and x rounded up to 256.
+  MYCOLL_HD static uint64_t lines_bytes(int32_t bytes) {
+    return bytes > 0 ? (uint64_t(bytes) + 7) / 8 * 16 : 0;
+  }
+  MYCOLL_HD static uint64_t up256(uint64_t x) { return (x + 255) / 256 * 256; }
   MYCOLL_HD uint64_t ring_bytes() const { return uint64_t(nslots) * slot_bytes; }
   MYCOLL_HD uint64_t ll_ring_bytes() const { return uint64_t(ll_slots) * ll_slot_bytes; }
   MYCOLL_HD uint64_t pairs() const { return uint64_t(nranks) * max_channels; }
@@ -101,9 +98,7 @@ struct FifoGeom {
     return state_base() + pair(peer, ch) * 32;
   }
   // One-shot: a sender's whole input, a 16-byte LL line per 8 data bytes.
-  MYCOLL_HD uint64_t os_line_bytes() const {
-    return os_bytes > 0 ? (uint64_t(os_bytes) + 7) / 8 * 16 : 0;
-  }
+  MYCOLL_HD uint64_t os_line_bytes() const { return lines_bytes(os_bytes); }
   // Two-shot all-reduce of `bytes`: its L lines, at least n counted, cut
   // into n parts of ceil(L / n) lines (the last ones may reach past the
   // message); a slot holds a sender's part, then its reduced part.
@@ -121,19 +116,16 @@ struct FifoGeom {
   int32_t lc_bytes;  // largest message of the LL collectives (0 = off)
   int32_t lc_pad;
 
-  MYCOLL_HD uint64_t lc_line_bytes() const {
-    return lc_bytes > 0 ? (uint64_t(lc_bytes) + 7) / 8 * 16 : 0;
-  }
+  MYCOLL_HD uint64_t lc_line_bytes() const { return lines_bytes(lc_bytes); }
 
-  // The mailbox: one slot per (sender, parity), as large as the largest of
-  // the LL kernel's schedules needs, then the epoch control line.
+  // The mailbox: a slot per (sender, parity) as the largest schedule needs.
   MYCOLL_HD uint64_t mb_slot_bytes() const {
     uint64_t m = os_line_bytes();
     if (2 * ts_part_bytes() > m) m = 2 * ts_part_bytes();
     if (lc_line_bytes() > m) m = lc_line_bytes();
     return m;
   }
-  MYCOLL_HD uint64_t mb_base() const { return (state_base() + pairs() * 32 + 255) / 256 * 256; }
+  MYCOLL_HD uint64_t mb_base() const { return up256(state_base() + pairs() * 32); }
   MYCOLL_HD uint64_t mb_off(int sender, int parity) const {
     return mb_base() + (uint64_t(sender) * 2 + parity) * mb_slot_bytes();
   }
@@ -142,13 +134,9 @@ struct FifoGeom {
     return mb_slot_bytes() > 0 ? uint64_t(nranks) * 2 * mb_slot_bytes() + 128 : 0;
   }
 
-  // Call check (kernels/prims/call_check.cuh), always present, 256-byte
-  // aligned after everything above: for sender s, slot b < kCallLines: one
-  // 16-byte LL line, the signature of s's collective call k with k mod
-  // kCallLines = b (written by s); then one 128-byte control line of r's
-  // own: [0] the collective launches r started (u64), [1] the signature of
-  // the last one when its check was deferred, else 0.
-  MYCOLL_HD uint64_t call_base() const { return (mb_base() + mb_region_bytes() + 255) / 256 * 256; }
+  // Call check (kernels/prims/call_check.cuh): kCallLines lines per sender,
+  // then r's own control line.
+  MYCOLL_HD uint64_t call_base() const { return up256(mb_base() + mb_region_bytes()); }
   MYCOLL_HD uint64_t call_hdr_off(int sender, int slot) const {
     return call_base() + (uint64_t(sender) * kCallLines + slot) * 16;
   }
@@ -158,9 +146,7 @@ struct FifoGeom {
   MYCOLL_HD uint64_t call_region_bytes() const { return call_ctl_off() + 128 - call_base(); }
 
   // Point-to-point size lines, 256-byte aligned after the call region.
-  MYCOLL_HD uint64_t size_base() const {
-    return (call_base() + call_region_bytes() + 255) / 256 * 256;
-  }
+  MYCOLL_HD uint64_t size_base() const { return up256(call_base() + call_region_bytes()); }
   MYCOLL_HD uint64_t size_pair_bytes() const { return (uint64_t(nslots) + ll_slots) * 16; }
   // Beside sender s's data ring of channel c, and beside its ll ring.
   MYCOLL_HD uint64_t size_off(int sender, int ch) const {

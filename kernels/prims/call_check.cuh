@@ -86,37 +86,28 @@ __device__ __forceinline__ void finish_call(const DevComm& cm, uint64_t sig, uin
   if (lane == 0 && (prev != 0 || defer_to >= 0)) ll::st_vol(pending, defer_to >= 0 ? sig : 0);
 }
 
-// Latency kernels (one-shot, two-shot, LL collectives), whose blocks
-// depend on every peer anyway: the last warp of block 0 checks, in two
-// calls. call_begin, by every thread of every block before the kernel's
-// first barrier: posts the call's lines (the next launch is stream-ordered
-// after this one, so it reads the moved count). Returns the call's number,
-// for call_check.
+// Latency kernels (the LL kernel), whose blocks depend on every peer anyway:
+// the checker warp, in two calls. call_begin, by every thread before the
+// kernel's first barrier: posts the call's lines (the next launch,
+// stream-ordered after this one, reads the moved count); returns its number.
 __device__ __forceinline__ uint64_t call_begin(const DevComm& cm, uint64_t sig) {
   if (sig == 0 || !call_checker()) return 0;
   return post_call(cm, sig);
 }
 
-// By every thread of every block, after the kernel's first barrier and
-// before it reads anything a peer wrote (after its sends in the one-shot
-// and LL kernels): the checker settles a deferred check, then waits for
-// the peers' lines and compares.
+// By every thread, after the kernel's first barrier and its sends, before
+// it reads anything a peer wrote: finish_call.
 __device__ __forceinline__ void call_check(const DevComm& cm, uint64_t sig, uint64_t k) {
   if (sig == 0 || !call_checker()) return;
   finish_call(cm, sig, k, -1);
 }
 
-// Bandwidth kernels (ring and chains, direct) and the plan kernel, where a
-// rank's data path depends on a few peers only (a chain's root on nobody,
-// a plan's step on its step's peers): one block of its
-// own, the grid's first (dispatched first, so a started kernel's lines go
-// out at once), runs the check and nothing else, so no data waits for the
-// peers' start; the kernel ends once the check is done. A mismatch that
-// stalls the data blocks is recorded here, and they stop on it. The host
-// counts this block in the grid's residency budget. defer_to >= 0: this
-// rank only sends in the call, and checks only that peer's line now (see
-// the top of the file). True in the check block's threads, which must
-// return; *first_data is the grid's first data block.
+// Bandwidth kernels (ring and chains, direct) and the plan kernel, whose
+// data paths depend on a few peers only: the grid's first block runs the
+// check and nothing else, so no data waits for the peers' start; a mismatch
+// that stalls the data blocks is recorded here and they stop on it. The
+// host counts this block in the grid's residency budget. True in the check
+// block's threads, which must return; *first_data is the first data block.
 __device__ __forceinline__ bool call_check_block(const DevComm& cm, uint64_t sig, int* first_data,
                                                  int defer_to = -1) {
   *first_data = sig != 0 ? 1 : 0;

@@ -1,14 +1,11 @@
-// The launch epoch of the LL kernel's mailbox (kernels/colls/ll_coll.cu, every schedule): one
-// control line in this rank's inbox (FifoGeom::ctl_off), [0] the epoch (u64: launches
-// completed), [8] blocks done (u32, the launch in flight). Every line of epoch e's launch
-// carries the flag e mod (2^32 - 1) + 1 (never 0: inboxes start zeroed), and its parity
-// b = e & 1 picks one of each sender's two mailbox slots (FifoGeom::mb_off), whichever
-// schedule runs.
-// Epochs agree because every rank runs the same sequence of these launches. Two parities
-// suffice only because every launch waits for a line that every peer writes in the same launch,
-// and only while two launches of one communicator never run concurrently (docs/algorithms.md,
-// "GPU one-shot all-reduce (the LL kernel)", "Why two buffers suffice"). No host state: CUDA
-// graph replays advance the epoch like eager calls.
+// The launch epoch of the LL kernel's mailbox (kernels/colls/ll_coll.cu): one control line in
+// this rank's inbox (FifoGeom::ctl_off), [0] the epoch (u64: launches completed), [8] blocks
+// done (u32, the launch in flight). Epoch e's lines carry the flag e mod (2^32 - 1) + 1 in the
+// mailbox slots of parity e & 1. No host state: CUDA graph replays advance it like eager calls.
+// What an edit must keep: every rank runs the same sequence of these launches; two parities
+// suffice only while every launch waits for a line that every peer writes in it and two
+// launches of one communicator never run concurrently (docs/algorithms.md, "GPU one-shot
+// all-reduce (the LL kernel)", "Why two buffers suffice").
 #pragma once
 
 #include <cuda_runtime.h>

@@ -131,12 +131,9 @@ __device__ __forceinline__ uint64_t fifo_ready(const Chan& c, uint64_t recvd) {
 }
 // One thread, after the barrier that follows the batch's data moves: the
 // fence orders the block's slot stores before the new head. send / recv:
-// which to publish. A receive alone needs no fence: every value the block
-// loaded from the slots it hands back fed a store or a reduction before
-// the barrier (a thread cannot issue a store before the load it depends on
-// has returned), so no load of those slots is outstanding when the tail
-// moves and the sender may overwrite them. (The fence, a system-scope
-// round trip, cost a receiving block one stall per batch.)
+// which to publish. A receive alone needs no fence: every value loaded from
+// the slots it hands back fed a store before the barrier
+// (docs/architecture.md; docs/performance.md, "Session 41").
 __device__ __forceinline__ void fifo_publish(const Chan& c, bool send, uint64_t sent, bool recv,
                                              uint64_t recvd) {
   if (send) {

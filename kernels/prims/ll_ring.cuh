@@ -1,14 +1,12 @@
 // The LL ring: the ring-with-credits addressing of LL lines (kernels/prims/ll.cuh), one ring
-// per (sender, receiver, channel) in the receiver's inbox (FifoGeom::ll_off). The plan kernel's
-// ll pass (kernels/colls/plan.cu) and the LL point-to-point kernel (kernels/colls/p2p.cu) both
-// move a pair's small messages here, so what either sends either receives: the layout, flags
-// and counters (state [2] slots sent, [3] slots received, the receiver's [3] also stored as
-// the sender's credit at ll_tail_off) must stay the same for both. A sender starts a message
-// only once all of it fits (admit_send; no message exceeds the ring: the host caps ll
-// messages at slots * lsb / 2); a receiver hands its slots back only once every load of it returned
-// (release). A point-to-point message also has its size line at `base`
-// (kernels/prims/p2p_size.cuh). The protocol and why the two kernels interoperate:
-// docs/algorithms.md, "GPU LL point-to-point kernel".
+// per (sender, receiver, channel) in the receiver's inbox (FifoGeom::ll_off), where the plan
+// kernel's ll pass (kernels/colls/plan.cu) and the LL point-to-point kernel
+// (kernels/colls/p2p.cu) both move a pair's small messages. What an edit must keep: the layout,
+// flags and counters (state [2] slots sent, [3] received, the receiver's [3] also the sender's
+// credit at ll_tail_off) stay the same for both kernels; a sender starts a message only once
+// all of it fits (admit_send; the host caps ll messages at slots * lsb / 2); a receiver hands
+// slots back only once every load of them returned (release). docs/algorithms.md, "GPU LL
+// point-to-point kernel".
 #pragma once
 
 #include <cstdint>

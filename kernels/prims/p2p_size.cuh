@@ -1,13 +1,12 @@
 // The size check of point-to-point transfers: a receive whose sender sent another number of
-// bytes is an error naming both sizes, never a silently wrong buffer (the pair's ring counters
-// would drift apart). The sender of a slice whose first slot has sequence number q posts its
-// message's bytes in size line q % slots beside that ring (FifoGeom::size_off, ll_size_off),
-// flagged q + 1; the receiver compares before it takes the slice and, on a difference, poisons
-// the credit it returns (kCreditPoison), so a sender waiting for room stops too. The ring's
-// flow control guards the size lines only while a receiver reads the line before it hands
-// slot q back. A receive with no size line on its own ring also looks at the pair's other
-// ring (sizes on either side of the ll limit). The full description and why it holds:
-// docs/reliability.md, "Mismatches are errors, never wrong data".
+// bytes is an error naming both sizes, never a silently wrong buffer. The sender of a slice
+// whose first slot has sequence number q posts its message's bytes in size line q % slots
+// beside that ring (FifoGeom::size_off, ll_size_off), flagged q + 1; the receiver compares
+// before it takes the slice and, on a difference, poisons the credit it returns
+// (kCreditPoison). What an edit must keep: a receiver reads the line before it hands slot q
+// back (the ring's flow control guards the lines only then); a receive with no size line on
+// its own ring also looks at the pair's other ring. docs/reliability.md, "Mismatches are
+// errors, never wrong data".
 #pragma once
 
 #include <cuda_runtime.h>

@@ -56,9 +56,8 @@ struct GiveUp {
   // waiting; mycollRemoteError (abort flag) or mycollTimeout, to record;
   // -1 when another block or kernel of this rank failed first, or a peer
   // made another call (recorded already). The flags live in host memory (a
-  // PCIe read): only when check_host. Nothing here may be a function call:
-  // the ABI's saved registers spilled the LL kernels' wait loops (call
-  // check, session 12).
+  // PCIe read): only when check_host. No function calls here: the ABI's
+  // saved registers spill the LL kernels' wait loops.
   __device__ int verdict(uint64_t since, bool check_host) const {
     if (check_host) {
       if (*abort) return mycollRemoteError;
@@ -86,8 +85,6 @@ struct Waiter {
     if (since == 0) since = globaltimer();
     return g.verdict(since, (spins & 0x3fff) == 0);
   }
-  // A wait that made progress starts its timeout again.
-  __device__ void progress() { since = globaltimer(); }
 };
 
 // A block's shared stop flag: one thread raises it, the others poll it
