@@ -32,14 +32,14 @@ using mycoll_launch::must;
 using Clock = std::chrono::steady_clock;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr size_t kHostRecordBytes = 128;  // "pid hostname device" per rank, for the header
+constexpr size_t kHostRecordBytes = 128;   // "pid hostname device" per rank, for the header
 constexpr size_t kLargeBytes = 32u << 20;  // the summary's "large sizes" start here
 
 // One measured variant (out of place, in place, or MPI/NCCL). NaN = not measured.
 struct Result {
   double time_us = kNaN;
-  double algbw = kNaN;  // GB/s
-  double busbw = kNaN;  // GB/s
+  double algbw = kNaN;   // GB/s
+  double busbw = kNaN;   // GB/s
   long long wrong = -1;  // -1 = not checked
 };
 
@@ -50,7 +50,7 @@ struct Line {
   mycollDataType_t type = mycollFloat32;
   mycollRedOp_t op = mycollSum;
   int root = -1;
-  Result oop, ip, vs;  // vs: MPI or NCCL (out of place)
+  Result oop, ip, vs;   // vs: MPI or NCCL (out of place)
   double ratio = kNaN;  // mycoll out-of-place busbw / vs busbw
 };
 
@@ -81,7 +81,13 @@ void rewrite_lines(const std::vector<Span>& spans) {
 class Bench {
  public:
   Bench(const BenchSetup& s, const Options& o)
-      : n_(s.nranks), o_(o), mpi_(s.vs ? s.vs : s.with_mpi ? load_mpi(nullptr) : nullptr), nccl_(s.with_nccl), topology_(s.topology) {
+      : n_(s.nranks),
+        o_(o),
+        mpi_(s.vs         ? s.vs
+             : s.with_mpi ? load_mpi(nullptr)
+                          : nullptr),
+        nccl_(s.with_nccl),
+        topology_(s.topology) {
     for (const RankSlot& r : s.slots) {
       slots_.emplace_back();
       slots_.back().r = r;
@@ -95,9 +101,9 @@ class Bench {
 
   int run() {
     if (slots_.empty()) throw std::runtime_error("mycoll-perf: a thread with no rank");
-    if (o_.root >= n_) throw std::runtime_error("-r " + std::to_string(o_.root) +
-                                                ": root out of range for " + std::to_string(n_) +
-                                                " ranks");
+    if (o_.root >= n_)
+      throw std::runtime_error("-r " + std::to_string(o_.root) + ": root out of range for " +
+                               std::to_string(n_) + " ranks");
     const size_t cap = std::max<size_t>(o_.max_bytes, 64);
     for (Slot& s : slots_) {
       s.be = make_backend(o_.mem, s.r.device);
@@ -145,8 +151,8 @@ class Bench {
     must(mycollCommCuDevice(s.r.comm, &dev), "mycollCommCuDevice", s.r.comm);
     if (o_.cuda() && dev != s.r.device)
       throw std::runtime_error("rank " + std::to_string(s.r.rank) + ": communicator is on device " +
-                               std::to_string(dev) + ", its buffers on cuda:" +
-                               std::to_string(s.r.device) +
+                               std::to_string(dev) +
+                               ", its buffers on cuda:" + std::to_string(s.r.device) +
                                (dev < 0 ? " (the library saw no GPU at init)" : ""));
   }
 
@@ -337,7 +343,10 @@ class Bench {
     std::printf("# nranks %d%s%s%s, %s, time = %s over ranks of each rank's average%s\n", n_,
                 topology_.empty() ? "" : " (", topology_.c_str(), topology_.empty() ? "" : ")",
                 describe_options(o_).c_str(),
-                o_.average == 0 ? "rank 0's" : o_.average == 1 ? "mean" : o_.average == 2 ? "min" : "max",
+                o_.average == 0   ? "rank 0's"
+                : o_.average == 1 ? "mean"
+                : o_.average == 2 ? "min"
+                                  : "max",
                 mpi_ ? (std::string(", compared with ") + vs_name()).c_str() : "");
     if (nccl_) {
       const char* nvls = std::getenv("NCCL_NVLS_ENABLE");
@@ -345,8 +354,8 @@ class Bench {
                   nvls ? nvls : "(unset)");
     }
     if (o_.cuda() && o_.graph_launches > 0)
-      std::printf("# CUDA graphs: each size captures -n %d calls and times %d launches\n",
-                  o_.iters, o_.graph_launches);
+      std::printf("# CUDA graphs: each size captures -n %d calls and times %d launches\n", o_.iters,
+                  o_.graph_launches);
     std::printf("#\n# Using devices\n");
     for (int r = 0; r < n_; ++r) {
       const char* rr = recs.data() + kHostRecordBytes * r;
@@ -454,8 +463,10 @@ class Bench {
     show("Min ratio, sizes >= 32 MiB", min_large);
     show("Min ratio, all sizes      ", min_all);
     if (vs_wrong > 0)
-      std::printf("# WARNING: %s's outputs differ from the expected values in %lld elements: "
-                  "%s or this checker is wrong (see stderr)\n", vs, vs_wrong, vs);
+      std::printf(
+          "# WARNING: %s's outputs differ from the expected values in %lld elements: "
+          "%s or this checker is wrong (see stderr)\n",
+          vs, vs_wrong, vs);
     std::printf("#\n");
   }
 
@@ -483,8 +494,7 @@ class Bench {
     auto mycoll_call = [&](const std::string& w) -> Issue {
       return [&, w](const std::vector<Ptrs>& p) {
         each_mycoll(w, [&](Slot& s, size_t i) {
-          return run_mycoll(c, p[i].send, p[i].recv, count, t, op, root, s.r.comm,
-                            s.be->stream());
+          return run_mycoll(c, p[i].send, p[i].recv, count, t, op, root, s.r.comm, s.be->stream());
         });
       };
     };
@@ -501,10 +511,12 @@ class Bench {
       }
 
     line.oop.time_us = time_batch(mycoll_oop, oop, oop_in);
-    if (o_.check) line.oop.wrong = check_run(c, count, t, op, root, false, mycoll_oop, what + " out of place");
+    if (o_.check)
+      line.oop.wrong = check_run(c, count, t, op, root, false, mycoll_oop, what + " out of place");
     if (c.has_in_place) {
       line.ip.time_us = time_batch(mycoll_ip, ip, ip_in);
-      if (o_.check) line.ip.wrong = check_run(c, count, t, op, root, true, mycoll_ip, what + " in place");
+      if (o_.check)
+        line.ip.wrong = check_run(c, count, t, op, root, true, mycoll_ip, what + " in place");
     }
     if (nccl_) {
       const std::string w = "NCCL " + what;
@@ -601,7 +613,8 @@ class Bench {
       if (in_place) {
         const size_t span = std::max(l.ip_in_off + l.in_count, l.ip_out_off + l.out_count);
         std::memset(stage, 0xff, span * es);
-        if (l.has_input) fill_input_image(c, op, s.r.rank, n_, t, l.in_count, stage + l.ip_in_off * es);
+        if (l.has_input)
+          fill_input_image(c, op, s.r.rank, n_, t, l.in_count, stage + l.ip_in_off * es);
         s.be->to_buffer(s.recv->data(), stage, span * es);
         p.push_back({s.recv->data() + l.ip_in_off * es, s.recv->data() + l.ip_out_off * es});
       } else {
@@ -619,7 +632,10 @@ class Bench {
     // avg divides once at the end; allow the rounding of that division.
     double tol = 0;
     if (op == mycollAvg && c.reduces && dtype_is_float(t))
-      tol = t == mycollFloat16 ? 1e-3 : t == mycollBfloat16 ? 8e-3 : t == mycollFloat32 ? 1e-6 : 1e-12;
+      tol = t == mycollFloat16    ? 1e-3
+            : t == mycollBfloat16 ? 8e-3
+            : t == mycollFloat32  ? 1e-6
+                                  : 1e-12;
     std::vector<double> wrong;
     for (size_t i = 0; i < slots_.size(); ++i) {
       Slot& s = slots_[i];
@@ -628,9 +644,8 @@ class Bench {
       if (!l.has_output) continue;
       s.be->from_buffer(stage, p[i].recv, l.out_count * es);
       fill_expected_image(c, op, s.r.rank, n_, root, count, t, l.out_count, want_.data());
-      wrong.back() = static_cast<double>(compare_image(c, op, s.r.rank, n_, root, count, t,
-                                                       l.out_count, stage, want_.data(), tol,
-                                                       what));
+      wrong.back() = static_cast<double>(compare_image(
+          c, op, s.r.rank, n_, root, count, t, l.out_count, stage, want_.data(), tol, what));
     }
     return static_cast<long long>(reduce_doubles(wrong, mycollSum));
   }
@@ -713,8 +728,8 @@ class Bench {
               topology_.c_str(), o_.threads, o_.gpus, o_.graph_launches, o_.blocking);
     if (mpi_) {
       const char* k = std::strcmp(vs_name(), "Gloo") == 0 ? "gloo" : "mpi";
-      appendf(&row, ",\"%s_time_us\":%s,\"%s_algbw_gbs\":%s,\"%s_busbw_gbs\":%s,\"ratio\":%s",
-              k, json_num(l.vs.time_us).c_str(), k, json_num(l.vs.algbw).c_str(), k,
+      appendf(&row, ",\"%s_time_us\":%s,\"%s_algbw_gbs\":%s,\"%s_busbw_gbs\":%s,\"ratio\":%s", k,
+              json_num(l.vs.time_us).c_str(), k, json_num(l.vs.algbw).c_str(), k,
               json_num(l.vs.busbw).c_str(), json_num(l.ratio).c_str());
     }
     if (nccl_)
@@ -735,13 +750,13 @@ class Bench {
   const char* vs_name() const { return mpi_ ? (mpi_->name ? mpi_->name : "MPI") : "NCCL"; }
   bool nccl_;
   std::string topology_;
-  bool lead_ = false;        // this thread drives rank 0: it prints
-  std::vector<char> stage_;  // host image of a buffer, for init and checks
-  std::vector<char> want_;   // expected output image (-c 1)
-  FILE* json_ = nullptr;  // --json
-  FILE* doc_ = nullptr;   // -J, written by write_document() at the end
-  std::string doc_meta_;  // -J's "metadata" object
-  std::vector<std::string> doc_rows_;  // -J's "results"
+  bool lead_ = false;                   // this thread drives rank 0: it prints
+  std::vector<char> stage_;             // host image of a buffer, for init and checks
+  std::vector<char> want_;              // expected output image (-c 1)
+  FILE* json_ = nullptr;                // --json
+  FILE* doc_ = nullptr;                 // -J, written by write_document() at the end
+  std::string doc_meta_;                // -J's "metadata" object
+  std::vector<std::string> doc_rows_;   // -J's "results"
   std::unique_ptr<Progress> progress_;  // the sweep's line on a terminal's stderr
 };
 

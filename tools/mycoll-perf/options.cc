@@ -12,7 +12,8 @@ namespace mycoll_perf {
 namespace {
 
 void usage(const char* prog) {
-  std::fprintf(stderr,
+  std::fprintf(
+      stderr,
       "usage: %s <collective> [flags]\n"
       "  collective: all_reduce all_gather reduce_scatter broadcast reduce alltoall scatter\n"
       "              gather sendrecv, or all (each in turn)\n"
@@ -95,9 +96,21 @@ bool parse_bytes(const char* s, size_t* out) {
   if (errno != 0 || end == s || v < 0) return false;
   double mult = 1;
   switch (*end) {
-    case 'k': case 'K': mult = 1024.0; ++end; break;
-    case 'm': case 'M': mult = 1024.0 * 1024; ++end; break;
-    case 'g': case 'G': mult = 1024.0 * 1024 * 1024; ++end; break;
+    case 'k':
+    case 'K':
+      mult = 1024.0;
+      ++end;
+      break;
+    case 'm':
+    case 'M':
+      mult = 1024.0 * 1024;
+      ++end;
+      break;
+    case 'g':
+    case 'G':
+      mult = 1024.0 * 1024 * 1024;
+      ++end;
+      break;
     default: break;
   }
   if (*end == 'B' || *end == 'b') ++end;
@@ -142,8 +155,8 @@ bool parse_options(int argc, char** argv, Options* o, int* exit_code) {
     }
     if (a.empty() || a[0] != '-') {
       if (!coll_name.empty()) {
-        std::fprintf(stderr, "mycoll-perf: two collectives given ('%s', '%s')\n",
-                     coll_name.c_str(), a.c_str());
+        std::fprintf(stderr, "mycoll-perf: two collectives given ('%s', '%s')\n", coll_name.c_str(),
+                     a.c_str());
         return false;
       }
       coll_name = a;
@@ -159,8 +172,10 @@ bool parse_options(int argc, char** argv, Options* o, int* exit_code) {
     }
     const char* v = has_inline_value ? inline_value.c_str() : argv[++i];
     bool ok = true;
-    if (a == "-b") ok = parse_bytes(v, &o->min_bytes);
-    else if (a == "-e") ok = parse_bytes(v, &o->max_bytes);
+    if (a == "-b")
+      ok = parse_bytes(v, &o->min_bytes);
+    else if (a == "-e")
+      ok = parse_bytes(v, &o->max_bytes);
     else if (a == "-f") {
       char* end = nullptr;
       o->step_factor = std::strtod(v, &end);
@@ -169,31 +184,47 @@ bool parse_options(int argc, char** argv, Options* o, int* exit_code) {
     } else if (a == "-i") {
       ok = parse_bytes(v, &o->step_bytes);
       increment_given = true;
-    } else if (a == "-n") ok = parse_int(v, 1, 1 << 30, &o->iters);
-    else if (a == "-w") ok = parse_int(v, 0, 1 << 30, &o->warmup);
-    else if (a == "-B") ok = parse_int(v, 1, 1000, &o->repeats);
-    else if (a == "-R") ok = parse_int(v, 0, 2, &o->local_register);
-    else if (a == "-c") ok = parse_int(v, 0, 1, &o->check);
-    else if (a == "-r") ok = parse_int(v, 0, 1 << 30, &o->root);
-    else if (a == "-z") ok = parse_int(v, 0, 1, &o->blocking);
-    else if (a == "-a") ok = parse_int(v, 0, 3, &o->average);
-    else if (a == "--np") ok = parse_int(v, 1, 4096, &o->np);
-    else if (a == "--dirty") ok = parse_int(v, 0, 1, &o->dirty);
-    else if (a == "-t") ok = parse_int(v, 1, 1024, &o->threads);
-    else if (a == "-g") ok = parse_int(v, 1, 1024, &o->gpus);
-    else if (a == "-G") ok = parse_int(v, 0, 1 << 20, &o->graph_launches);
-    else if (a == "--json") o->json_path = v;
+    } else if (a == "-n")
+      ok = parse_int(v, 1, 1 << 30, &o->iters);
+    else if (a == "-w")
+      ok = parse_int(v, 0, 1 << 30, &o->warmup);
+    else if (a == "-B")
+      ok = parse_int(v, 1, 1000, &o->repeats);
+    else if (a == "-R")
+      ok = parse_int(v, 0, 2, &o->local_register);
+    else if (a == "-c")
+      ok = parse_int(v, 0, 1, &o->check);
+    else if (a == "-r")
+      ok = parse_int(v, 0, 1 << 30, &o->root);
+    else if (a == "-z")
+      ok = parse_int(v, 0, 1, &o->blocking);
+    else if (a == "-a")
+      ok = parse_int(v, 0, 3, &o->average);
+    else if (a == "--np")
+      ok = parse_int(v, 1, 4096, &o->np);
+    else if (a == "--dirty")
+      ok = parse_int(v, 0, 1, &o->dirty);
+    else if (a == "-t")
+      ok = parse_int(v, 1, 1024, &o->threads);
+    else if (a == "-g")
+      ok = parse_int(v, 1, 1024, &o->gpus);
+    else if (a == "-G")
+      ok = parse_int(v, 0, 1 << 20, &o->graph_launches);
+    else if (a == "--json")
+      o->json_path = v;
     else if (a == "-J") {
       // As nccl-tests: the format follows the suffix, and JSON is the only one.
       o->output_file = v;
       const std::string& f = o->output_file;
       if (f.size() <= 5 || f.compare(f.size() - 5, 5, ".json") != 0) {
-        std::fprintf(stderr, "mycoll-perf: -J/--output_file %s: the format follows the suffix "
-                     "and only .json is supported\n", v);
+        std::fprintf(stderr,
+                     "mycoll-perf: -J/--output_file %s: the format follows the suffix "
+                     "and only .json is supported\n",
+                     v);
         return false;
       }
-    }
-    else if (a == "--mem") o->mem = v;
+    } else if (a == "--mem")
+      o->mem = v;
     else if (a == "--vs") {
       o->vs_mpi = std::strcmp(v, "mpi") == 0;
       o->vs_nccl = std::strcmp(v, "nccl") == 0;
@@ -252,8 +283,11 @@ bool parse_options(int argc, char** argv, Options* o, int* exit_code) {
     return false;
   }
   if (!o->cuda()) {
-    const char* needs_cuda = o->vs_nccl ? "--vs nccl" : o->threads > 1 ? "-t" : o->gpus > 1 ? "-g"
-                           : o->graph_launches > 0 ? "-G" : nullptr;
+    const char* needs_cuda = o->vs_nccl              ? "--vs nccl"
+                             : o->threads > 1        ? "-t"
+                             : o->gpus > 1           ? "-g"
+                             : o->graph_launches > 0 ? "-G"
+                                                     : nullptr;
     if (needs_cuda) {
       std::fprintf(stderr, "mycoll-perf: %s needs --mem cuda\n", needs_cuda);
       return false;
@@ -264,8 +298,10 @@ bool parse_options(int argc, char** argv, Options* o, int* exit_code) {
     return false;
   }
   if (o->dirty && (o->cuda() || o->vs_gloo)) {
-    std::fprintf(stderr, "mycoll-perf: --dirty rewrites host inputs before mycoll's and MPI's "
-                 "calls: not with %s\n", o->cuda() ? "--mem cuda" : "--vs gloo");
+    std::fprintf(stderr,
+                 "mycoll-perf: --dirty rewrites host inputs before mycoll's and MPI's "
+                 "calls: not with %s\n",
+                 o->cuda() ? "--mem cuda" : "--vs gloo");
     return false;
   }
   if (o->vs_mpi && (o->threads > 1 || o->gpus > 1)) {
@@ -273,8 +309,7 @@ bool parse_options(int argc, char** argv, Options* o, int* exit_code) {
     return false;
   }
   if (o->min_bytes > o->max_bytes) {
-    std::fprintf(stderr, "mycoll-perf: -b %zu is larger than -e %zu\n", o->min_bytes,
-                 o->max_bytes);
+    std::fprintf(stderr, "mycoll-perf: -b %zu is larger than -e %zu\n", o->min_bytes, o->max_bytes);
     return false;
   }
   *exit_code = 0;

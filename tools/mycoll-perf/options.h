@@ -13,34 +13,34 @@
 namespace mycoll_perf {
 
 struct Options {
-  std::vector<const CollInfo*> colls;        // in run order
-  size_t min_bytes = 32u << 20;              // -b
-  size_t max_bytes = 32u << 20;              // -e
-  double step_factor = 2;                    // -f (used unless -i given without -f)
-  size_t step_bytes = 0;                     // -i
-  int iters = 20;                            // -n
-  int warmup = 1;                            // -w (per size, before timing)
-  int repeats = 1;                           // -B: timed batches per size, fastest reported
-  int local_register = 0;                    // -R: 0 none, 1 local, 2 symmetric (nccl-tests)
-  int check = 1;                             // -c
+  std::vector<const CollInfo*> colls;  // in run order
+  size_t min_bytes = 32u << 20;        // -b
+  size_t max_bytes = 32u << 20;        // -e
+  double step_factor = 2;              // -f (used unless -i given without -f)
+  size_t step_bytes = 0;               // -i
+  int iters = 20;                      // -n
+  int warmup = 1;                      // -w (per size, before timing)
+  int repeats = 1;                     // -B: timed batches per size, fastest reported
+  int local_register = 0;              // -R: 0 none, 1 local, 2 symmetric (nccl-tests)
+  int check = 1;                       // -c
   std::vector<mycollDataType_t> dtypes{mycollFloat32};  // -d (name or "all")
   std::vector<mycollRedOp_t> ops{mycollSum};            // -o (name or "all")
-  int root = 0;                              // -r
-  int blocking = 0;                          // -z: device: sync the stream after each call
-  int average = 3;                           // -a 0 rank 0, 1 avg, 2 min, 3 max over ranks
-  std::string json_path;                     // --json (JSON Lines, one object per size)
-  std::string output_file;                   // -J/--output_file (one JSON document)
-  std::string command_line;                  // argv as given, for -J's metadata
-  int np = 0;                                // --np (0: launcher env or one process)
-  bool vs_mpi = false;                       // --vs mpi
-  bool vs_nccl = false;                      // --vs nccl (device memory only)
-  bool vs_gloo = false;                      // --vs gloo (host memory; gloo_compare.h)
-  std::string mem = "host";                  // --mem host|cuda
-  int threads = 1;                           // -t: threads per process (device memory)
-  int gpus = 1;                              // -g: GPUs per thread (device memory)
-  int graph_launches = 0;                    // -G: time this many CUDA graph launches
-  bool skip_without_gpu = false;             // --skip-without-gpu: exit 0 "SKIP: ..."
-  int dirty = 0;                             // --dirty: rewrite every input line before each call
+  int root = 0;                                         // -r
+  int blocking = 0;               // -z: device: sync the stream after each call
+  int average = 3;                // -a 0 rank 0, 1 avg, 2 min, 3 max over ranks
+  std::string json_path;          // --json (JSON Lines, one object per size)
+  std::string output_file;        // -J/--output_file (one JSON document)
+  std::string command_line;       // argv as given, for -J's metadata
+  int np = 0;                     // --np (0: launcher env or one process)
+  bool vs_mpi = false;            // --vs mpi
+  bool vs_nccl = false;           // --vs nccl (device memory only)
+  bool vs_gloo = false;           // --vs gloo (host memory; gloo_compare.h)
+  std::string mem = "host";       // --mem host|cuda
+  int threads = 1;                // -t: threads per process (device memory)
+  int gpus = 1;                   // -g: GPUs per thread (device memory)
+  int graph_launches = 0;         // -G: time this many CUDA graph launches
+  bool skip_without_gpu = false;  // --skip-without-gpu: exit 0 "SKIP: ..."
+  int dirty = 0;                  // --dirty: rewrite every input line before each call
   bool cuda() const { return mem == "cuda"; }
 };
 
