@@ -13,6 +13,9 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -44,6 +47,35 @@ constexpr size_t kMaxSlice = MYCOLL_SHM_MAX_SLICE;
 // The word a reader reads from the writer's process to probe remote reads.
 constexpr uint64_t kProbeValue = 0x45424f5250434d59ull;  // "YMCPROBE"
 const volatile uint64_t g_probe_word = kProbeValue;
+
+// A record slot's lines sit in the reader's cache until the writer takes
+// them back, and a store asks for its line only when it reaches the head of
+// the store buffer: a record of two lines cost two cross-core round trips,
+// one after the other. Asking for every line first (PREFETCHW) overlaps
+// them (docs/performance.md, "Session 46: records of several lines").
+// Without PREFETCHW (or off x86-64) the compiler's write prefetch stands in.
+#if defined(__x86_64__)
+bool cpu_has_prefetchw() {
+  unsigned a = 0, b = 0, c = 0, d = 0;  // CPUID 0x80000001 ECX bit 8: PRFCHW
+  return __get_cpuid(0x80000001, &a, &b, &c, &d) && (c & (1u << 8));
+}
+const bool g_prefetchw = cpu_has_prefetchw();
+#endif
+void prefetch_lines_for_write(const void* p, size_t n) {
+  const char* c = static_cast<const char*>(p);
+#if defined(__x86_64__)
+  if (g_prefetchw) {
+    for (size_t off = 0; off < n; off += 64) asm volatile("prefetchw %0" ::"m"(c[off]));
+    return;
+  }
+#endif
+  for (size_t off = 0; off < n; off += 64) __builtin_prefetch(c + off, 1, 3);
+}
+
+// How much of a record, word first, send_record asks for up front; past it
+// the copy's own stores stream (asking for a whole 4 KiB record measured
+// slower, same section).
+constexpr size_t kRecPrefetchWriteBytes = 1024;
 
 // Minimum time between two liveness checks of the peer's pid.
 constexpr auto kPidCheckInterval = std::chrono::milliseconds(20);
@@ -251,6 +283,8 @@ class ShmConnection final : public Connection {
     }
     std::atomic<uint64_t>* w = slot_word(orec_, orec_bytes_, orec_slots_, rec_head_);
     uint8_t* body = reinterpret_cast<uint8_t*>(w) + kRecWord;
+    if (kRecWord + len > 64)  // one line: its first store asks for it anyway
+      prefetch_lines_for_write(w, std::min<size_t>(kRecWord + len, kRecPrefetchWriteBytes));
     std::memcpy(body, hdr, hn);
     if (n) std::memcpy(body + hn, data, n);
     w->store(record_word(rec_head_, len), std::memory_order_release);
