@@ -128,6 +128,34 @@ bool parse_int(const char* s, int min, int max, int* out) {
   return true;
 }
 
+// The flags that take an integer in [min, max].
+struct IntFlag {
+  const char* flag;
+  int min, max;
+  int Options::*field;
+};
+constexpr IntFlag kIntFlags[] = {
+    {"-n", 1, 1 << 30, &Options::iters},
+    {"-w", 0, 1 << 30, &Options::warmup},
+    {"-B", 1, 1000, &Options::repeats},
+    {"-R", 0, 2, &Options::local_register},
+    {"-c", 0, 1, &Options::check},
+    {"-r", 0, 1 << 30, &Options::root},
+    {"-z", 0, 1, &Options::blocking},
+    {"-a", 0, 3, &Options::average},
+    {"--np", 1, 4096, &Options::np},
+    {"--dirty", 0, 1, &Options::dirty},
+    {"-t", 1, 1024, &Options::threads},
+    {"-g", 1, 1024, &Options::gpus},
+    {"-G", 0, 1 << 20, &Options::graph_launches},
+};
+
+const IntFlag* int_flag(const std::string& a) {
+  for (const IntFlag& f : kIntFlags)
+    if (a == f.flag) return &f;
+  return nullptr;
+}
+
 }  // namespace
 
 bool parse_options(int argc, char** argv, Options* o, int* exit_code) {
@@ -184,32 +212,8 @@ bool parse_options(int argc, char** argv, Options* o, int* exit_code) {
     } else if (a == "-i") {
       ok = parse_bytes(v, &o->step_bytes);
       increment_given = true;
-    } else if (a == "-n")
-      ok = parse_int(v, 1, 1 << 30, &o->iters);
-    else if (a == "-w")
-      ok = parse_int(v, 0, 1 << 30, &o->warmup);
-    else if (a == "-B")
-      ok = parse_int(v, 1, 1000, &o->repeats);
-    else if (a == "-R")
-      ok = parse_int(v, 0, 2, &o->local_register);
-    else if (a == "-c")
-      ok = parse_int(v, 0, 1, &o->check);
-    else if (a == "-r")
-      ok = parse_int(v, 0, 1 << 30, &o->root);
-    else if (a == "-z")
-      ok = parse_int(v, 0, 1, &o->blocking);
-    else if (a == "-a")
-      ok = parse_int(v, 0, 3, &o->average);
-    else if (a == "--np")
-      ok = parse_int(v, 1, 4096, &o->np);
-    else if (a == "--dirty")
-      ok = parse_int(v, 0, 1, &o->dirty);
-    else if (a == "-t")
-      ok = parse_int(v, 1, 1024, &o->threads);
-    else if (a == "-g")
-      ok = parse_int(v, 1, 1024, &o->gpus);
-    else if (a == "-G")
-      ok = parse_int(v, 0, 1 << 20, &o->graph_launches);
+    } else if (const IntFlag* f = int_flag(a))
+      ok = parse_int(v, f->min, f->max, &(o->*f->field));
     else if (a == "--json")
       o->json_path = v;
     else if (a == "-J") {
