@@ -85,7 +85,10 @@ const std::vector<EnvVar>& env_registry() {
        "one copy, but the sender waits for the reader) instead of going through the FIFO (two "
        "copies, on both sides at once, and the sender may run ahead). 0 = never. The default "
        "(messages of two FIFO laps and more at the default FIFO size) is where single copy "
-       "measured faster at 2, 4 and 8 ranks with freshly written inputs (docs/performance.md). "
+       "measured faster with freshly written inputs and a CPU per rank (docs/performance.md). "
+       "Unset, it is 1M on a host whose ranks outnumber the CPUs they may run on: there the "
+       "FIFO's two copies cost CPU time the other ranks wait for, and single copy measured "
+       "faster from messages of one FIFO lap at 2 and 4 ranks per CPU. "
        "Where the sender's memory cannot be read (checked at connect) the FIFO is used. Each "
        "rank decides for what it sends."},
       {"MYCOLL_SOCKET_BUFFER_BYTES", "bytes", "0",
@@ -384,6 +387,15 @@ IbConfig ib_from_env() {
 
 }  // namespace
 
+// Unset MYCOLL_SHM_READ_BYTES on an oversubscribed host: messages of one
+// default FIFO lap and more go single copy (docs/performance.md, "Session 47").
+static constexpr size_t kShmReadBytesOversubscribed = 1u << 20;
+
+size_t Config::shm_read_bytes_for(bool host_oversubscribed) const {
+  if (shm_read_bytes_set || !host_oversubscribed) return shm_read_bytes;
+  return kShmReadBytesOversubscribed;
+}
+
 Config Config::from_env() {
   Config c;
   c.debug_level = env_get("MYCOLL_DEBUG");
@@ -397,6 +409,7 @@ Config Config::from_env() {
   if (c.shm_fifo_bytes < 4096)
     throw_error(mycollInvalidArgument, "MYCOLL_SHM_FIFO_BYTES must be at least 4K");
   c.shm_read_bytes = parse_bytes(env_get("MYCOLL_SHM_READ_BYTES"), "MYCOLL_SHM_READ_BYTES");
+  c.shm_read_bytes_set = std::getenv("MYCOLL_SHM_READ_BYTES") != nullptr;
   c.socket_buffer_bytes =
       parse_bytes(env_get("MYCOLL_SOCKET_BUFFER_BYTES"), "MYCOLL_SOCKET_BUFFER_BYTES");
   c.chunk_bytes = parse_bytes(env_get("MYCOLL_CHUNK_BYTES"), "MYCOLL_CHUNK_BYTES");

@@ -61,6 +61,7 @@ struct Config {
   std::string host_id;                         // MYCOLL_HOST_ID (override of hostname+boot id)
   size_t shm_fifo_bytes = 1u << 20;            // MYCOLL_SHM_FIFO_BYTES
   size_t shm_read_bytes = 2u << 20;            // MYCOLL_SHM_READ_BYTES (0 = never)
+  bool shm_read_bytes_set = false;             // MYCOLL_SHM_READ_BYTES given in the environment
   size_t socket_buffer_bytes = 0;              // MYCOLL_SOCKET_BUFFER_BYTES
   size_t chunk_bytes = 0;                      // MYCOLL_CHUNK_BYTES (pipelined tree/chain)
   int gpu_channels = 64;                       // MYCOLL_NCHANNELS
@@ -88,6 +89,10 @@ struct Config {
   // Parses every variable; throws InvalidArgument naming the variable on a
   // malformed value.
   static Config from_env();
+  // The single-copy threshold a rank applies to what it sends over shm:
+  // MYCOLL_SHM_READ_BYTES when given, else 2 MiB, or 1 MiB on a host whose
+  // ranks outnumber the CPUs they may run on (docs/environment.md).
+  size_t shm_read_bytes_for(bool host_oversubscribed) const;
 };
 
 // Helpers shared by parsers (throw InvalidArgument naming `what`).

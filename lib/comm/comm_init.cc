@@ -320,6 +320,9 @@ std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int 
     std::vector<int> cpus;
     const std::vector<char> over = oversubscribed_hosts(c->peers, masks, &cpus);
     c->host_oversubscribed = over[rank];
+    // Each rank decides for what it sends; cfg is this communicator's own
+    // (read at its init), so nothing else sees the lowered threshold.
+    c->cfg.shm_read_bytes = c->cfg.shm_read_bytes_for(over[rank]);
     // Every rank must choose the same algorithm, so the rule switches when
     // any host of a host communicator is oversubscribed (hosts may differ
     // in ranks and cores).
@@ -329,8 +332,11 @@ std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int 
       int local = 0;
       for (const auto& p : c->peers)
         local += std::strncmp(p.host_id, c->peers[rank].host_id, sizeof(p.host_id)) == 0;
-      log_info(Subsys::Tuning, "rank {}: {} ranks on this host may run on {} CPUs{}", rank, local,
-               cpus[rank], cuda_device < 0 ? ": automatic all-reduce prefers fewer steps" : "");
+      log_info(Subsys::Tuning, "rank {}: {} ranks on this host may run on {} CPUs{}{}", rank, local,
+               cpus[rank], cuda_device < 0 ? ": automatic all-reduce prefers fewer steps" : "",
+               c->cfg.shm_read_bytes_set
+                   ? ""
+                   : fmt::format("; shm single copy from {} B", c->cfg.shm_read_bytes));
     }
     if (any) c->algo.set_oversubscribed(true);
   }

@@ -49,7 +49,8 @@ constexpr uint8_t kNone = 0xff;
 // holds the header and the 8-byte address; Connection::expose).
 constexpr uint8_t kPayloadInlineOrStream = 0;
 constexpr uint8_t kPayloadRemote = 1;
-// Messages of at least MYCOLL_SHM_READ_BYTES (Config::shm_read_bytes) of
+// Messages of at least MYCOLL_SHM_READ_BYTES (Config::shm_read_bytes, set
+// per communicator at init by Config::shm_read_bytes_for) of
 // collectives that do not reduce (and point-to-point) go as remote reads
 // where the connection offers them: one copy instead of two through the
 // ring. Reductions keep the ring (they read the payload once either way).

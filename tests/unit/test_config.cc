@@ -26,6 +26,25 @@ TEST(Config, ParsesSizesAndRejectsGarbage) {
   EXPECT_THROW(parse_double("abc", "x"), Error);
 }
 
+// Unset, the single-copy threshold is 2 MiB, or 1 MiB on an oversubscribed
+// host; a value in the environment (the default's own included) is kept as
+// given on every host.
+TEST(Config, ShmReadBytesIsLowerOnAnOversubscribedHostUnlessSet) {
+  unsetenv("MYCOLL_SHM_READ_BYTES");
+  Config c = Config::from_env();
+  EXPECT_FALSE(c.shm_read_bytes_set);
+  EXPECT_EQ(c.shm_read_bytes_for(false), 2u << 20);
+  EXPECT_EQ(c.shm_read_bytes_for(true), 1u << 20);
+  for (const char* v : {"2M", "0", "4K", "8M"}) {
+    setenv("MYCOLL_SHM_READ_BYTES", v, 1);
+    Config s = Config::from_env();
+    EXPECT_TRUE(s.shm_read_bytes_set) << v;
+    EXPECT_EQ(s.shm_read_bytes_for(true), parse_bytes(v, "x")) << v;
+    EXPECT_EQ(s.shm_read_bytes_for(false), parse_bytes(v, "x")) << v;
+  }
+  unsetenv("MYCOLL_SHM_READ_BYTES");
+}
+
 TEST(Config, FromEnvReadsEveryVariableAndNamesBadOnes) {
   setenv("MYCOLL_TIMEOUT", "7.5", 1);
   setenv("MYCOLL_SHM_FIFO_BYTES", "1M", 1);
