@@ -30,6 +30,8 @@ TEST(Config, ParsesSizesAndRejectsGarbage) {
 // host; a value in the environment (the default's own included) is kept as
 // given on every host.
 TEST(Config, ShmReadBytesIsLowerOnAnOversubscribedHostUnlessSet) {
+  const char* had = std::getenv("MYCOLL_SHM_READ_BYTES");
+  const std::string saved = had ? had : "";
   unsetenv("MYCOLL_SHM_READ_BYTES");
   Config c = Config::from_env();
   EXPECT_FALSE(c.shm_read_bytes_set);
@@ -42,7 +44,10 @@ TEST(Config, ShmReadBytesIsLowerOnAnOversubscribedHostUnlessSet) {
     EXPECT_EQ(s.shm_read_bytes_for(true), parse_bytes(v, "x")) << v;
     EXPECT_EQ(s.shm_read_bytes_for(false), parse_bytes(v, "x")) << v;
   }
-  unsetenv("MYCOLL_SHM_READ_BYTES");
+  if (had)
+    setenv("MYCOLL_SHM_READ_BYTES", saved.c_str(), 1);
+  else
+    unsetenv("MYCOLL_SHM_READ_BYTES");
 }
 
 TEST(Config, FromEnvReadsEveryVariableAndNamesBadOnes) {
