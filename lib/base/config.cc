@@ -94,7 +94,10 @@ const std::vector<EnvVar>& env_registry() {
       {"MYCOLL_SOCKET_BUFFER_BYTES", "bytes", "0",
        "SO_SNDBUF/SO_RCVBUF for socket transport connections (0 = OS default, autotuned)."},
       {"MYCOLL_CHUNK_BYTES", "bytes", "512K",
-       "Pipelining chunk of tree and chain algorithms on the host engine."},
+       "Pipelining chunk of tree and chain algorithms on the host engine. Unset, a broadcast "
+       "of 2 MiB or more on a communicator with an oversubscribed host (more ranks than CPUs) "
+       "uses chunks of 1 MiB, the single-copy threshold there, so each chunk is read single "
+       "copy."},
       {"MYCOLL_NCHANNELS", "int", "64",
        "GPU: most channels (thread blocks, each with its own FIFOs) one collective uses; large "
        "messages use all of them, small ones fewer. The fused ring and direct kernels use up to "
@@ -396,6 +399,16 @@ size_t Config::shm_read_bytes_for(bool host_oversubscribed) const {
   return kShmReadBytesOversubscribed;
 }
 
+// Broadcast chunks of 512 KiB stay under that threshold and go through the
+// FIFO; 1 MiB chunks measured faster at 4 and 8 ranks on 2 CPUs from 2 MiB
+// messages (docs/performance.md, "Session 48"; enqueue.cc applies it from
+// two chunks). Reduce keeps its chunk: it goes through the FIFO whatever the
+// size, and 1 MiB chunks were slower there.
+size_t Config::broadcast_chunk_bytes_for(bool comm_oversubscribed) const {
+  if (chunk_bytes_set || !comm_oversubscribed) return chunk_bytes;
+  return std::max(chunk_bytes, kShmReadBytesOversubscribed);
+}
+
 Config Config::from_env() {
   Config c;
   c.debug_level = env_get("MYCOLL_DEBUG");
@@ -413,6 +426,8 @@ Config Config::from_env() {
   c.socket_buffer_bytes =
       parse_bytes(env_get("MYCOLL_SOCKET_BUFFER_BYTES"), "MYCOLL_SOCKET_BUFFER_BYTES");
   c.chunk_bytes = parse_bytes(env_get("MYCOLL_CHUNK_BYTES"), "MYCOLL_CHUNK_BYTES");
+  c.chunk_bytes_set = std::getenv("MYCOLL_CHUNK_BYTES") != nullptr;
+  c.broadcast_chunk_bytes = c.chunk_bytes;
   c.gpu_channels = static_cast<int>(parse_int(env_get("MYCOLL_NCHANNELS"), "MYCOLL_NCHANNELS"));
   if (c.gpu_channels < 1 || c.gpu_channels > 64)
     throw_error(mycollInvalidArgument, "MYCOLL_NCHANNELS must be in 1..64");

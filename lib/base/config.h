@@ -64,6 +64,8 @@ struct Config {
   bool shm_read_bytes_set = false;             // MYCOLL_SHM_READ_BYTES given in the environment
   size_t socket_buffer_bytes = 0;              // MYCOLL_SOCKET_BUFFER_BYTES
   size_t chunk_bytes = 0;                      // MYCOLL_CHUNK_BYTES (pipelined tree/chain)
+  bool chunk_bytes_set = false;                // MYCOLL_CHUNK_BYTES given in the environment
+  size_t broadcast_chunk_bytes = 0;            // a broadcast's chunk (broadcast_chunk_bytes_for)
   int gpu_channels = 64;                       // MYCOLL_NCHANNELS
   bool gpu_channels_set = false;               // MYCOLL_NCHANNELS given in the environment
   int gpu_plan_channels = 32;                  // MYCOLL_GPU_PLAN_CHANNELS
@@ -93,6 +95,11 @@ struct Config {
   // MYCOLL_SHM_READ_BYTES when given, else 2 MiB, or 1 MiB on a host whose
   // ranks outnumber the CPUs they may run on (docs/environment.md).
   size_t shm_read_bytes_for(bool host_oversubscribed) const;
+  // A host broadcast's pipeline chunk (for messages of two such chunks or
+  // more): MYCOLL_CHUNK_BYTES, or, when it is not given and a host of the
+  // communicator is oversubscribed, at least the single-copy threshold
+  // there, so each chunk is read single copy.
+  size_t broadcast_chunk_bytes_for(bool comm_oversubscribed) const;
 };
 
 // Helpers shared by parsers (throw InvalidArgument naming `what`).

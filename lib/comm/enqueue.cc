@@ -259,13 +259,24 @@ static size_t message_bytes(const mycollComm* c, const Call& call) {
   return call.count * dtype_size(call.dtype) * (is_blocked(call.coll) ? c->nranks : 1);
 }
 
+// The pipeline chunk of a call in elements. A broadcast of at least two
+// cfg.broadcast_chunk_bytes takes that chunk (Config::broadcast_chunk_bytes_for,
+// set at init); a smaller one keeps the pipeline of cfg.chunk_bytes (a 1 MiB
+// broadcast as one chunk was slower at 4 ranks on 2 CPUs).
+static size_t chunk_count(const mycollComm* c, const Call& call) {
+  const bool big = call.coll == Coll::Broadcast &&
+                   message_bytes(c, call) >= 2 * c->cfg.broadcast_chunk_bytes;
+  const size_t bytes = big ? c->cfg.broadcast_chunk_bytes : c->cfg.chunk_bytes;
+  return std::max<size_t>(1, bytes / dtype_size(call.dtype));
+}
+
 // The algorithm, chunk and plan of a host collective call, chosen and built.
 // Out of line: the cache's hit path below stays small.
 [[gnu::noinline]] static CachedPlan build_host_plan(mycollComm* c, const Call& call,
                                                     bool in_place) {
   CachedPlan e;
   e.algo = c->algo.choose(call.coll, c->nranks, message_bytes(c, call));
-  e.chunk = std::max<size_t>(1, c->cfg.chunk_bytes / dtype_size(call.dtype));
+  e.chunk = chunk_count(c, call);
   CollArgs a;
   a.coll = call.coll;
   a.nranks = c->nranks;
@@ -311,7 +322,7 @@ static void make_collective_task(mycollComm* c, const Call& call, Task* tp) {
     t.cached_plan = e.plan;
   } else {
     t.algo = c->device->choose_algo(c->algo, call.coll, message_bytes(c, call));
-    t.chunk = std::max<size_t>(1, c->cfg.chunk_bytes / dtype_size(call.dtype));
+    t.chunk = chunk_count(c, call);
   }
   log_collective(c, call, t.in_place, t.algo);
   t.seq = c->op_seq++;

@@ -50,6 +50,29 @@ TEST(Config, ShmReadBytesIsLowerOnAnOversubscribedHostUnlessSet) {
     unsetenv("MYCOLL_SHM_READ_BYTES");
 }
 
+TEST(Config, BroadcastChunkReachesSingleCopyOnAnOversubscribedCommUnlessSet) {
+  const char* had = std::getenv("MYCOLL_CHUNK_BYTES");
+  const std::string saved = had ? had : "";
+  unsetenv("MYCOLL_CHUNK_BYTES");
+  Config c = Config::from_env();
+  EXPECT_FALSE(c.chunk_bytes_set);
+  EXPECT_EQ(c.chunk_bytes, 512u << 10);
+  EXPECT_EQ(c.broadcast_chunk_bytes, 512u << 10);  // until comm init decides
+  EXPECT_EQ(c.broadcast_chunk_bytes_for(false), 512u << 10);
+  EXPECT_EQ(c.broadcast_chunk_bytes_for(true), 1u << 20);
+  for (const char* v : {"512K", "64K", "1M", "4M"}) {
+    setenv("MYCOLL_CHUNK_BYTES", v, 1);
+    Config s = Config::from_env();
+    EXPECT_TRUE(s.chunk_bytes_set) << v;
+    EXPECT_EQ(s.broadcast_chunk_bytes_for(true), parse_bytes(v, "x")) << v;
+    EXPECT_EQ(s.broadcast_chunk_bytes_for(false), parse_bytes(v, "x")) << v;
+  }
+  if (had)
+    setenv("MYCOLL_CHUNK_BYTES", saved.c_str(), 1);
+  else
+    unsetenv("MYCOLL_CHUNK_BYTES");
+}
+
 TEST(Config, FromEnvReadsEveryVariableAndNamesBadOnes) {
   setenv("MYCOLL_TIMEOUT", "7.5", 1);
   setenv("MYCOLL_SHM_FIFO_BYTES", "1M", 1);
