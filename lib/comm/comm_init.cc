@@ -333,8 +333,9 @@ std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int 
       int local = 0;
       for (const auto& p : c->peers)
         local += std::strncmp(p.host_id, c->peers[rank].host_id, sizeof(p.host_id)) == 0;
-      log_info(Subsys::Tuning, "rank {}: {} ranks on this host may run on {} CPUs{}{}{}", rank, local,
-               cpus[rank], cuda_device < 0 ? ": automatic all-reduce prefers fewer steps" : "",
+      log_info(Subsys::Tuning, "rank {}: {} ranks on this host may run on {} CPUs{}{}{}", rank,
+               local, cpus[rank],
+               cuda_device < 0 ? ": automatic all-reduce prefers fewer steps" : "",
                c->cfg.shm_read_bytes_set
                    ? ""
                    : fmt::format("; shm single copy from {} B", c->cfg.shm_read_bytes),

@@ -264,8 +264,8 @@ static size_t message_bytes(const mycollComm* c, const Call& call) {
 // set at init); a smaller one keeps the pipeline of cfg.chunk_bytes (a 1 MiB
 // broadcast as one chunk was slower at 4 ranks on 2 CPUs).
 static size_t chunk_count(const mycollComm* c, const Call& call) {
-  const bool big = call.coll == Coll::Broadcast &&
-                   message_bytes(c, call) >= 2 * c->cfg.broadcast_chunk_bytes;
+  const bool big =
+      call.coll == Coll::Broadcast && message_bytes(c, call) >= 2 * c->cfg.broadcast_chunk_bytes;
   const size_t bytes = big ? c->cfg.broadcast_chunk_bytes : c->cfg.chunk_bytes;
   return std::max<size_t>(1, bytes / dtype_size(call.dtype));
 }
