@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <set>
 #include <sstream>
+#include <string>
 
 #include "base/config.h"
 #include "base/error.h"
@@ -26,51 +27,69 @@ TEST(Config, ParsesSizesAndRejectsGarbage) {
   EXPECT_THROW(parse_double("abc", "x"), Error);
 }
 
-// Unset, the single-copy threshold is 2 MiB, or 1 MiB on an oversubscribed
-// host; a value in the environment (the default's own included) is kept as
-// given on every host.
-TEST(Config, ShmReadBytesIsLowerOnAnOversubscribedHostUnlessSet) {
-  const char* had = std::getenv("MYCOLL_SHM_READ_BYTES");
-  const std::string saved = had ? had : "";
-  unsetenv("MYCOLL_SHM_READ_BYTES");
-  Config c = Config::from_env();
-  EXPECT_FALSE(c.shm_read_bytes_set);
-  EXPECT_EQ(c.shm_read_bytes_for(false), 2u << 20);
-  EXPECT_EQ(c.shm_read_bytes_for(true), 1u << 20);
-  for (const char* v : {"2M", "0", "4K", "8M"}) {
-    setenv("MYCOLL_SHM_READ_BYTES", v, 1);
-    Config s = Config::from_env();
-    EXPECT_TRUE(s.shm_read_bytes_set) << v;
-    EXPECT_EQ(s.shm_read_bytes_for(true), parse_bytes(v, "x")) << v;
-    EXPECT_EQ(s.shm_read_bytes_for(false), parse_bytes(v, "x")) << v;
+// A variable unset for one test and put back as it was found.
+class UnsetEnv {
+ public:
+  explicit UnsetEnv(const char* name) : name_(name) {
+    const char* v = std::getenv(name);
+    had_ = v != nullptr;
+    if (had_) saved_ = v;
+    unsetenv(name);
   }
-  if (had)
-    setenv("MYCOLL_SHM_READ_BYTES", saved.c_str(), 1);
-  else
-    unsetenv("MYCOLL_SHM_READ_BYTES");
+  ~UnsetEnv() {
+    if (had_)
+      setenv(name_, saved_.c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+  UnsetEnv(const UnsetEnv&) = delete;
+  UnsetEnv& operator=(const UnsetEnv&) = delete;
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string saved_;
+};
+
+// A tuned default that depends on oversubscription: unset, `get(c, over)`
+// gives `when_not` on a host (or communicator) with a CPU per rank and
+// `when_over` on an oversubscribed one; each value in `values` set in the
+// environment (the default's own included) is kept as given on both, and
+// `is_set` says it was given.
+template <typename Get>
+void expect_kept_unless_oversubscribed(const char* var, Get get, bool Config::*is_set,
+                                       size_t when_not, size_t when_over,
+                                       std::initializer_list<const char*> values) {
+  UnsetEnv unset(var);
+  Config c = Config::from_env();
+  EXPECT_FALSE(c.*is_set) << var;
+  EXPECT_EQ(get(c, false), when_not) << var;
+  EXPECT_EQ(get(c, true), when_over) << var;
+  for (const char* v : values) {
+    setenv(var, v, 1);
+    Config s = Config::from_env();
+    EXPECT_TRUE(s.*is_set) << var << "=" << v;
+    EXPECT_EQ(get(s, true), parse_bytes(v, "x")) << var << "=" << v;
+    EXPECT_EQ(get(s, false), parse_bytes(v, "x")) << var << "=" << v;
+  }
 }
 
+// Unset, the single-copy threshold is 2 MiB, or 1 MiB on an oversubscribed
+// host.
+TEST(Config, ShmReadBytesIsLowerOnAnOversubscribedHostUnlessSet) {
+  expect_kept_unless_oversubscribed(
+      "MYCOLL_SHM_READ_BYTES", [](const Config& c, bool o) { return c.shm_read_bytes_for(o); },
+      &Config::shm_read_bytes_set, 2u << 20, 1u << 20, {"2M", "0", "4K", "8M"});
+}
+
+// Unset, a broadcast's chunk is the 512 KiB of every pipeline, or 1 MiB
+// (the single-copy threshold there) on an oversubscribed communicator.
 TEST(Config, BroadcastChunkReachesSingleCopyOnAnOversubscribedCommUnlessSet) {
-  const char* had = std::getenv("MYCOLL_CHUNK_BYTES");
-  const std::string saved = had ? had : "";
-  unsetenv("MYCOLL_CHUNK_BYTES");
-  Config c = Config::from_env();
-  EXPECT_FALSE(c.chunk_bytes_set);
-  EXPECT_EQ(c.chunk_bytes, 512u << 10);
-  EXPECT_EQ(c.broadcast_chunk_bytes, 512u << 10);  // until comm init decides
-  EXPECT_EQ(c.broadcast_chunk_bytes_for(false), 512u << 10);
-  EXPECT_EQ(c.broadcast_chunk_bytes_for(true), 1u << 20);
-  for (const char* v : {"512K", "64K", "1M", "4M"}) {
-    setenv("MYCOLL_CHUNK_BYTES", v, 1);
-    Config s = Config::from_env();
-    EXPECT_TRUE(s.chunk_bytes_set) << v;
-    EXPECT_EQ(s.broadcast_chunk_bytes_for(true), parse_bytes(v, "x")) << v;
-    EXPECT_EQ(s.broadcast_chunk_bytes_for(false), parse_bytes(v, "x")) << v;
-  }
-  if (had)
-    setenv("MYCOLL_CHUNK_BYTES", saved.c_str(), 1);
-  else
-    unsetenv("MYCOLL_CHUNK_BYTES");
+  expect_kept_unless_oversubscribed(
+      "MYCOLL_CHUNK_BYTES", [](const Config& c, bool o) { return c.broadcast_chunk_bytes_for(o); },
+      &Config::chunk_bytes_set, 512u << 10, 1u << 20, {"512K", "64K", "1M", "4M"});
+  UnsetEnv unset("MYCOLL_CHUNK_BYTES");
+  EXPECT_EQ(Config::from_env().broadcast_chunk_bytes, 512u << 10);  // until comm init decides
 }
 
 TEST(Config, FromEnvReadsEveryVariableAndNamesBadOnes) {
