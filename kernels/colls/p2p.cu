@@ -115,10 +115,11 @@ __device__ void recv_key(const P2pLlParams<K, S>& p, const P2pLlKey& key, int* s
         // The sender's size before any data wait (lines it did not send
         // would never come); none yet: its message may have taken the
         // bandwidth FIFO (its size above the ll limit).
-        uint64_t seen = 0;
+        dev::OtherRingWatch watch{0, 0};
         auto in_fifo = [&] {
-          const dev::OtherRing fifo{key.fifo_sizes, c.fifo_slots, *key.fifo_count, key.fifo_credit};
-          return dev::sent_on_other_ring(g, key.peer, p.msg[s], fifo, &seen);
+          return dev::sent_on_other_ring(g, key.peer, p.msg[s], &watch, [&] {
+            return dev::OtherRing{key.fifo_sizes, c.fifo_slots, *key.fifo_count, key.fifo_credit};
+          });
         };
         quit = !dev::wait_gate(g, stop, key.peer, kDevRecv, [&] {
           return dev::check_size(g, key.peer, p.msg[s], key.sizes, ring.slots, base, key.credit,

@@ -57,7 +57,7 @@ struct BlockState {
   uint8_t isll[kMaxStepOps];           // the op travels in the ll ring
   uint64_t llbase[kMaxStepOps];        // ll pass: first slot sequence number of the op
   uint32_t llbmod[kMaxStepOps];        // ll pass: its slot in the ring (Ring::start)
-  uint64_t seen[kMaxStepOps];          // point-to-point receive: sent_on_other_ring's state
+  OtherRingWatch seen[kMaxStepOps];    // point-to-point receive: sent_on_other_ring's state
   uint32_t llpre[2][kMaxStepOps + 1];  // ll pass, per group: prefix sum of lines moved
   const char* fused[kMaxFused];        // sources of a fused local reduction
   uint64_t n[2];
@@ -120,7 +120,7 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
       sh.done[k] = 0;
       sh.isll[k] = 0;
       sh.total[k] = 0;
-      sh.seen[k] = 0;
+      sh.seen[k] = OtherRingWatch{0, 0};
       if (op.kind <= kDevRecvReduce) {
         const DevPeer& P = cm.peers[op.peer];
         sh.isll[k] = P.ll && op.bytes <= ll_max;
@@ -214,10 +214,11 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
                 // the bandwidth FIFO (its size above the ll limit).
                 if (a.p2p) {
                   auto in_fifo = [&] {
-                    const DevPeer& pr = cm.peers[op.peer];
-                    const OtherRing fifo{pr.recv_size + ch * pr.size_stride, uint64_t(pr.nslots),
-                                         st[1], make_chan(cm, -1, op.peer, ch).recv_tail};
-                    return sent_on_other_ring(gu, op.peer, mine, fifo, &sh.seen[k]);
+                    return sent_on_other_ring(gu, op.peer, mine, &sh.seen[k], [&] {
+                      const DevPeer& pr = cm.peers[op.peer];
+                      return OtherRing{pr.recv_size + ch * pr.size_stride, uint64_t(pr.nslots),
+                                       st[1], make_chan(cm, -1, op.peer, ch).recv_tail};
+                    });
                   };
                   const Gate sized = check_size(
                       gu, op.peer, mine, cm.local + g.ll_size_off(op.peer, ch), g.ll_slots, base,
@@ -357,9 +358,10 @@ __global__ void __launch_bounds__(kThreads, 1) plan_kernel(KernelArgs a) {
               // within the ll limit).
               auto in_ll = [&] {
                 if (!pr.ll) return false;
-                const OtherRing ll{cm.local + g.ll_size_off(op.peer, ch), uint64_t(g.ll_slots),
+                return sent_on_other_ring(GiveUp::of(cm), op.peer, mine, &sh.seen[k], [&] {
+                  return OtherRing{cm.local + g.ll_size_off(op.peer, ch), uint64_t(g.ll_slots),
                                    st[3], cm.remote[op.peer] + g.ll_tail_off(cm.rank, ch)};
-                return sent_on_other_ring(GiveUp::of(cm), op.peer, mine, ll, &sh.seen[k]);
+                });
               };
               const Gate gate =
                   check_size(GiveUp::of(cm), op.peer, mine, pr.recv_size + ch * pr.size_stride,

@@ -78,22 +78,38 @@ struct OtherRing {
   char* credit;
 };
 
+// A point-to-point receive's look at the other ring is one poll in
+// kOtherRingEvery of its own ring: a message on the wrong ring is a rare
+// error that waits out kOtherRingGraceNs anyway, while every poll of the
+// common wait costs its loads (the other ring's count, then its line).
+constexpr uint32_t kOtherRingEvery = 256;
+static_assert((kOtherRingEvery & (kOtherRingEvery - 1)) == 0, "a power of two");
+
+// sent_on_other_ring's per-receive state, zeroed before the receive's
+// first poll.
+struct OtherRingWatch {
+  uint64_t since;  // when the other ring's line was first seen standing; 0: not seen
+  uint32_t polls;
+};
+
 // For a point-to-point receive whose own ring has no size line yet: true
 // when the sender put its message on the other ring, recorded as
 // kDevRecvSizeMismatch with the sender's bytes, and refused there (the
 // other ring's credit poisoned, so a sender waiting for room on it stops).
-// *seen: the caller's per-receive state, 0 at first (when the other ring's
-// line was first seen standing).
+// other() builds the OtherRing; it is called only on the polls that look.
+template <typename Other>
 __device__ __forceinline__ bool sent_on_other_ring(const GiveUp& g, int peer, uint64_t mine,
-                                                   const OtherRing& o, uint64_t* seen) {
+                                                   OtherRingWatch* w, Other other) {
+  if ((++w->polls & (kOtherRingEvery - 1)) != 0) return false;
+  const OtherRing o = other();
   uint64_t theirs;
   if (!peek_size(o.sizes, o.slots, o.pos, &theirs)) {
-    *seen = 0;
+    w->since = 0;
     return false;
   }
   const uint64_t now = globaltimer();
-  if (*seen == 0) *seen = now;
-  if (now - *seen < kOtherRingGraceNs) return false;
+  if (w->since == 0) w->since = now;
+  if (now - w->since < kOtherRingGraceNs) return false;
   g.record(mycollInvalidUsage, peer, kDevRecvSizeMismatch, mine, theirs);
   poison(o.credit, mine);
   return true;
