@@ -173,6 +173,7 @@ class AlgoPolicy {
   // be scheduled, so the automatic rule prefers fewer steps (rhd all-reduce
   // up to 8 MiB instead of the ring's 2(n-1) steps).
   void set_oversubscribed(bool v) { oversubscribed_ = v; }
+  bool oversubscribed() const { return oversubscribed_; }
   // Ranks span this many hosts (1 = one host). With several hosts the
   // automatic rule moves tree-shaped choices (and mid-size all-reduce) to
   // hier; with one host it is exactly the single-host rule.

@@ -401,12 +401,18 @@ size_t Config::shm_read_bytes_for(bool host_oversubscribed) const {
 
 // Broadcast chunks of 512 KiB stay under that threshold and go through the
 // FIFO; 1 MiB chunks measured faster at 4 and 8 ranks on 2 CPUs from 2 MiB
-// messages (docs/performance.md, "Session 48"; enqueue.cc applies it from
-// two chunks). Reduce keeps its chunk: it goes through the FIFO whatever the
-// size, and 1 MiB chunks were slower there.
-size_t Config::broadcast_chunk_bytes_for(bool comm_oversubscribed) const {
-  if (chunk_bytes_set || !comm_oversubscribed) return chunk_bytes;
+// messages. A 1 MiB message keeps its two 512 KiB chunks: as one chunk it
+// was slower at 4 ranks. Reduce keeps its chunk: it goes through the FIFO
+// whatever the size, and 1 MiB chunks were slower there (docs/performance.md,
+// "Session 48").
+size_t Config::broadcast_chunk_bytes_oversubscribed(size_t chunk_bytes) {
   return std::max(chunk_bytes, kShmReadBytesOversubscribed);
+}
+
+size_t Config::broadcast_chunk_bytes(size_t message_bytes, bool comm_oversubscribed) const {
+  if (chunk_bytes_set || !comm_oversubscribed) return chunk_bytes;
+  const size_t big = broadcast_chunk_bytes_oversubscribed(chunk_bytes);
+  return message_bytes >= 2 * big ? big : chunk_bytes;
 }
 
 Config Config::from_env() {
@@ -427,7 +433,6 @@ Config Config::from_env() {
       parse_bytes(env_get("MYCOLL_SOCKET_BUFFER_BYTES"), "MYCOLL_SOCKET_BUFFER_BYTES");
   c.chunk_bytes = parse_bytes(env_get("MYCOLL_CHUNK_BYTES"), "MYCOLL_CHUNK_BYTES");
   c.chunk_bytes_set = std::getenv("MYCOLL_CHUNK_BYTES") != nullptr;
-  c.broadcast_chunk_bytes = c.chunk_bytes;
   c.gpu_channels = static_cast<int>(parse_int(env_get("MYCOLL_NCHANNELS"), "MYCOLL_NCHANNELS"));
   if (c.gpu_channels < 1 || c.gpu_channels > 64)
     throw_error(mycollInvalidArgument, "MYCOLL_NCHANNELS must be in 1..64");

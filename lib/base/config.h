@@ -65,7 +65,6 @@ struct Config {
   size_t socket_buffer_bytes = 0;              // MYCOLL_SOCKET_BUFFER_BYTES
   size_t chunk_bytes = 0;                      // MYCOLL_CHUNK_BYTES (pipelined tree/chain)
   bool chunk_bytes_set = false;                // MYCOLL_CHUNK_BYTES given in the environment
-  size_t broadcast_chunk_bytes = 0;            // a broadcast's chunk (broadcast_chunk_bytes_for)
   int gpu_channels = 64;                       // MYCOLL_NCHANNELS
   bool gpu_channels_set = false;               // MYCOLL_NCHANNELS given in the environment
   int gpu_plan_channels = 32;                  // MYCOLL_GPU_PLAN_CHANNELS
@@ -95,11 +94,14 @@ struct Config {
   // MYCOLL_SHM_READ_BYTES when given, else 2 MiB, or 1 MiB on a host whose
   // ranks outnumber the CPUs they may run on (docs/environment.md).
   size_t shm_read_bytes_for(bool host_oversubscribed) const;
-  // A host broadcast's pipeline chunk (for messages of two such chunks or
-  // more): MYCOLL_CHUNK_BYTES, or, when it is not given and a host of the
-  // communicator is oversubscribed, at least the single-copy threshold
-  // there, so each chunk is read single copy.
-  size_t broadcast_chunk_bytes_for(bool comm_oversubscribed) const;
+  // The pipeline chunk of a host broadcast of `message_bytes`:
+  // MYCOLL_CHUNK_BYTES when given; else, when a host of the communicator is
+  // oversubscribed and the message holds two such chunks, at least the
+  // single-copy threshold there (kBroadcastChunkMinOversubscribed), so each
+  // chunk is read single copy; else chunk_bytes.
+  size_t broadcast_chunk_bytes(size_t message_bytes, bool comm_oversubscribed) const;
+  // That chunk for an oversubscribed communicator, as INFO reports it.
+  static size_t broadcast_chunk_bytes_oversubscribed(size_t chunk_bytes);
 };
 
 // Helpers shared by parsers (throw InvalidArgument naming `what`).

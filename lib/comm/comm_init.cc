@@ -328,22 +328,29 @@ std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int 
     // in ranks and cores).
     bool any = false;
     for (int r = 0; r < nranks; ++r) any |= over[r] && c->peers[r].cuda_device < 0;
-    c->cfg.broadcast_chunk_bytes = c->cfg.broadcast_chunk_bytes_for(any);
     if (over[rank]) {
       int local = 0;
       for (const auto& p : c->peers)
         local += std::strncmp(p.host_id, c->peers[rank].host_id, sizeof(p.host_id)) == 0;
-      log_info(Subsys::Tuning, "rank {}: {} ranks on this host may run on {} CPUs{}{}{}", rank,
-               local, cpus[rank],
-               cuda_device < 0 ? ": automatic all-reduce prefers fewer steps" : "",
+      log_info(Subsys::Tuning, "rank {}: {} ranks on this host may run on {} CPUs{}", rank, local,
+               cpus[rank],
                c->cfg.shm_read_bytes_set
                    ? ""
-                   : fmt::format("; shm single copy from {} B", c->cfg.shm_read_bytes),
-               c->cfg.broadcast_chunk_bytes == c->cfg.chunk_bytes
-                   ? ""
-                   : fmt::format("; broadcast chunks of {} B", c->cfg.broadcast_chunk_bytes));
+                   : fmt::format("; shm single copy from {} B", c->cfg.shm_read_bytes));
     }
-    if (any) c->algo.set_oversubscribed(true);
+    if (any) {
+      // What follows from it is the same on every rank, so every rank says
+      // it (on a host with a CPU per rank too).
+      c->algo.set_oversubscribed(true);
+      const size_t big = Config::broadcast_chunk_bytes_oversubscribed(c->cfg.chunk_bytes);
+      log_info(Subsys::Tuning,
+               "rank {}: a host of this communicator has more ranks than CPUs: automatic "
+               "all-reduce prefers fewer steps{}",
+               rank,
+               c->cfg.chunk_bytes_set || big == c->cfg.chunk_bytes
+                   ? ""
+                   : fmt::format("; broadcasts of {} B or more in chunks of {} B", 2 * big, big));
+    }
   }
   std::vector<int> order = host_major_order(c->peers);
   const int nhosts = count_hosts(c->peers);

@@ -259,14 +259,13 @@ static size_t message_bytes(const mycollComm* c, const Call& call) {
   return call.count * dtype_size(call.dtype) * (is_blocked(call.coll) ? c->nranks : 1);
 }
 
-// The pipeline chunk of a call in elements. A broadcast of at least two
-// cfg.broadcast_chunk_bytes takes that chunk (Config::broadcast_chunk_bytes_for,
-// set at init); a smaller one keeps the pipeline of cfg.chunk_bytes (a 1 MiB
-// broadcast as one chunk was slower at 4 ranks on 2 CPUs).
+// The pipeline chunk of a call in elements (a broadcast's:
+// Config::broadcast_chunk_bytes).
 static size_t chunk_count(const mycollComm* c, const Call& call) {
-  const bool big =
-      call.coll == Coll::Broadcast && message_bytes(c, call) >= 2 * c->cfg.broadcast_chunk_bytes;
-  const size_t bytes = big ? c->cfg.broadcast_chunk_bytes : c->cfg.chunk_bytes;
+  const size_t bytes =
+      call.coll == Coll::Broadcast
+          ? c->cfg.broadcast_chunk_bytes(message_bytes(c, call), c->algo.oversubscribed())
+          : c->cfg.chunk_bytes;
   return std::max<size_t>(1, bytes / dtype_size(call.dtype));
 }
 

@@ -83,13 +83,25 @@ TEST(Config, ShmReadBytesIsLowerOnAnOversubscribedHostUnlessSet) {
 }
 
 // Unset, a broadcast's chunk is the 512 KiB of every pipeline, or 1 MiB
-// (the single-copy threshold there) on an oversubscribed communicator.
+// (the single-copy threshold there) on an oversubscribed communicator for
+// messages of 2 MiB or more; a smaller message keeps two 512 KiB chunks.
 TEST(Config, BroadcastChunkReachesSingleCopyOnAnOversubscribedCommUnlessSet) {
   expect_kept_unless_oversubscribed(
-      "MYCOLL_CHUNK_BYTES", [](const Config& c, bool o) { return c.broadcast_chunk_bytes_for(o); },
+      "MYCOLL_CHUNK_BYTES",
+      [](const Config& c, bool o) { return c.broadcast_chunk_bytes(size_t(64) << 20, o); },
       &Config::chunk_bytes_set, 512u << 10, 1u << 20, {"512K", "64K", "1M", "4M"});
   UnsetEnv unset("MYCOLL_CHUNK_BYTES");
-  EXPECT_EQ(Config::from_env().broadcast_chunk_bytes, 512u << 10);  // until comm init decides
+  const Config c = Config::from_env();
+  for (size_t bytes : {size_t(0), size_t(1), size_t(1) << 20, (size_t(2) << 20) - 1}) {
+    EXPECT_EQ(c.broadcast_chunk_bytes(bytes, true), 512u << 10) << bytes;
+    EXPECT_EQ(c.broadcast_chunk_bytes(bytes, false), 512u << 10) << bytes;
+  }
+  for (size_t bytes : {size_t(2) << 20, (size_t(2) << 20) + 1, size_t(5) << 30}) {
+    EXPECT_EQ(c.broadcast_chunk_bytes(bytes, true), 1u << 20) << bytes;
+    EXPECT_EQ(c.broadcast_chunk_bytes(bytes, false), 512u << 10) << bytes;
+  }
+  EXPECT_EQ(Config::broadcast_chunk_bytes_oversubscribed(512u << 10), 1u << 20);
+  EXPECT_EQ(Config::broadcast_chunk_bytes_oversubscribed(4u << 20), 4u << 20);
 }
 
 TEST(Config, FromEnvReadsEveryVariableAndNamesBadOnes) {
