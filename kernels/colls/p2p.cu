@@ -126,13 +126,22 @@ __device__ void recv_key(const P2pLlParams<K, S>& p, const P2pLlKey& key, int* s
                                  in_fifo);
         });
       }
+      // The lines still missing are polled together, one load each per
+      // poll, so they cost one load's wait, not one each after another
+      // (thread 0's first loads went out before its size gate and are stale
+      // by the time it passes). Any line that arrives restarts the timeout.
+      for (dev::Waiter w(0); !quit;) {
+        bool missing = false, arrived = false;
 #pragma unroll
-      for (int u = 0; u < kL; ++u) {
-        dev::Waiter w(0);
-        while (!ok[u] && !quit) {
-          ok[u] = ll::load_line(line[u], flag[u], &v[u]);
-          if (!ok[u]) quit = dev::tick_or_stop(w, g, stop, key.peer, kDevRecv);
-        }
+        for (int u = 0; u < kL; ++u)
+          if (!ok[u]) {
+            ok[u] = ll::load_line(line[u], flag[u], &v[u]);
+            missing |= !ok[u];
+            arrived |= ok[u];
+          }
+        if (!missing) break;
+        if (arrived) w = dev::Waiter(0);
+        quit = dev::tick_or_stop(w, g, stop, key.peer, kDevRecv);
       }
       if (quit) break;
 #pragma unroll
