@@ -175,6 +175,13 @@ Algo AlgoPolicy::auto_choice(Coll c, int nranks, size_t bytes) {
       return Algo::Ring;
     case Coll::AllGather:
     case Coll::ReduceScatter:
+      // Three ranks: rhd's fold for a non-power of two takes three steps
+      // to the ring's two and the direct exchange's one, and was the
+      // slowest of the three up to 256 KiB; the direct exchange led the
+      // ring there for all-gather, and for reduce-scatter up to 16 KiB
+      // (docs/performance.md, "Session 49: three ranks").
+      if (nranks == 3)
+        return bytes <= (c == Coll::AllGather ? 256 * KiB : 16 * KiB) ? Algo::Direct : Algo::Ring;
       if (nranks > 2 && bytes <= 256 * KiB) return Algo::Rhd;
       return Algo::Ring;
     case Coll::Broadcast:

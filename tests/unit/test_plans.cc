@@ -555,6 +555,20 @@ TEST(AlgoPolicy, AutoChoiceAlwaysServesTheCollective) {
       }
   }
   // The documented shape of the rule.
+  // Three ranks: all-gather direct up to 256 KiB, reduce-scatter up to
+  // 16 KiB, then the ring; never rhd's three-step fold.
+  for (size_t bytes : {size_t(0), size_t(12), size_t(16) << 10}) {
+    EXPECT_EQ(AlgoPolicy::auto_choice(Coll::AllGather, 3, bytes), Algo::Direct) << bytes;
+    EXPECT_EQ(AlgoPolicy::auto_choice(Coll::ReduceScatter, 3, bytes), Algo::Direct) << bytes;
+  }
+  EXPECT_EQ(AlgoPolicy::auto_choice(Coll::AllGather, 3, 256 << 10), Algo::Direct);
+  EXPECT_EQ(AlgoPolicy::auto_choice(Coll::AllGather, 3, (256 << 10) + 12), Algo::Ring);
+  EXPECT_EQ(AlgoPolicy::auto_choice(Coll::ReduceScatter, 3, (16 << 10) + 12), Algo::Ring);
+  EXPECT_EQ(AlgoPolicy::auto_choice(Coll::ReduceScatter, 3, 256 << 10), Algo::Ring);
+  for (int n : {4, 5, 8}) {
+    EXPECT_EQ(AlgoPolicy::auto_choice(Coll::AllGather, n, 256 << 10), Algo::Rhd) << n;
+    EXPECT_EQ(AlgoPolicy::auto_choice(Coll::ReduceScatter, n, 8), Algo::Rhd) << n;
+  }
   // The one shot up to its measured limit per rank count, then rhd.
   for (auto [n, limit] : std::vector<std::pair<int, size_t>>{
            {2, 256 * 1024}, {3, 32 * 1024}, {4, 2048}, {6, 2048}, {7, 512}, {8, 512}}) {
