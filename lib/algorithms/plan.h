@@ -174,6 +174,11 @@ class AlgoPolicy {
   // up to 8 MiB instead of the ring's 2(n-1) steps).
   void set_oversubscribed(bool v) { oversubscribed_ = v; }
   bool oversubscribed() const { return oversubscribed_; }
+  // Every rank's buffers are host memory: at 3 ranks all-gather and
+  // reduce-scatter take three_host_ranks() instead of rhd.
+  void set_host_memory(bool v) { host_memory_ = v; }
+  // all-gather / reduce-scatter at 3 ranks of host memory.
+  static Algo three_host_ranks(Coll c, size_t bytes);
   // Ranks span this many hosts (1 = one host). With several hosts the
   // automatic rule moves tree-shaped choices (and mid-size all-reduce) to
   // hier; with one host it is exactly the single-host rule.
@@ -193,6 +198,7 @@ class AlgoPolicy {
   int forced_[kNumColls] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
   int global_ = -1;
   bool oversubscribed_ = false;
+  bool host_memory_ = false;
   int hosts_ = 1;
 };
 

@@ -123,6 +123,8 @@ bool AlgoPolicy::forced(Coll c) const {
 // (docs/algorithms.md).
 Algo AlgoPolicy::auto_rule(Coll c, int nranks, size_t bytes) const {
   Algo a = auto_choice_hosts(c, nranks, hosts_, bytes);
+  if (host_memory_ && nranks == 3 && (c == Coll::AllGather || c == Coll::ReduceScatter))
+    return three_host_ranks(c, bytes);
   if (!oversubscribed_ || c != Coll::AllReduce || nranks <= 2) return a;
   // Measured on 2 cores at 4 and 8 ranks (session 34), not with
   // one_shot_max_bytes' core per rank: the one shot up to 32 KiB of copies.
@@ -130,6 +132,17 @@ Algo AlgoPolicy::auto_rule(Coll c, int nranks, size_t bytes) const {
   if (a == Algo::Direct) return Algo::Rhd;
   if (a == Algo::Ring && bytes <= 8 * MiB) return Algo::Rhd;
   return a;
+}
+
+// Three ranks of host memory: rhd's fold for a non-power of two takes three
+// steps to the ring's two and the direct exchange's one, and was the
+// slowest of the three at every size up to 256 KiB; direct led the ring
+// there for all-gather, and for reduce-scatter up to 16 KiB
+// (docs/performance.md, "Session 49: three ranks"). Measured on host
+// buffers only: GPU communicators with proxied peers keep auto_choice.
+Algo AlgoPolicy::three_host_ranks(Coll c, size_t bytes) {
+  const size_t direct_max = c == Coll::AllGather ? 256 * KiB : 16 * KiB;
+  return bytes <= direct_max ? Algo::Direct : Algo::Ring;
 }
 
 // Several hosts: the tree family's flat trees (binary, binomial) cross a host
@@ -175,13 +188,6 @@ Algo AlgoPolicy::auto_choice(Coll c, int nranks, size_t bytes) {
       return Algo::Ring;
     case Coll::AllGather:
     case Coll::ReduceScatter:
-      // Three ranks: rhd's fold for a non-power of two takes three steps
-      // to the ring's two and the direct exchange's one, and was the
-      // slowest of the three up to 256 KiB; the direct exchange led the
-      // ring there for all-gather, and for reduce-scatter up to 16 KiB
-      // (docs/performance.md, "Session 49: three ranks").
-      if (nranks == 3)
-        return bytes <= (c == Coll::AllGather ? 256 * KiB : 16 * KiB) ? Algo::Direct : Algo::Ring;
       if (nranks > 2 && bytes <= 256 * KiB) return Algo::Rhd;
       return Algo::Ring;
     case Coll::Broadcast:

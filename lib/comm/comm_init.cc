@@ -352,6 +352,9 @@ std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int 
                    : fmt::format("; broadcasts of {} B or more in chunks of {} B", 2 * big, big));
     }
   }
+  bool host_memory = true;
+  for (const auto& p : c->peers) host_memory &= p.cuda_device < 0;
+  c->algo.set_host_memory(host_memory);
   std::vector<int> order = host_major_order(c->peers);
   const int nhosts = count_hosts(c->peers);
   c->algo.set_hosts(nhosts);

@@ -555,19 +555,30 @@ TEST(AlgoPolicy, AutoChoiceAlwaysServesTheCollective) {
       }
   }
   // The documented shape of the rule.
-  // Three ranks: all-gather direct up to 256 KiB, reduce-scatter up to
-  // 16 KiB, then the ring; never rhd's three-step fold.
+  // Three ranks of host memory: all-gather direct up to 256 KiB,
+  // reduce-scatter up to 16 KiB, then the ring; never rhd's three-step fold.
+  // A GPU communicator (host_memory unset) keeps the rule.
+  AlgoPolicy host;
+  host.set_host_memory(true);
   for (size_t bytes : {size_t(0), size_t(12), size_t(16) << 10}) {
-    EXPECT_EQ(AlgoPolicy::auto_choice(Coll::AllGather, 3, bytes), Algo::Direct) << bytes;
-    EXPECT_EQ(AlgoPolicy::auto_choice(Coll::ReduceScatter, 3, bytes), Algo::Direct) << bytes;
+    EXPECT_EQ(host.choose(Coll::AllGather, 3, bytes), Algo::Direct) << bytes;
+    EXPECT_EQ(host.choose(Coll::ReduceScatter, 3, bytes), Algo::Direct) << bytes;
+    EXPECT_EQ(AlgoPolicy().choose(Coll::AllGather, 3, bytes), Algo::Rhd) << bytes;
   }
-  EXPECT_EQ(AlgoPolicy::auto_choice(Coll::AllGather, 3, 256 << 10), Algo::Direct);
-  EXPECT_EQ(AlgoPolicy::auto_choice(Coll::AllGather, 3, (256 << 10) + 12), Algo::Ring);
-  EXPECT_EQ(AlgoPolicy::auto_choice(Coll::ReduceScatter, 3, (16 << 10) + 12), Algo::Ring);
-  EXPECT_EQ(AlgoPolicy::auto_choice(Coll::ReduceScatter, 3, 256 << 10), Algo::Ring);
+  EXPECT_EQ(host.choose(Coll::AllGather, 3, 256 << 10), Algo::Direct);
+  EXPECT_EQ(host.choose(Coll::AllGather, 3, (256 << 10) + 12), Algo::Ring);
+  EXPECT_EQ(host.choose(Coll::ReduceScatter, 3, (16 << 10) + 12), Algo::Ring);
+  EXPECT_EQ(host.choose(Coll::ReduceScatter, 3, 256 << 10), Algo::Ring);
+  EXPECT_EQ(host.choose(Coll::AllReduce, 3, 256 << 10),
+            AlgoPolicy().choose(Coll::AllReduce, 3, 256 << 10));
+  host.set_hosts(2);  // the same on several hosts
+  EXPECT_EQ(host.choose(Coll::AllGather, 3, 64), Algo::Direct);
+  AlgoPolicy forced = AlgoPolicy::parse("all_gather:rhd");
+  forced.set_host_memory(true);
+  EXPECT_EQ(forced.choose(Coll::AllGather, 3, 64), Algo::Rhd);
   for (int n : {4, 5, 8}) {
-    EXPECT_EQ(AlgoPolicy::auto_choice(Coll::AllGather, n, 256 << 10), Algo::Rhd) << n;
-    EXPECT_EQ(AlgoPolicy::auto_choice(Coll::ReduceScatter, n, 8), Algo::Rhd) << n;
+    EXPECT_EQ(host.choose(Coll::AllGather, n, 256 << 10), Algo::Rhd) << n;
+    EXPECT_EQ(host.choose(Coll::ReduceScatter, n, 8), Algo::Rhd) << n;
   }
   // The one shot up to its measured limit per rank count, then rhd.
   for (auto [n, limit] : std::vector<std::pair<int, size_t>>{
