@@ -174,11 +174,12 @@ class AlgoPolicy {
   // up to 8 MiB instead of the ring's 2(n-1) steps).
   void set_oversubscribed(bool v) { oversubscribed_ = v; }
   bool oversubscribed() const { return oversubscribed_; }
-  // Every rank's buffers are host memory: at 3 ranks all-gather and
-  // reduce-scatter take three_host_ranks() instead of rhd.
+  // Every rank's buffers are host memory: at 3-8 ranks all-gather and
+  // reduce-scatter take host_blocks() instead of the rule's choice.
   void set_host_memory(bool v) { host_memory_ = v; }
-  // all-gather / reduce-scatter at 3 ranks of host memory.
-  static Algo three_host_ranks(Coll c, size_t bytes);
+  // all-gather / reduce-scatter at 3-8 ranks of host memory; `rule` is the
+  // automatic rule's choice.
+  static Algo host_blocks(Coll c, int nranks, size_t bytes, Algo rule);
   // Ranks span this many hosts (1 = one host). With several hosts the
   // automatic rule moves tree-shaped choices (and mid-size all-reduce) to
   // hier; with one host it is exactly the single-host rule.

@@ -123,8 +123,9 @@ bool AlgoPolicy::forced(Coll c) const {
 // (docs/algorithms.md).
 Algo AlgoPolicy::auto_rule(Coll c, int nranks, size_t bytes) const {
   Algo a = auto_choice_hosts(c, nranks, hosts_, bytes);
-  if (host_memory_ && nranks == 3 && (c == Coll::AllGather || c == Coll::ReduceScatter))
-    return three_host_ranks(c, bytes);
+  if (host_memory_ && (c == Coll::AllGather || c == Coll::ReduceScatter) && nranks >= 3 &&
+      nranks <= 8)
+    return host_blocks(c, nranks, bytes, a);
   if (!oversubscribed_ || c != Coll::AllReduce || nranks <= 2) return a;
   // Measured on 2 cores at 4 and 8 ranks (session 34), not with
   // one_shot_max_bytes' core per rank: the one shot up to 32 KiB of copies.
@@ -134,15 +135,22 @@ Algo AlgoPolicy::auto_rule(Coll c, int nranks, size_t bytes) const {
   return a;
 }
 
-// Three ranks of host memory: rhd's fold for a non-power of two takes three
-// steps to the ring's two and the direct exchange's one, and was the
-// slowest of the three at every size up to 256 KiB; direct led the ring
-// there for all-gather, and for reduce-scatter up to 16 KiB
-// (docs/performance.md, "Session 49: three ranks"). Measured on host
-// buffers only: GPU communicators with proxied peers keep auto_choice.
-Algo AlgoPolicy::three_host_ranks(Coll c, size_t bytes) {
-  const size_t direct_max = c == Coll::AllGather ? 256 * KiB : 16 * KiB;
-  return bytes <= direct_max ? Algo::Direct : Algo::Ring;
+// All-gather and reduce-scatter of host memory at 3-8 ranks. The direct
+// exchange sends each block straight to the rank that needs it: the same
+// bytes as the ring or rhd, in one step, against the ring's n-1 and rhd's
+// log2 n (two more for a rank count that is not a power of two, its fold).
+// Direct was the fastest of the three at every size up to 8 KiB at 4-8
+// ranks and up to 256 KiB (all-gather) and 16 KiB (reduce-scatter) at 3,
+// where rhd's fold is 3 steps to the ring's 2; above that, the ring at 3
+// ranks and `rule` at more (docs/performance.md, "Session 49: three ranks"
+// and "Session 50: all-gather and reduce-scatter at 4-8 ranks"). Measured
+// on host buffers only: GPU communicators with proxied peers keep the rule.
+Algo AlgoPolicy::host_blocks(Coll c, int nranks, size_t bytes, Algo rule) {
+  if (nranks == 3) {
+    const size_t direct_max = c == Coll::AllGather ? 256 * KiB : 16 * KiB;
+    return bytes <= direct_max ? Algo::Direct : Algo::Ring;
+  }
+  return bytes <= 8 * KiB ? Algo::Direct : rule;
 }
 
 // Several hosts: the tree family's flat trees (binary, binomial) cross a host

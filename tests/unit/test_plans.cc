@@ -555,9 +555,10 @@ TEST(AlgoPolicy, AutoChoiceAlwaysServesTheCollective) {
       }
   }
   // The documented shape of the rule.
-  // Three ranks of host memory: all-gather direct up to 256 KiB,
-  // reduce-scatter up to 16 KiB, then the ring; never rhd's three-step fold.
-  // A GPU communicator (host_memory unset) keeps the rule.
+  // Host memory, 3 ranks: all-gather direct up to 256 KiB, reduce-scatter
+  // up to 16 KiB, then the ring; never rhd's three-step fold. 4-8 ranks:
+  // both direct up to 8 KiB, then the rule. A GPU communicator
+  // (host_memory unset) keeps the rule.
   AlgoPolicy host;
   host.set_host_memory(true);
   for (size_t bytes : {size_t(0), size_t(12), size_t(16) << 10}) {
@@ -571,15 +572,32 @@ TEST(AlgoPolicy, AutoChoiceAlwaysServesTheCollective) {
   EXPECT_EQ(host.choose(Coll::ReduceScatter, 3, 256 << 10), Algo::Ring);
   EXPECT_EQ(host.choose(Coll::AllReduce, 3, 256 << 10),
             AlgoPolicy().choose(Coll::AllReduce, 3, 256 << 10));
+  for (int n : {4, 5, 6, 7, 8}) {
+    for (Coll c : {Coll::AllGather, Coll::ReduceScatter}) {
+      EXPECT_EQ(host.choose(c, n, 0), Algo::Direct) << n;
+      EXPECT_EQ(host.choose(c, n, size_t(n)), Algo::Direct) << n;
+      EXPECT_EQ(host.choose(c, n, 8 << 10), Algo::Direct) << n;
+      EXPECT_EQ(host.choose(c, n, (8 << 10) + size_t(n)), Algo::Rhd) << n;
+      EXPECT_EQ(host.choose(c, n, 256 << 10), Algo::Rhd) << n;
+      EXPECT_EQ(host.choose(c, n, 1 << 20), Algo::Ring) << n;
+      EXPECT_EQ(AlgoPolicy().choose(c, n, size_t(n)), Algo::Rhd) << n;
+    }
+  }
+  for (int n : {2, 9, 16}) {  // outside 3-8 ranks: the rule
+    EXPECT_EQ(host.choose(Coll::AllGather, n, 64), AlgoPolicy::auto_choice(Coll::AllGather, n, 64))
+        << n;
+    EXPECT_EQ(host.choose(Coll::ReduceScatter, n, 64),
+              AlgoPolicy::auto_choice(Coll::ReduceScatter, n, 64))
+        << n;
+  }
   host.set_hosts(2);  // the same on several hosts
   EXPECT_EQ(host.choose(Coll::AllGather, 3, 64), Algo::Direct);
+  EXPECT_EQ(host.choose(Coll::ReduceScatter, 8, 64), Algo::Direct);
   AlgoPolicy forced = AlgoPolicy::parse("all_gather:rhd");
   forced.set_host_memory(true);
   EXPECT_EQ(forced.choose(Coll::AllGather, 3, 64), Algo::Rhd);
-  for (int n : {4, 5, 8}) {
-    EXPECT_EQ(host.choose(Coll::AllGather, n, 256 << 10), Algo::Rhd) << n;
-    EXPECT_EQ(host.choose(Coll::ReduceScatter, n, 8), Algo::Rhd) << n;
-  }
+  EXPECT_EQ(forced.choose(Coll::AllGather, 6, 64), Algo::Rhd);
+  EXPECT_EQ(forced.choose(Coll::ReduceScatter, 6, 64), Algo::Direct);
   // The one shot up to its measured limit per rank count, then rhd.
   for (auto [n, limit] : std::vector<std::pair<int, size_t>>{
            {2, 256 * 1024}, {3, 32 * 1024}, {4, 2048}, {6, 2048}, {7, 512}, {8, 512}}) {
