@@ -49,6 +49,13 @@ if run_torch "$out/collectives.log" 1 "$nproc" "$here/collectives.py"; then
 else
   fail "collectives (exit $?): $(grep -m5 -E ' FAIL |Error' "$out/collectives.log" | tr '\n' ' ')"
 fi
+# Every wait of the run must end by itself: a wait that ran out its
+# MYCOLL_TIMEOUT (e.g. communicators destroyed in a different order on
+# different ranks, each destroy waiting for its peers) is a failure even
+# when every check passed.
+if grep -q "timed out after" "$out/collectives.log"; then
+  fail "collectives: a wait ran out MYCOLL_TIMEOUT: $(grep -m2 "timed out after" "$out/collectives.log" | tr '\n' ' ')"
+fi
 served=$(grep -c "NCCL API 2.28.9 served by mycoll" "$out/collectives.log")
 colls=$(grep -c "Init COMPLETE" "$out/collectives.log")
 if [ "$served" -ge "$nproc" ] && [ "$colls" -gt 0 ] && grep -q "$lib" "$out/collectives.log"; then
