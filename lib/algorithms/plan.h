@@ -174,11 +174,11 @@ class AlgoPolicy {
   // up to 8 MiB instead of the ring's 2(n-1) steps).
   void set_oversubscribed(bool v) { oversubscribed_ = v; }
   bool oversubscribed() const { return oversubscribed_; }
-  // Every rank's buffers are host memory: at 3-8 ranks all-gather and
-  // reduce-scatter take host_blocks() instead of the rule's choice.
+  // Every rank's buffers are host memory: all-gather and reduce-scatter
+  // take host_blocks() of the rule's choice.
   void set_host_memory(bool v) { host_memory_ = v; }
-  // all-gather / reduce-scatter at 3-8 ranks of host memory; `rule` is the
-  // automatic rule's choice.
+  // all-gather / reduce-scatter of host memory: direct for small messages
+  // at 3-8 ranks, else `rule` (the automatic rule's choice).
   static Algo host_blocks(Coll c, int nranks, size_t bytes, Algo rule);
   // Ranks span this many hosts (1 = one host). With several hosts the
   // automatic rule moves tree-shaped choices (and mid-size all-reduce) to

@@ -123,8 +123,7 @@ bool AlgoPolicy::forced(Coll c) const {
 // (docs/algorithms.md).
 Algo AlgoPolicy::auto_rule(Coll c, int nranks, size_t bytes) const {
   Algo a = auto_choice_hosts(c, nranks, hosts_, bytes);
-  if (host_memory_ && (c == Coll::AllGather || c == Coll::ReduceScatter) && nranks >= 3 &&
-      nranks <= 8)
+  if (host_memory_ && (c == Coll::AllGather || c == Coll::ReduceScatter))
     return host_blocks(c, nranks, bytes, a);
   if (!oversubscribed_ || c != Coll::AllReduce || nranks <= 2) return a;
   // Measured on 2 cores at 4 and 8 ranks (session 34), not with
@@ -144,8 +143,10 @@ Algo AlgoPolicy::auto_rule(Coll c, int nranks, size_t bytes) const {
 // where rhd's fold is 3 steps to the ring's 2; above that, the ring at 3
 // ranks and `rule` at more (docs/performance.md, "Session 49: three ranks"
 // and "Session 50: all-gather and reduce-scatter at 4-8 ranks"). Measured
-// on host buffers only: GPU communicators with proxied peers keep the rule.
+// on host buffers only: GPU communicators with proxied peers keep the rule,
+// and so do other rank counts.
 Algo AlgoPolicy::host_blocks(Coll c, int nranks, size_t bytes, Algo rule) {
+  if (nranks < 3 || nranks > 8) return rule;
   if (nranks == 3) {
     const size_t direct_max = c == Coll::AllGather ? 256 * KiB : 16 * KiB;
     return bytes <= direct_max ? Algo::Direct : Algo::Ring;
