@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "comm/comm.h"
+#include "comm/retire.h"
 
 namespace mycoll {
 namespace {
@@ -50,13 +51,14 @@ bool decode(mycollComm_t h, unsigned* slot, uint32_t* gen) {
   return *slot < kSlots;
 }
 
-// Frees the communicator of a dead slot with no pins and recycles the slot
-// under the next generation.
+// Frees the communicator of a dead slot with no pins (free_comm: its GPU
+// memory maybe later, comm/retire.h) and recycles the slot under the next
+// generation.
 void free_slot(unsigned i) {
   Slot& s = g_slots[i];
   mycollComm* c = s.comm.exchange(nullptr, std::memory_order_acq_rel);
   const uint32_t gen = gen_of(s.state.load(std::memory_order_acquire));
-  delete c;
+  free_comm(c);
   s.state.store(uint64_t(gen + 1) << 32, std::memory_order_release);
   g_live.fetch_sub(1);
   std::lock_guard<std::mutex> g(g_free_mu);

@@ -107,6 +107,8 @@ class DeviceCommImpl : public DeviceComm {
   void enqueue_beside(std::vector<Task>& tasks) override;
   void join(mycollStream_t stream) override;
   int device() const override { return dev_; }
+  bool quiesce() noexcept override;
+  void meet() noexcept override;
 
  private:
   // Setup (device_comm_setup.cc).
@@ -155,6 +157,8 @@ class DeviceCommImpl : public DeviceComm {
   // Aborted or being destroyed: the proxy's failure handler waits no more
   // for the failure's cause (proxy_failed), so abort and destroy stay quick.
   std::atomic<bool> closing_{false};
+  bool quiesced_ = false;  // quiesce() ran
+  bool must_meet_ = false;  // ... and said the ranks meet; meet() clears it
   DevError* h_error_ = nullptr;
   char** d_remote_ = nullptr;
   DevPeer* d_peers_ = nullptr;

@@ -182,11 +182,13 @@ DeviceCommImpl::DeviceCommImpl(mycollComm& c) : c_(c), dev_(c.cuda_device) {
 
 // Peers may still write counters into this inbox after our last kernel
 // ended, so it is freed only once they are done too: GPUs driven by this
-// process are synchronised here; other processes meet in a barrier
-// (destroy is then collective over those ranks, bounded by MYCOLL_TIMEOUT).
-DeviceCommImpl::~DeviceCommImpl() {
+// process are synchronised here; other processes meet in a barrier (meet(),
+// which comm/retire.h runs apart from destroy, bounded by MYCOLL_TIMEOUT).
+bool DeviceCommImpl::quiesce() noexcept {
+  if (quiesced_) return must_meet_;
+  quiesced_ = true;
   closing_.store(true);  // a failing proxy stops waiting for causes (proxy_failed)
-  watch_.reset();        // peers close their links after the barrier below: not a failure
+  watch_.reset();        // peers close their links after the meeting: not a failure
   bool other_process = false;
   for (int r = 0; r < c_.nranks; ++r) {
     if (r == c_.rank || c_.transport_of[r] != "cuda_ipc") continue;
@@ -201,16 +203,29 @@ DeviceCommImpl::~DeviceCommImpl() {
   cudaDeviceSynchronize();
   const bool healthy = !c_.aborted.load() && c_.async_error.load() == mycollSuccess;
   // Slots our kernels published must reach the wire before peers may
-  // close their connections (the barrier below); the proxy keeps serving
-  // peers until everyone is there.
+  // close their connections (the meeting); the proxy keeps serving peers
+  // until everyone is there.
   if (proxy_ && healthy && !proxy_->drain(c_.cfg.timeout_s))
     log_warn(Subsys::Gpu,
              "rank {}: GPU proxy could not hand every slot to its transport before "
              "destroy (MYCOLL_TIMEOUT)",
              c_.rank);
+  must_meet_ = (other_process || proxy_) && healthy;
+  return must_meet_;
+}
+
+void DeviceCommImpl::meet() noexcept {
+  if (!must_meet_) return;
+  must_meet_ = false;
   try {
-    if ((other_process || proxy_) && healthy) c_.bootstrap->barrier();
+    c_.bootstrap->barrier();
   } catch (...) {}
+}
+
+DeviceCommImpl::~DeviceCommImpl() {
+  quiesce();
+  meet();
+  cudaSetDevice(dev_);  // maybe a thread of its own (comm/retire.h)
   if (proxy_) proxy_->closing();
   proxy_.reset();
   for (auto& [k, p] : plans_) free_plan(p);

@@ -76,6 +76,16 @@ class DeviceComm {
   // forces, else the rule of the engine's selection table
   // (device_algo, lib/engine/device_select.h).
   virtual Algo choose_algo(const AlgoPolicy& policy, Coll c, uint64_t bytes) const = 0;
+  // Destroy in two steps, so that the meeting can run apart (comm/retire.h).
+  // quiesce() waits for this rank's work on the GPU (every kernel of the
+  // process on the GPUs of its ranks, every slot its proxy holds) and says
+  // whether the ranks must still meet before this communicator's memory
+  // goes: peers in other processes may still write into its inbox, or a
+  // proxy serves peers. meet() is that meeting, a barrier bounded by
+  // MYCOLL_TIMEOUT (a failed one is let go: the memory goes anyway). The
+  // destructor runs whichever of the two has not run. Neither throws.
+  virtual bool quiesce() noexcept { return false; }
+  virtual void meet() noexcept {}
 };
 
 }  // namespace mycoll

@@ -48,6 +48,37 @@ ncclResult_t wait_ready(World& w, ncclComm_t comm) {
   return state;
 }
 
+// Communicators destroyed in different orders on different ranks, as
+// PyTorch destroys its groups at exit (each rank its own set, in its own
+// order): two communicators of every rank, even ranks destroying the first
+// first and odd ranks the second, with a two-rank one (ranks 0 and 1, as
+// send/recv makes) between them. On GPU communicators with ranks in other
+// processes each destroy meets its peers before freeing; none may wait for
+// a peer that waits in another destroy (that took MYCOLL_TIMEOUT, 60 s
+// here). The world communicator is checked afterwards.
+void test_destroy_orders(World& w) {
+  const int n = w.nranks, me = w.rank;
+  ncclComm_t both[2] = {nullptr, nullptr}, pair = nullptr;
+  for (int k = 0; k < 2; ++k)
+    if (ok(w, ncclCommSplit(w.comm, 0, me, &both[k], nullptr), "ncclCommSplit (destroy orders)"))
+      check_allreduce(w, both[k], me + k, n * (n - 1) / 2.0 + n * k, "allreduce before destroy");
+  if (ok(w, ncclCommSplit(w.comm, me < 2 ? 0 : NCCL_SPLIT_NOCOLOR, me, &pair, nullptr),
+         "ncclCommSplit (pair)") &&
+      me < 2)
+    check_allreduce(w, pair, 1.0, 2.0, "allreduce on the pair before destroy");
+  const auto t0 = std::chrono::steady_clock::now();
+  ncclComm_t order[3] = {both[me % 2], pair, both[1 - me % 2]};
+  for (ncclComm_t c : order)
+    if (c) ok(w, ncclCommDestroy(c), "ncclCommDestroy (another order than a peer's)");
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  expect(w, took < 10.0,
+         "destroying three communicators in another order than the peers took %.1f s (a "
+         "destroy waited for a peer that waited in another one)",
+         took);
+  check_allreduce(w, w.comm, me, n * (n - 1) / 2.0, "allreduce after the destroys");
+}
+
 // ---- point-to-point -----------------------------------------------------------
 
 void test_all_pairs(World& w, ncclDataType_t t, int seed) {
@@ -143,6 +174,7 @@ int suite_comm(World& w) {
     check_allreduce(w, rest, 1, n - 1, "allreduce on nocolor split");
     ok(w, ncclCommDestroy(rest), "ncclCommDestroy (nocolor split)");
   }
+  test_destroy_orders(w);
 
   // Non-blocking init, then finalize closes the communicator to new work.
   ncclUniqueId id = shared_id(w, 1);
