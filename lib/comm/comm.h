@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "algorithms/plan.h"
+#include "base/aligned_buffer.h"
 #include "base/config.h"
 #include "bootstrap/bootstrap.h"
 #include "comm/flight_recorder.h"
@@ -72,8 +73,8 @@ struct mycollComm {
   std::vector<int> host_of_rank, host_of_vrank;
   std::unique_ptr<mycoll::DeviceComm> device;  // GPU state, when cuda_device >= 0
 
-  // Host engine scratch, grown on demand and reused.
-  std::vector<char> scratch;
+  // Host engine scratch, grown on demand and reused; page-aligned.
+  mycoll::AlignedBuffer scratch;
   // Host engine state kept between calls (plan cache, progress buffers),
   // made at the first host collective.
   std::unique_ptr<mycoll::HostState, void (*)(mycoll::HostState*)> host_state{

@@ -221,7 +221,7 @@ class Exec {
   void start_task(const Task& t) {
     if (comm_->flight) comm_->flight->started(t.seq);
     size_t need = t.host_plan().scratch_count * dtype_size(t.dtype);
-    if (comm_->scratch.size() < need) comm_->scratch.resize(need);
+    comm_->scratch.grow(need);
   }
 
   // Starts the current step. The contract (plan.h) runs the step's local

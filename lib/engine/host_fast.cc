@@ -33,7 +33,7 @@ class FastRun {
       : comm_(comm), p_(p), call_(call) {
     base_[static_cast<int>(Buf::Input)] = const_cast<char*>(static_cast<const char*>(call.input));
     base_[static_cast<int>(Buf::Output)] = static_cast<char*>(call.output);
-    if (comm->scratch.size() < p.scratch_bytes) comm->scratch.resize(p.scratch_bytes);
+    comm->scratch.grow(p.scratch_bytes);
     base_[static_cast<int>(Buf::Scratch)] = comm->scratch.data();
     hdr_ = collective_header(p.coll, p.dtype, call.op, p.root, p.count, 0, call.coll_seq);
   }
