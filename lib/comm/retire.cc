@@ -19,8 +19,8 @@ namespace {
 
 struct Job {
   std::thread thread;
-  bool done = false;     // guarded by Behind::mu
-  bool watched = true;   // run_behind still waits for it (and joins it): guarded by Behind::mu
+  bool done = false;    // guarded by Behind::mu
+  bool watched = true;  // run_behind still waits for it (and joins it): guarded by Behind::mu
 };
 
 // The jobs run_behind started. At process exit (this object's destructor)

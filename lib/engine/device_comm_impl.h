@@ -157,7 +157,7 @@ class DeviceCommImpl : public DeviceComm {
   // Aborted or being destroyed: the proxy's failure handler waits no more
   // for the failure's cause (proxy_failed), so abort and destroy stay quick.
   std::atomic<bool> closing_{false};
-  bool quiesced_ = false;  // quiesce() ran
+  bool quiesced_ = false;   // quiesce() ran
   bool must_meet_ = false;  // ... and said the ranks meet; meet() clears it
   DevError* h_error_ = nullptr;
   char** d_remote_ = nullptr;

@@ -70,8 +70,7 @@ void test_destroy_orders(World& w) {
   ncclComm_t order[3] = {both[me % 2], pair, both[1 - me % 2]};
   for (ncclComm_t c : order)
     if (c) ok(w, ncclCommDestroy(c), "ncclCommDestroy (another order than a peer's)");
-  const double took =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   expect(w, took < 10.0,
          "destroying three communicators in another order than the peers took %.1f s (a "
          "destroy waited for a peer that waited in another one)",
