@@ -16,6 +16,17 @@
 
 #include "comm/retire.h"
 
+// LeakSanitizer's check at a forked child's exit stops every thread the
+// child inherited the records of, and reports the parent's running thread
+// as one it could not stop; the fork test below skips under ASan.
+#if defined(__SANITIZE_ADDRESS__)
+#define RETIRE_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RETIRE_TEST_ASAN 1
+#endif
+#endif
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -115,6 +126,10 @@ TEST(RunBehind, RanksFreeingInOppositeOrdersBothMeet) {
 // A process forked while a job runs has none of its parent's threads: its
 // exit must not wait for that job.
 TEST(RunBehind, AForkedChildDoesNotWaitForItsParentsJobs) {
+#ifdef RETIRE_TEST_ASAN
+  GTEST_SKIP() << "LeakSanitizer reports a forked child's inherited running thread at its exit "
+                  "(the main and TSan suites run this test)";
+#endif
   Gate gate;
   EXPECT_FALSE(mycoll::run_behind([&] { gate.pass(); }, 0.05));
   const pid_t child = fork();
