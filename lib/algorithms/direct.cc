@@ -11,7 +11,8 @@
 //     reduction after it for reducescatter)
 //   broadcast, reduce = flat trees: the root sends to / receives from every
 //     rank in one exchange
-//   alltoall = pairwise exchange: step k sends to rank+k, receives from rank-k
+//   alltoall = pairwise exchange: step k sends to rank+k, receives from rank-k;
+//     with a.one_step (small host blocks) every block in one step
 // Details: docs/algorithms.md.
 #include "algorithms/builders.h"
 #include "algorithms/schedule.h"
@@ -33,18 +34,49 @@ Plan lay_direct(const CollArgs& a, bool two_shot) {
   auto in = [&](int b) { return blk(Buf::Input, d.send_blocked, b); };
   auto out = [&](int b) { return blk(Buf::Output, d.recv_blocked, b); };
   // All-to-all goes pairwise, one peer a step (step k: to rank+k, from
-  // rank-k), which its in-place slots below rely on; the others exchange
-  // in one step (step 0), a fold and the two-shot's second exchange in the
-  // next.
-  const bool pairwise = a.coll == Coll::AllToAll;
+  // rank-k), which its in-place slots below rely on, unless a.one_step;
+  // the others exchange in one step (step 0), a fold and the two-shot's
+  // second exchange in the next.
+  const bool a2a = a.coll == Coll::AllToAll;
+  const bool pairwise = a2a && !a.one_step;
   auto at = [&](int dist) { return pairwise ? static_cast<long>(dist) : 0L; };
   StepTable t;
   size_t scratch = 0;
+  // Block s from rank s into this rank's output, dist = r - s (mod n) apart.
+  // In place (all-to-all: input == output), the block received at step k
+  // from rank r-k is block r-k, which this rank still has to send at step
+  // n-k. For 2k <= n that send comes later (or in the same step), so the
+  // block is received into Scratch slot k-1 and copied into place at the
+  // start of step n-k+1 (or in a final step). For 2k > n the block was
+  // already sent and is received in place. In one step every block is still
+  // to be sent: all go through Scratch, copied in step 1.
+  auto recv_block = [&](int s) {
+    const int dist = mod(r - s, n);
+    if (a2a && a.in_place && (a.one_step || 2 * dist <= n)) {
+      const Slice slot{Buf::Scratch, static_cast<size_t>(dist - 1) * a.count, a.count};
+      t.recv(at(dist), s, slot);
+      t.copy(a.one_step ? 1 : n - dist + 1, out(s), slot);
+      if (slot.offset + slot.count > scratch) scratch = slot.offset + slot.count;
+    } else {
+      t.recv(d.fold ? 1 : at(dist), s, out(s));
+    }
+  };
+  if (a2a) {
+    // Distance k = 1 .. n-1: block r+k to rank r+k, block r-k from rank
+    // r-k; in one step the transfers keep that order (the order the small-
+    // message path's fused pairwise steps have).
+    for (int k = 1; k < n; ++k) {
+      t.send(at(k), mod(r + k, n), in(mod(r + k, n)));
+      recv_block(mod(r - k, n));
+    }
+    if (d.copy && !a.in_place) t.copy(at(1), out(r), in(r));
+    return t.finish(scratch);
+  }
   for (int k = 0; k < d.nsend; ++k) {
     const int p = mod(d.send_first + k, n);
-    t.send(at(mod(p - r, n)), p, in(p));
+    t.send(0, p, in(p));
   }
-  if (d.copy && !a.in_place) t.copy(at(1), out(r), in(r));
+  if (d.copy && !a.in_place) t.copy(0, out(r), in(r));
   if (d.fold) {
     // Peers' copies of this rank's block land in Scratch slot s (rank s's
     // copy); in place, the own block goes to slot r first, since the fold
@@ -67,23 +99,7 @@ Plan lay_direct(const CollArgs& a, bool two_shot) {
       for (int k = 1; k < n; ++k) t.send(1, mod(r + k, n), dst);
     scratch = static_cast<size_t>(n) * width;
   }
-  for (int k = 0; k < d.nrecv; ++k) {
-    const int s = mod(d.recv_first + k, n), dist = mod(r - s, n);
-    // In place (all-to-all: input == output), the block received at step k
-    // from rank r-k is block r-k, which this rank still has to send at step
-    // n-k. For 2k <= n that send comes later (or in the same step), so the
-    // block is received into Scratch slot k-1 and copied into place at the
-    // start of step n-k+1 (or in a final step). For 2k > n the block was
-    // already sent and is received in place.
-    if (pairwise && a.in_place && 2 * dist <= n) {
-      const Slice slot{Buf::Scratch, static_cast<size_t>(dist - 1) * a.count, a.count};
-      t.recv(dist, s, slot);
-      t.copy(n - dist + 1, out(s), slot);
-      if (slot.offset + slot.count > scratch) scratch = slot.offset + slot.count;
-    } else {
-      t.recv(d.fold ? 1 : at(dist), s, out(s));
-    }
-  }
+  for (int k = 0; k < d.nrecv; ++k) recv_block(mod(d.recv_first + k, n));
   return t.finish(scratch);
 }
 

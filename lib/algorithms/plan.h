@@ -131,6 +131,12 @@ struct CollArgs {
   // block of input; all-to-all: input == output). Builders must stay correct
   // under that aliasing; the simulator runs both ways.
   bool in_place = false;
+  // All-to-all: every block in one step (all sends and receives at once; in
+  // place, every received block lands in Scratch and is copied into place
+  // in a second step) instead of the pairwise exchange's n-1 steps. The
+  // host engine asks for it for small blocks (AlgoPolicy::alltoall_one_step);
+  // other collectives ignore it.
+  bool one_step = false;
   // Host layout, in the rank numbering the plan is built in: host_of[r] is
   // an id of rank r's host (equal ids = same host; any ints), nranks entries.
   // nullptr = every rank on one host. Read during build_plan only (the
@@ -180,6 +186,9 @@ class AlgoPolicy {
   // all-gather / reduce-scatter of host memory: direct for small messages
   // at 3-8 ranks, else `rule` (the automatic rule's choice).
   static Algo host_blocks(Coll c, int nranks, size_t bytes, Algo rule);
+  // Whether a host all-to-all of `block_bytes` per rank block runs in one
+  // step (CollArgs::one_step) rather than pairwise.
+  bool alltoall_one_step(int nranks, size_t block_bytes) const;
   // Ranks span this many hosts (1 = one host). With several hosts the
   // automatic rule moves tree-shaped choices (and mid-size all-reduce) to
   // hier; with one host it is exactly the single-host rule.

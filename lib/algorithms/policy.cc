@@ -154,6 +154,21 @@ Algo AlgoPolicy::host_blocks(Coll c, int nranks, size_t bytes, Algo rule) {
   return bytes <= 8 * KiB ? Algo::Direct : rule;
 }
 
+// All-to-all of host memory on one host at 3-8 ranks: every block in one
+// step while blocks are at most 16 KiB. The pairwise exchange's n-1 steps
+// each wait for both ranks of a pair; in one step a rank moves whichever
+// blocks its peers are ready for. Beside pairwise, at 3, 4 and 8 ranks: out
+// of place 1.2-2.0x faster at 4-16 KiB blocks (level below, where the
+// small-message path already fused the pairwise steps), in place 1.1-2.3x
+// at every size up to 16 KiB blocks. From 32 KiB blocks pairwise keeps one
+// block in flight each way and the one step was level or behind (4 ranks,
+// 32-64 KiB blocks: 0.74-0.87). Measured on shm (docs/performance.md,
+// "Session 52: small all-to-all blocks in one step"); several hosts, more
+// ranks and GPU communicators keep pairwise.
+bool AlgoPolicy::alltoall_one_step(int nranks, size_t block_bytes) const {
+  return hosts_ == 1 && nranks >= 3 && nranks <= 8 && block_bytes <= 16 * KiB;
+}
+
 // Several hosts: the tree family's flat trees (binary, binomial) cross a host
 // boundary on most edges; the two-level tree of hier crosses it once per host
 // (chains inside, a tree over the hosts), with the same pipelined schedule

@@ -284,6 +284,8 @@ static size_t chunk_count(const mycollComm* c, const Call& call) {
   a.count = call.count;
   a.chunk = e.chunk;
   a.in_place = in_place;
+  a.one_step = call.coll == Coll::AllToAll &&
+               c->algo.alltoall_one_step(c->nranks, call.count * dtype_size(call.dtype));
   e.plan = std::make_shared<const Plan>(comm_build_plan(*c, e.algo, a));
   return e;
 }
@@ -295,12 +297,18 @@ static CachedPlan& host_plan_entry(mycollComm* c, const Call& call, bool in_plac
   return host_plan_cache(c).get(key, [&] { return build_host_plan(c, call, in_place); });
 }
 
-static void log_collective(mycollComm* c, const Call& call, bool in_place, Algo algo) {
+// steps: the host plan's step count (0 for device calls, whose kernel the
+// device engine logs).
+static void log_collective(mycollComm* c, const Call& call, bool in_place, Algo algo,
+                           size_t steps) {
   if (!log_enabled(LogLevel::Info, Subsys::Coll)) return;
   log_info(Subsys::Coll, "op {} {} {} count {} {} {} root {} bytes {} algo {}{}", c->op_seq,
            coll_name(call.coll), redop_name(call.op), call.count, dtype_name(call.dtype),
            in_place ? "in-place" : "out-of-place", call.root, message_bytes(c, call),
-           algo_name(algo), c->device ? " (device)" : "");
+           algo_name(algo),
+           c->device      ? std::string(" (device)")
+           : steps == 1 ? std::string(", 1 step")
+                        : ", " + std::to_string(steps) + " steps");
 }
 
 // Fills *t (a default Task) for the call.
@@ -323,7 +331,7 @@ static void make_collective_task(mycollComm* c, const Call& call, Task* tp) {
     t.algo = c->device->choose_algo(c->algo, call.coll, message_bytes(c, call));
     t.chunk = chunk_count(c, call);
   }
-  log_collective(c, call, t.in_place, t.algo);
+  log_collective(c, call, t.in_place, t.algo, t.cached_plan ? t.cached_plan->steps.size() : 0);
   t.seq = c->op_seq++;
   t.coll_seq = c->coll_seq++;
   if (c->flight) c->flight->enqueued(t, t.seq, c->device != nullptr);
@@ -613,7 +621,7 @@ static void execute_collective(mycollComm* c, const Call& call) {
       e.fast_tried = true;
     }
     if (e.fast) {
-      log_collective(c, call, ip, e.algo);
+      log_collective(c, call, ip, e.algo, e.plan->steps.size());
       FastCall fc;
       fc.input = call.send;
       fc.output = call.recv;

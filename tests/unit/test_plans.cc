@@ -38,6 +38,11 @@ bool blocked(Coll c) {
          c == Coll::Scatter || c == Coll::Gather;
 }
 bool chunked(Coll c) { return c == Coll::AllReduce || c == Coll::Broadcast || c == Coll::Reduce; }
+// The layouts a collective's plans come in besides chunk and in place:
+// all-to-all pairwise and in one step (CollArgs::one_step).
+std::vector<bool> one_steps(Coll c) {
+  return c == Coll::AllToAll ? std::vector<bool>{false, true} : std::vector<bool>{false};
+}
 
 constexpr int kMaxRanks = 64;
 
@@ -60,7 +65,8 @@ sim::Case make_case(const Pair& p, int n, int root, size_t count, size_t stride,
 // Every configuration of one (algorithm, collective): nranks 1..64 x counts
 // {0, 1, 3, 7, n-1, n+1, 129} x roots (all for n <= 16, else 0, 1, n/2,
 // n-1) x in place or not x chunk {0, 3} (pipelined collectives) x stride
-// {count (spelled 0 or count), count + 3} (blocked collectives).
+// {count (spelled 0 or count), count + 3} (blocked collectives) x pairwise
+// or one step (all-to-all).
 class PlanSim : public ::testing::TestWithParam<Pair> {};
 
 TEST_P(PlanSim, EveryConfiguration) {
@@ -81,12 +87,14 @@ TEST_P(PlanSim, EveryConfiguration) {
         for (bool in_place : {false, true})
           for (size_t chunk : chunked(p.coll) ? std::vector<size_t>{0, 3} : std::vector<size_t>{0})
             for (size_t stride : blocked(p.coll) ? std::vector<size_t>{n % 2 ? count : 0, count + 3}
-                                                 : std::vector<size_t>{0}) {
-              sim::Case c = make_case(p, n, root, count, stride, chunk, in_place);
-              std::string err = sim::run_case(c);
-              ++runs;
-              if (!err.empty() && ++failures <= 10) ADD_FAILURE() << err;
-            }
+                                                 : std::vector<size_t>{0})
+              for (bool one_step : one_steps(p.coll)) {
+                sim::Case c = make_case(p, n, root, count, stride, chunk, in_place);
+                c.args.one_step = one_step;
+                std::string err = sim::run_case(c);
+                ++runs;
+                if (!err.empty() && ++failures <= 10) ADD_FAILURE() << err;
+              }
   }
   EXPECT_EQ(failures, 0) << "of " << runs << " configurations";
 }
@@ -96,12 +104,14 @@ TEST_P(PlanSim, EveryConfiguration) {
 TEST_P(PlanSim, LargerRankCounts) {
   const Pair p = GetParam();
   for (int n : {100, 128})
-    for (bool in_place : {false, true}) {
-      sim::Case c =
-          make_case(p, n, n - 3, n + 1, n == 100 && blocked(p.coll) ? n + 2 : 0, 7, in_place);
-      std::string err = sim::run_case(c);
-      EXPECT_EQ(err, "");
-    }
+    for (bool in_place : {false, true})
+      for (bool one_step : one_steps(p.coll)) {
+        sim::Case c =
+            make_case(p, n, n - 3, n + 1, n == 100 && blocked(p.coll) ? n + 2 : 0, 7, in_place);
+        c.args.one_step = one_step;
+        std::string err = sim::run_case(c);
+        EXPECT_EQ(err, "") << (one_step ? "one step" : "pairwise");
+      }
 }
 
 std::string pair_name(const ::testing::TestParamInfo<Pair>& info) {
@@ -458,13 +468,16 @@ TEST(PlanBuild, Names) {
 
 // Step counts the docs promise (docs/algorithms.md), for a sample.
 TEST(PlanBuild, StepCountsMatchDocs) {
-  auto steps = [](Algo algo, Coll coll, int n, int rank, size_t count, size_t chunk = 0) {
+  auto steps = [](Algo algo, Coll coll, int n, int rank, size_t count, size_t chunk = 0,
+                  bool in_place = false, bool one_step = false) {
     CollArgs a;
     a.coll = coll;
     a.nranks = n;
     a.rank = rank;
     a.count = count;
     a.chunk = chunk;
+    a.in_place = in_place;
+    a.one_step = one_step;
     return build_plan(algo, a).steps.size();
   };
   EXPECT_EQ(steps(Algo::Ring, Coll::AllReduce, 8, 3, 64), 14u);      // 2(n-1)
@@ -473,6 +486,9 @@ TEST(PlanBuild, StepCountsMatchDocs) {
   EXPECT_EQ(steps(Algo::Rhd, Coll::AllReduce, 6, 0, 64), 2u);        // folded-away rank
   EXPECT_EQ(steps(Algo::Ring, Coll::AllGather, 5, 0, 7), 4u);        // n-1
   EXPECT_EQ(steps(Algo::Direct, Coll::AllToAll, 5, 1, 7), 4u);       // n-1
+  EXPECT_EQ(steps(Algo::Direct, Coll::AllToAll, 5, 1, 7, 0, true), 5u);  // n-1 + copy step
+  EXPECT_EQ(steps(Algo::Direct, Coll::AllToAll, 5, 1, 7, 0, false, true), 1u);  // one step
+  EXPECT_EQ(steps(Algo::Direct, Coll::AllToAll, 5, 1, 7, 0, true, true), 2u);   // + copy step
   EXPECT_EQ(steps(Algo::Ring, Coll::Broadcast, 4, 3, 12, 4), 3u);    // last in chain: 3 chunks
   EXPECT_EQ(steps(Algo::Tree, Coll::Broadcast, 8, 0, 12), 1u);       // root: one send step
   EXPECT_EQ(steps(Algo::TwoShot, Coll::AllReduce, 8, 5, 64), 2u);    // reduce-scatter + all-gather
@@ -619,6 +635,20 @@ TEST(AlgoPolicy, AutoChoiceAlwaysServesTheCollective) {
 
 // Several hosts: tree choices become hier; one host (or one rank per host)
 // is exactly the single-host rule.
+// The host all-to-all's one step (docs/algorithms.md, the host rule):
+// one host, 3-8 ranks, blocks of at most 16 KiB.
+TEST(AlgoPolicy, AllToAllOneStepRule) {
+  AlgoPolicy p = AlgoPolicy::parse("");
+  for (int n : {3, 4, 5, 8}) {
+    EXPECT_TRUE(p.alltoall_one_step(n, 0)) << n;
+    EXPECT_TRUE(p.alltoall_one_step(n, 16 * 1024)) << n;
+    EXPECT_FALSE(p.alltoall_one_step(n, 16 * 1024 + 1)) << n;
+  }
+  for (int n : {1, 2, 9, 64}) EXPECT_FALSE(p.alltoall_one_step(n, 8)) << n;
+  p.set_hosts(2);
+  EXPECT_FALSE(p.alltoall_one_step(4, 8));
+}
+
 TEST(AlgoPolicy, MultiHostRule) {
   for (int c = 0; c < kNumColls; ++c) {
     Coll coll = static_cast<Coll>(c);
