@@ -306,7 +306,7 @@ static void log_collective(mycollComm* c, const Call& call, bool in_place, Algo 
            coll_name(call.coll), redop_name(call.op), call.count, dtype_name(call.dtype),
            in_place ? "in-place" : "out-of-place", call.root, message_bytes(c, call),
            algo_name(algo),
-           c->device      ? std::string(" (device)")
+           c->device    ? std::string(" (device)")
            : steps == 1 ? std::string(", 1 step")
                         : ", " + std::to_string(steps) + " steps");
 }

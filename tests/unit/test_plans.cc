@@ -486,7 +486,7 @@ TEST(PlanBuild, StepCountsMatchDocs) {
   EXPECT_EQ(steps(Algo::Rhd, Coll::AllReduce, 6, 0, 64), 2u);        // folded-away rank
   EXPECT_EQ(steps(Algo::Ring, Coll::AllGather, 5, 0, 7), 4u);        // n-1
   EXPECT_EQ(steps(Algo::Direct, Coll::AllToAll, 5, 1, 7), 4u);       // n-1
-  EXPECT_EQ(steps(Algo::Direct, Coll::AllToAll, 5, 1, 7, 0, true), 5u);  // n-1 + copy step
+  EXPECT_EQ(steps(Algo::Direct, Coll::AllToAll, 5, 1, 7, 0, true), 5u);         // n-1 + copy step
   EXPECT_EQ(steps(Algo::Direct, Coll::AllToAll, 5, 1, 7, 0, false, true), 1u);  // one step
   EXPECT_EQ(steps(Algo::Direct, Coll::AllToAll, 5, 1, 7, 0, true, true), 2u);   // + copy step
   EXPECT_EQ(steps(Algo::Ring, Coll::Broadcast, 4, 3, 12, 4), 3u);    // last in chain: 3 chunks
