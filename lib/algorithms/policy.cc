@@ -142,9 +142,10 @@ Algo AlgoPolicy::auto_rule(Coll c, int nranks, size_t bytes) const {
 // ranks and up to 256 KiB (all-gather) and 16 KiB (reduce-scatter) at 3,
 // where rhd's fold is 3 steps to the ring's 2; above that, the ring at 3
 // ranks and `rule` at more (docs/performance.md, "Session 49: three ranks"
-// and "Session 50: all-gather and reduce-scatter at 4-8 ranks"). Measured
-// on host buffers only: GPU communicators with proxied peers keep the rule,
-// and so do other rank counts.
+// and "Session 50: all-gather and reduce-scatter at 4-8 ranks"). GPU
+// communicators with proxied peers keep the rule: there direct took up to
+// 1.5x rhd's time at 8 ranks (every message passes the proxy thread in
+// turn; docs/gpu.md, "What was run (session 52)"); so do other rank counts.
 Algo AlgoPolicy::host_blocks(Coll c, int nranks, size_t bytes, Algo rule) {
   if (nranks < 3 || nranks > 8) return rule;
   if (nranks == 3) {
