@@ -480,12 +480,12 @@ TEST(PlanBuild, StepCountsMatchDocs) {
     a.one_step = one_step;
     return build_plan(algo, a).steps.size();
   };
-  EXPECT_EQ(steps(Algo::Ring, Coll::AllReduce, 8, 3, 64), 14u);      // 2(n-1)
-  EXPECT_EQ(steps(Algo::Rhd, Coll::AllReduce, 8, 3, 64), 6u);        // 2 log2 n
-  EXPECT_EQ(steps(Algo::Rhd, Coll::AllReduce, 6, 3, 64), 6u);        // 2 log2 p + 2
-  EXPECT_EQ(steps(Algo::Rhd, Coll::AllReduce, 6, 0, 64), 2u);        // folded-away rank
-  EXPECT_EQ(steps(Algo::Ring, Coll::AllGather, 5, 0, 7), 4u);        // n-1
-  EXPECT_EQ(steps(Algo::Direct, Coll::AllToAll, 5, 1, 7), 4u);       // n-1
+  EXPECT_EQ(steps(Algo::Ring, Coll::AllReduce, 8, 3, 64), 14u);                 // 2(n-1)
+  EXPECT_EQ(steps(Algo::Rhd, Coll::AllReduce, 8, 3, 64), 6u);                   // 2 log2 n
+  EXPECT_EQ(steps(Algo::Rhd, Coll::AllReduce, 6, 3, 64), 6u);                   // 2 log2 p + 2
+  EXPECT_EQ(steps(Algo::Rhd, Coll::AllReduce, 6, 0, 64), 2u);                   // folded-away rank
+  EXPECT_EQ(steps(Algo::Ring, Coll::AllGather, 5, 0, 7), 4u);                   // n-1
+  EXPECT_EQ(steps(Algo::Direct, Coll::AllToAll, 5, 1, 7), 4u);                  // n-1
   EXPECT_EQ(steps(Algo::Direct, Coll::AllToAll, 5, 1, 7, 0, true), 5u);         // n-1 + copy step
   EXPECT_EQ(steps(Algo::Direct, Coll::AllToAll, 5, 1, 7, 0, false, true), 1u);  // one step
   EXPECT_EQ(steps(Algo::Direct, Coll::AllToAll, 5, 1, 7, 0, true, true), 2u);   // + copy step
