@@ -94,6 +94,11 @@ struct Config {
   // MYCOLL_SHM_READ_BYTES when given, else 2 MiB, or 1 MiB on a host whose
   // ranks outnumber the CPUs they may run on (docs/environment.md).
   size_t shm_read_bytes_for(bool host_oversubscribed) const;
+  // The threshold for a gather's messages: MYCOLL_SHM_READ_BYTES when
+  // given, else 0 (never single copy): the root receives from every other
+  // rank, so single copy puts every copy on its CPU, while through the FIFO
+  // each sender makes half of them (docs/performance.md, "Session 53").
+  size_t shm_read_bytes_gather() const;
   // The pipeline chunk of a host broadcast of `message_bytes`:
   // MYCOLL_CHUNK_BYTES when given; else, when a host of the communicator is
   // oversubscribed and the message holds two such chunks, at least the

@@ -399,7 +399,11 @@ class Exec {
       // The header as a record, the payload inside it when it fits.
       if (s.hdr_done == 0) {
         const bool inline_payload = sizeof(MsgHeader) + s.bytes <= st_->rec_max[s.op->peer];
-        const size_t read_min = comm_->cfg.shm_read_bytes;
+        // A gather's root receives from every rank: its messages keep the
+        // FIFO unless the threshold is given (Config::shm_read_bytes_gather).
+        const size_t read_min = s.hdr.coll == static_cast<uint8_t>(Coll::Gather)
+                                    ? comm_->cfg.shm_read_bytes_gather()
+                                    : comm_->cfg.shm_read_bytes;
         if (!inline_payload && read_min > 0 && s.bytes >= read_min &&
             !header_coll_reduces(s.hdr.coll) && c.remote_read_ok()) {
           MsgHeader h = s.hdr;
@@ -470,6 +474,8 @@ class Exec {
     if (r.payload == MsgRecord::Payload::kRemote) {
       s.remote_addr = r.remote_addr;
       s.remote = true;
+      if (log_enabled(LogLevel::Trace, Subsys::Coll))
+        trace("{}: {} B from rank {} read single copy", where(), s.bytes, s.op->peer);
     } else if (r.payload == MsgRecord::Payload::kInline) {
       if (s.bytes > 0) {
         if (s.op->kind == OpKind::Recv) {

@@ -172,6 +172,64 @@ TEST(Logging, TraceShowsEveryStepWithPeerAndBytes) {
   remove_dir(dir);
 }
 
+// A message read straight from the sender's memory says so at TRACE. With
+// MYCOLL_SHM_READ_BYTES unset, a gather's messages keep the FIFO at any
+// size (its root would make every copy itself), while an all-gather's of
+// the same size are read single copy; given, the threshold holds for the
+// gather too. Every element of both outputs checked.
+TEST(Logging, TraceNamesSingleCopyReadsAndGathersKeepTheFifoUnlessSet) {
+  for (const char* given : {"", "1M"}) {
+    const std::string dir = scratch_dir("logtest", *given ? "read_given" : "read_unset");
+    LaunchOptions opt;
+    opt.nranks = 2;
+    opt.env = {{"MYCOLL_DEBUG", "TRACE"},
+               {"MYCOLL_DEBUG_SUBSYS", "COLL,TRANSPORT"},
+               {"MYCOLL_TRANSPORT", "shm"},
+               {"MYCOLL_TIMEOUT", "60"},
+               {"MYCOLL_DEBUG_FILE", dir + "/log.%r"}};
+    if (*given) opt.env["MYCOLL_SHM_READ_BYTES"] = given;
+    auto res = run_ranks(opt, [](mycollComm_t comm, int rank, int n, const mycollUniqueId&) {
+      // 2.5 MiB blocks: past the 2 MiB (1 MiB oversubscribed) threshold.
+      const size_t block = 640 * 1024;
+      std::vector<float> in(block), out(block * n, -1.0f);
+      for (size_t i = 0; i < block; ++i) in[i] = static_cast<float>(rank * 1000000 + i);
+      auto wrong = [&](bool all) {
+        if (!all && rank != 0) return false;
+        for (int r = 0; r < n; ++r)
+          for (size_t i = 0; i < block; ++i)
+            if (out[r * block + i] != static_cast<float>(r * 1000000 + i)) return true;
+        return false;
+      };
+      if (mycollGather(in.data(), out.data(), block, mycollFloat32, 0, comm, nullptr) !=
+              mycollSuccess ||
+          wrong(false))
+        return 1;
+      std::fill(out.begin(), out.end(), -1.0f);
+      if (mycollAllGather(in.data(), out.data(), block, mycollFloat32, comm, nullptr) !=
+              mycollSuccess ||
+          wrong(true))
+        return 2;
+      return 0;
+    });
+    ASSERT_EQ(describe_failures(res), "") << "MYCOLL_SHM_READ_BYTES=" << given;
+    const std::string text = read_text_file(dir + "/log.0");  // the gather's root
+    size_t gather_reads = 0, allgather_reads = 0;
+    for (const auto& l : lines_of(text)) {
+      if (l.find("2621440 B from rank 1 read single copy") == std::string::npos) continue;
+      gather_reads += l.find(": gather (direct") != std::string::npos;
+      allgather_reads += l.find(": allgather (") != std::string::npos;
+    }
+    if (allgather_reads == 0 &&
+        text.find("single-copy reads from 0 of them") != std::string::npos) {
+      remove_dir(dir);
+      GTEST_SKIP() << "this machine does not let a rank read its peer's memory";
+    }
+    EXPECT_EQ(allgather_reads, 1u) << text;
+    EXPECT_EQ(gather_reads, *given ? 1u : 0u) << "MYCOLL_SHM_READ_BYTES=" << given << "\n" << text;
+    remove_dir(dir);
+  }
+}
+
 TEST(Logging, ApiErrorsUnderTheCallsSubsystemAndTyposWarnedOnce) {
   const std::string dir = scratch_dir("logtest", "errors");
   LaunchOptions opt;

@@ -82,6 +82,24 @@ TEST(Config, ShmReadBytesIsLowerOnAnOversubscribedHostUnlessSet) {
       &Config::shm_read_bytes_set, 2u << 20, 1u << 20, {"2M", "0", "4K", "8M"});
 }
 
+// Unset, a gather's messages never go single copy (its root would make
+// every copy); given, MYCOLL_SHM_READ_BYTES holds for them too.
+TEST(Config, GatherKeepsTheFifoUnlessTheThresholdIsGiven) {
+  {
+    UnsetEnv unset("MYCOLL_SHM_READ_BYTES");
+    const Config c = Config::from_env();
+    EXPECT_EQ(c.shm_read_bytes_gather(), 0u);
+    EXPECT_GT(c.shm_read_bytes_for(false), 0u);  // the other collectives' threshold stays
+  }
+  for (const char* v : {"2M", "1", "0", "4K"}) {
+    UnsetEnv unset("MYCOLL_SHM_READ_BYTES");
+    setenv("MYCOLL_SHM_READ_BYTES", v, 1);
+    const Config c = Config::from_env();
+    EXPECT_EQ(c.shm_read_bytes_gather(), parse_bytes(v, "x")) << v;
+    EXPECT_EQ(c.shm_read_bytes_gather(), c.shm_read_bytes_for(true)) << v;
+  }
+}
+
 // Unset, a broadcast's chunk is the 512 KiB of every pipeline, or 1 MiB
 // (the single-copy threshold there) on an oversubscribed communicator for
 // messages of 2 MiB or more; a smaller message keeps two 512 KiB chunks.

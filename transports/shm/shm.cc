@@ -495,7 +495,9 @@ class ShmTransport final : public Transport {
                cfg.shm_read_bytes == 0
                    ? " (off: MYCOLL_SHM_READ_BYTES=0)"
                    : " (messages of " + std::to_string(cfg.shm_read_bytes) +
-                         " B and more that do not reduce, MYCOLL_SHM_READ_BYTES)");
+                         " B and more that do not reduce" +
+                         (cfg.shm_read_bytes_set ? "" : ", but not a gather's") +
+                         ", MYCOLL_SHM_READ_BYTES)");
     return conns;
   }
 
