@@ -91,7 +91,8 @@ const std::vector<EnvVar>& env_registry() {
        "faster from messages of one FIFO lap at 2 and 4 ranks per CPU. "
        "Unset, a gather's messages always go through the FIFO: its root receives from every "
        "rank, and single copy would put all those copies on the root's CPU (the FIFO measured "
-       "1.2-1.9x faster at 2, 4 and 8 ranks). "
+       "1.2-1.9x faster at 2, 4 and 8 ranks). Unset, an all-to-all's messages go single copy "
+       "from 128K where a host has 3 or more ranks per CPU (measured 1.1-1.6x faster there). "
        "Where the sender's memory cannot be read (checked at connect) the FIFO is used. Each "
        "rank decides for what it sends."},
       {"MYCOLL_SOCKET_BUFFER_BYTES", "bytes", "0",
@@ -404,6 +405,18 @@ size_t Config::shm_read_bytes_for(bool host_oversubscribed) const {
 
 size_t Config::shm_read_bytes_gather() const { return shm_read_bytes_set ? shm_read_bytes : 0; }
 
+// All-to-all where ranks are 3 or more per CPU: single copy from 128 KiB
+// messages measured 1.1-1.6x faster at 3 and 4 ranks per CPU on two hosts
+// (2 and 16 cores); at 2 per CPU the hosts disagreed, and the other
+// collectives did not gain (docs/performance.md, "Session 53").
+static constexpr size_t kShmReadBytesAllToAllCrowded = 128u << 10;
+
+size_t Config::shm_read_bytes_alltoall_for(int ranks_on_host, int cpus) const {
+  const size_t base = shm_read_bytes_for(cpus > 0 && ranks_on_host > cpus);
+  if (shm_read_bytes_set || cpus <= 0 || ranks_on_host < 3 * cpus) return base;
+  return std::min(base, kShmReadBytesAllToAllCrowded);
+}
+
 // Broadcast chunks of 512 KiB stay under that threshold and go through the
 // FIFO; 1 MiB chunks measured faster at 4 and 8 ranks on 2 CPUs from 2 MiB
 // messages. A 1 MiB message keeps its two 512 KiB chunks: as one chunk it
@@ -434,6 +447,7 @@ Config Config::from_env() {
     throw_error(mycollInvalidArgument, "MYCOLL_SHM_FIFO_BYTES must be at least 4K");
   c.shm_read_bytes = parse_bytes(env_get("MYCOLL_SHM_READ_BYTES"), "MYCOLL_SHM_READ_BYTES");
   c.shm_read_bytes_set = std::getenv("MYCOLL_SHM_READ_BYTES") != nullptr;
+  c.shm_read_bytes_alltoall = c.shm_read_bytes;
   c.socket_buffer_bytes =
       parse_bytes(env_get("MYCOLL_SOCKET_BUFFER_BYTES"), "MYCOLL_SOCKET_BUFFER_BYTES");
   c.chunk_bytes = parse_bytes(env_get("MYCOLL_CHUNK_BYTES"), "MYCOLL_CHUNK_BYTES");

@@ -62,6 +62,7 @@ struct Config {
   size_t shm_fifo_bytes = 1u << 20;            // MYCOLL_SHM_FIFO_BYTES
   size_t shm_read_bytes = 2u << 20;            // MYCOLL_SHM_READ_BYTES (0 = never)
   bool shm_read_bytes_set = false;             // MYCOLL_SHM_READ_BYTES given in the environment
+  size_t shm_read_bytes_alltoall = 2u << 20;   // an all-to-all's: shm_read_bytes_alltoall_for at init
   size_t socket_buffer_bytes = 0;              // MYCOLL_SOCKET_BUFFER_BYTES
   size_t chunk_bytes = 0;                      // MYCOLL_CHUNK_BYTES (pipelined tree/chain)
   bool chunk_bytes_set = false;                // MYCOLL_CHUNK_BYTES given in the environment
@@ -99,6 +100,12 @@ struct Config {
   // rank, so single copy puts every copy on its CPU, while through the FIFO
   // each sender makes half of them (docs/performance.md, "Session 53").
   size_t shm_read_bytes_gather() const;
+  // The threshold for an all-to-all's messages, from the ranks on this
+  // host and the CPUs they may run on (cpus 0: unknown): MYCOLL_SHM_READ_BYTES
+  // when given; else 128 KiB where the ranks are 3 or more per CPU (each
+  // exchange then waits on ranks that are not running, and the FIFO's
+  // second copy is CPU time they wait for); else shm_read_bytes_for.
+  size_t shm_read_bytes_alltoall_for(int ranks_on_host, int cpus) const;
   // The pipeline chunk of a host broadcast of `message_bytes`:
   // MYCOLL_CHUNK_BYTES when given; else, when a host of the communicator is
   // oversubscribed and the message holds two such chunks, at least the

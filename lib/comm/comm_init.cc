@@ -320,8 +320,12 @@ std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int 
     std::vector<int> cpus;
     const std::vector<char> over = oversubscribed_hosts(c->peers, masks, &cpus);
     c->host_oversubscribed = over[rank];
+    int local = 0;  // ranks on this rank's host
+    for (const auto& p : c->peers)
+      local += std::strncmp(p.host_id, c->peers[rank].host_id, sizeof(p.host_id)) == 0;
     // Each rank decides for what it sends; cfg is this communicator's own
-    // (read at its init), so nothing else sees the lowered threshold.
+    // (read at its init), so nothing else sees the lowered thresholds.
+    c->cfg.shm_read_bytes_alltoall = c->cfg.shm_read_bytes_alltoall_for(local, cpus[rank]);
     c->cfg.shm_read_bytes = c->cfg.shm_read_bytes_for(over[rank]);
     // Every rank must choose the same algorithm, so the rule switches when
     // any host of a host communicator is oversubscribed (hosts may differ
@@ -329,14 +333,14 @@ std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int 
     bool any = false;
     for (int r = 0; r < nranks; ++r) any |= over[r] && c->peers[r].cuda_device < 0;
     if (over[rank]) {
-      int local = 0;
-      for (const auto& p : c->peers)
-        local += std::strncmp(p.host_id, c->peers[rank].host_id, sizeof(p.host_id)) == 0;
+      std::string read;
+      if (!c->cfg.shm_read_bytes_set)
+        read = c->cfg.shm_read_bytes_alltoall == c->cfg.shm_read_bytes
+                   ? fmt::format("; shm single copy from {} B", c->cfg.shm_read_bytes)
+                   : fmt::format("; shm single copy from {} B (all-to-all from {} B)",
+                                 c->cfg.shm_read_bytes, c->cfg.shm_read_bytes_alltoall);
       log_info(Subsys::Tuning, "rank {}: {} ranks on this host may run on {} CPUs{}", rank, local,
-               cpus[rank],
-               c->cfg.shm_read_bytes_set
-                   ? ""
-                   : fmt::format("; shm single copy from {} B", c->cfg.shm_read_bytes));
+               cpus[rank], read);
     }
     if (any) {
       // What follows from it is the same on every rank, so every rank says

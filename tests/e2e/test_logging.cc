@@ -230,6 +230,78 @@ TEST(Logging, TraceNamesSingleCopyReadsAndGathersKeepTheFifoUnlessSet) {
   }
 }
 
+// Ranks bound to one CPU together: 3 of them (3 per CPU) read an
+// all-to-all's 160 KiB messages single copy (the 128 KiB threshold there),
+// said at INFO and per message at TRACE, while an all-gather's messages of
+// the same size keep the FIFO (the oversubscribed host's 1 MiB); 2 ranks
+// on the CPU keep 1 MiB for both. Every element of both outputs checked.
+TEST(Logging, AllToAllReadsSingleCopyFrom128KWhereRanksAreThreePerCpu) {
+  cpu_set_t mine;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(mine), &mine), 0);
+  int cpu = -1;
+  for (int c = 0; c < CPU_SETSIZE && cpu < 0; ++c)
+    if (CPU_ISSET(c, &mine)) cpu = c;
+  ASSERT_GE(cpu, 0);
+  for (int n : {2, 3}) {
+    SCOPED_TRACE(std::to_string(n) + " ranks on one CPU");
+    const std::string dir = scratch_dir("logtest", n == 3 ? "a2a3" : "a2a2");
+    LaunchOptions opt;
+    opt.nranks = n;
+    opt.env = {{"MYCOLL_DEBUG", "TRACE"},
+               {"MYCOLL_DEBUG_SUBSYS", "COLL,TUNING,TRANSPORT"},
+               {"MYCOLL_TRANSPORT", "shm"},
+               {"MYCOLL_TIMEOUT", "60"},
+               {"MYCOLL_DEBUG_FILE", dir + "/log.%r"}};
+    opt.pre_init = [&](int) {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(cpu, &one);
+      if (sched_setaffinity(0, sizeof(one), &one) != 0) _exit(3);
+    };
+    auto res = run_ranks(opt, [](mycollComm_t comm, int rank, int nr, const mycollUniqueId&) {
+      const size_t block = 40960;  // 160 KiB of floats per peer
+      std::vector<float> in(block * nr), out(block * nr, -1.0f);
+      for (int d = 0; d < nr; ++d)
+        for (size_t i = 0; i < block; ++i) in[d * block + i] = float((rank * 4 + d) * 65536 + i);
+      if (mycollAllToAll(in.data(), out.data(), block, mycollFloat32, comm, nullptr) !=
+          mycollSuccess)
+        return 1;
+      for (int s = 0; s < nr; ++s)
+        for (size_t i = 0; i < block; ++i)
+          if (out[s * block + i] != float((s * 4 + rank) * 65536 + i)) return 2;
+      std::fill(out.begin(), out.end(), -1.0f);
+      if (mycollAllGather(in.data(), out.data(), block, mycollFloat32, comm, nullptr) !=
+          mycollSuccess)
+        return 3;
+      for (int s = 0; s < nr; ++s)
+        for (size_t i = 0; i < block; ++i)
+          if (out[s * block + i] != float(s * 4 * 65536 + i)) return 4;
+      return 0;
+    });
+    ASSERT_EQ(describe_failures(res), "");
+    const std::string text = read_text_file(dir + "/log.0");
+    if (text.find("single-copy reads from 0 of them") != std::string::npos) {
+      remove_dir(dir);
+      GTEST_SKIP() << "this machine does not let a rank read its peer's memory";
+    }
+    size_t a2a_reads = 0, ag_reads = 0;
+    for (const auto& l : lines_of(text)) {
+      if (l.find("163840 B from rank") == std::string::npos ||
+          l.find("read single copy") == std::string::npos)
+        continue;
+      a2a_reads += l.find(": alltoall (") != std::string::npos;
+      ag_reads += l.find(": allgather (") != std::string::npos;
+    }
+    EXPECT_EQ(a2a_reads, n == 3 ? 2u : 0u) << text;
+    EXPECT_EQ(ag_reads, 0u) << text;
+    EXPECT_EQ(text.find("shm single copy from 1048576 B (all-to-all from 131072 B)") !=
+                  std::string::npos,
+              n == 3)
+        << text;
+    remove_dir(dir);
+  }
+}
+
 TEST(Logging, ApiErrorsUnderTheCallsSubsystemAndTyposWarnedOnce) {
   const std::string dir = scratch_dir("logtest", "errors");
   LaunchOptions opt;

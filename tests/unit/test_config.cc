@@ -100,6 +100,35 @@ TEST(Config, GatherKeepsTheFifoUnlessTheThresholdIsGiven) {
   }
 }
 
+// Unset, an all-to-all's messages go single copy from 128 KiB where a
+// host's ranks are 3 or more per CPU, else as the other collectives'
+// (2 MiB, 1 MiB oversubscribed; CPUs unknown: 2 MiB); given, the value.
+TEST(Config, AllToAllReadsFrom128KWhereRanksAreThreePerCpuUnlessGiven) {
+  {
+    UnsetEnv unset("MYCOLL_SHM_READ_BYTES");
+    const Config c = Config::from_env();
+    EXPECT_EQ(c.shm_read_bytes_alltoall, c.shm_read_bytes);
+    struct Case {
+      int ranks, cpus;
+      size_t want;
+    };
+    for (const Case& k : {Case{1, 1, 2u << 20}, Case{2, 2, 2u << 20}, Case{16, 16, 2u << 20},
+                          Case{3, 2, 1u << 20}, Case{5, 2, 1u << 20}, Case{11, 4, 1u << 20},
+                          Case{6, 2, 128u << 10}, Case{8, 2, 128u << 10}, Case{3, 1, 128u << 10},
+                          Case{64, 16, 128u << 10}, Case{10, 0, 2u << 20}})
+      EXPECT_EQ(c.shm_read_bytes_alltoall_for(k.ranks, k.cpus), k.want)
+          << k.ranks << " ranks on " << k.cpus << " CPUs";
+  }
+  for (const char* v : {"2M", "0", "4K", "8M"}) {
+    UnsetEnv unset("MYCOLL_SHM_READ_BYTES");
+    setenv("MYCOLL_SHM_READ_BYTES", v, 1);
+    const Config c = Config::from_env();
+    EXPECT_EQ(c.shm_read_bytes_alltoall, parse_bytes(v, "x")) << v;
+    for (int ranks : {2, 3, 8, 64})
+      EXPECT_EQ(c.shm_read_bytes_alltoall_for(ranks, 2), parse_bytes(v, "x")) << v << " " << ranks;
+  }
+}
+
 // Unset, a broadcast's chunk is the 512 KiB of every pipeline, or 1 MiB
 // (the single-copy threshold there) on an oversubscribed communicator for
 // messages of 2 MiB or more; a smaller message keeps two 512 KiB chunks.
