@@ -294,9 +294,9 @@ TEST(Logging, AllToAllReadsSingleCopyFrom128KWhereRanksAreThreePerCpu) {
     }
     EXPECT_EQ(a2a_reads, n == 3 ? 2u : 0u) << text;
     EXPECT_EQ(ag_reads, 0u) << text;
-    EXPECT_EQ(text.find("shm single copy from 1048576 B (all-to-all from 131072 B)") !=
-                  std::string::npos,
-              n == 3)
+    EXPECT_EQ(
+        text.find("shm single copy from 1048576 B (all-to-all from 131072 B)") != std::string::npos,
+        n == 3)
         << text;
     remove_dir(dir);
   }
