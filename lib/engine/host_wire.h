@@ -53,7 +53,9 @@ constexpr uint8_t kPayloadRemote = 1;
 // per communicator at init by Config::shm_read_bytes_for) of
 // collectives that do not reduce (and point-to-point) go as remote reads
 // where the connection offers them: one copy instead of two through the
-// ring. Reductions keep the ring (they read the payload once either way).
+// ring. Reductions keep the ring (they read the payload once either way);
+// a gather's messages and an all-to-all's have thresholds of their own
+// (Config::shm_read_bytes_gather, shm_read_bytes_alltoall_for).
 // Largest single remote read (the loop moves other transfers in between).
 constexpr size_t kRemoteReadChunkBytes = 4 * 1024 * 1024;
 // Stream messages of at most this many payload bytes are sent in one write
