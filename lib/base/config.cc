@@ -91,8 +91,9 @@ const std::vector<EnvVar>& env_registry() {
        "faster from messages of one FIFO lap at 2 and 4 ranks per CPU. "
        "Unset, a gather's messages always go through the FIFO: its root receives from every "
        "rank, and single copy would put all those copies on the root's CPU (the FIFO measured "
-       "1.2-1.9x faster at 2, 4 and 8 ranks). Unset, an all-to-all's messages go single copy "
-       "from 128K where a host has 3 or more ranks per CPU (measured 1.1-1.6x faster there). "
+       "1.0-1.9x faster at 2-16 ranks on two hosts, except 8 ranks on 2 CPUs of one: 0.83-0.92). "
+       "Unset, an all-to-all's messages go single copy from 128K where a host has 3 or more "
+       "ranks per CPU (measured 1.1-1.8x faster there on two hosts). "
        "Where the sender's memory cannot be read (checked at connect) the FIFO is used. Each "
        "rank decides for what it sends."},
       {"MYCOLL_SOCKET_BUFFER_BYTES", "bytes", "0",
@@ -406,7 +407,7 @@ size_t Config::shm_read_bytes_for(bool host_oversubscribed) const {
 size_t Config::shm_read_bytes_gather() const { return shm_read_bytes_set ? shm_read_bytes : 0; }
 
 // All-to-all where ranks are 3 or more per CPU: single copy from 128 KiB
-// messages measured 1.1-1.6x faster at 3 and 4 ranks per CPU on two hosts
+// messages measured 1.1-1.8x faster at 3 and 4 ranks per CPU on two hosts
 // (2 and 16 cores); at 2 per CPU the hosts disagreed, and the other
 // collectives did not gain (docs/performance.md, "Session 53").
 static constexpr size_t kShmReadBytesAllToAllCrowded = 128u << 10;
