@@ -399,16 +399,8 @@ class Exec {
       // The header as a record, the payload inside it when it fits.
       if (s.hdr_done == 0) {
         const bool inline_payload = sizeof(MsgHeader) + s.bytes <= st_->rec_max[s.op->peer];
-        // A gather's root receives from every rank: its messages keep the
-        // FIFO unless the threshold is given (Config::shm_read_bytes_gather);
-        // an all-to-all has its own where ranks crowd the CPUs.
-        const size_t read_min = s.hdr.coll == static_cast<uint8_t>(Coll::Gather)
-                                    ? comm_->cfg.shm_read_bytes_gather()
-                                : s.hdr.coll == static_cast<uint8_t>(Coll::AllToAll)
-                                    ? comm_->cfg.shm_read_bytes_alltoall
-                                    : comm_->cfg.shm_read_bytes;
-        if (!inline_payload && read_min > 0 && s.bytes >= read_min &&
-            !header_coll_reduces(s.hdr.coll) && c.remote_read_ok()) {
+        const size_t read_min = single_copy_min_bytes(comm_->cfg, s.hdr.coll);
+        if (!inline_payload && read_min > 0 && s.bytes >= read_min && c.remote_read_ok()) {
           MsgHeader h = s.hdr;
           h.pad = kPayloadRemote;
           const uint64_t addr = reinterpret_cast<uintptr_t>(s.src);

@@ -12,6 +12,13 @@
 namespace mycoll {
 bool header_coll_reduces(uint8_t c) { return c < kNumColls && coll_reduces(static_cast<Coll>(c)); }
 
+size_t single_copy_min_bytes(const Config& cfg, uint8_t coll) {
+  if (header_coll_reduces(coll)) return 0;
+  if (coll == static_cast<uint8_t>(Coll::Gather)) return cfg.shm_read_bytes_gather();
+  if (coll == static_cast<uint8_t>(Coll::AllToAll)) return cfg.shm_read_bytes_alltoall;
+  return cfg.shm_read_bytes;
+}
+
 MsgHeader collective_header(Coll coll, mycollDataType_t dtype, mycollRedOp_t op, int root,
                             size_t count, size_t bytes, uint64_t seq) {
   MsgHeader h{};

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "algorithms/plan.h"
+#include "base/config.h"
 #include "base/error.h"
 #include "bootstrap/bootstrap.h"
 #include "mycoll.h"
@@ -49,13 +50,9 @@ constexpr uint8_t kNone = 0xff;
 // holds the header and the 8-byte address; Connection::expose).
 constexpr uint8_t kPayloadInlineOrStream = 0;
 constexpr uint8_t kPayloadRemote = 1;
-// Messages of at least MYCOLL_SHM_READ_BYTES (Config::shm_read_bytes, set
-// per communicator at init by Config::shm_read_bytes_for) of
-// collectives that do not reduce (and point-to-point) go as remote reads
+// Messages of at least single_copy_min_bytes (below) go as remote reads
 // where the connection offers them: one copy instead of two through the
-// ring. Reductions keep the ring (they read the payload once either way);
-// a gather's messages and an all-to-all's have thresholds of their own
-// (Config::shm_read_bytes_gather, shm_read_bytes_alltoall_for).
+// ring.
 // Largest single remote read (the loop moves other transfers in between).
 constexpr size_t kRemoteReadChunkBytes = 4 * 1024 * 1024;
 // Stream messages of at most this many payload bytes are sent in one write
@@ -68,6 +65,16 @@ constexpr size_t kStreamPeekBytes = 32 * 1024;
 // Whether a header's collective (MsgHeader::coll, any byte) reduces what
 // arrives: coll_reduces (algorithms/plan.h) for a valid collective.
 bool header_coll_reduces(uint8_t c);
+
+// The smallest message of a header's collective (any byte) that a sender
+// offers as a remote read, 0 = never: reductions never (they read the
+// payload once either way); a gather's Config::shm_read_bytes_gather (its
+// root receives from every rank); an all-to-all's
+// cfg.shm_read_bytes_alltoall (lower where ranks crowd the CPUs); the
+// others' (and point-to-point's) cfg.shm_read_bytes. The thresholds are
+// the communicator's, set at init (Config::shm_read_bytes_for,
+// shm_read_bytes_alltoall_for).
+size_t single_copy_min_bytes(const Config& cfg, uint8_t coll);
 
 // The header of a collective's message (seq = the call number).
 MsgHeader collective_header(Coll coll, mycollDataType_t dtype, mycollRedOp_t op, int root,

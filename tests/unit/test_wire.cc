@@ -580,6 +580,31 @@ TEST(WireHeader, OpAndRootOnlyWhereTheCollectiveHasThem) {
   }
 }
 
+// Which messages a sender offers as remote reads, from what size: never a
+// reduction's, a gather's only with MYCOLL_SHM_READ_BYTES given, an
+// all-to-all's from its own threshold, the rest (send/recv's too, and
+// bytes that name no collective) from shm_read_bytes.
+TEST(Wire, SingleCopyThresholdPerCollective) {
+  Config cfg;
+  cfg.shm_read_bytes = 1u << 20;
+  cfg.shm_read_bytes_alltoall = 128u << 10;
+  for (bool given : {false, true}) {
+    cfg.shm_read_bytes_set = given;
+    for (int b = 0; b < 256; ++b) {
+      const auto c = static_cast<Coll>(b);
+      size_t want = cfg.shm_read_bytes;
+      if (b < kNumColls && coll_reduces(c))
+        want = 0;
+      else if (b < kNumColls && c == Coll::Gather)
+        want = given ? cfg.shm_read_bytes : 0;
+      else if (b < kNumColls && c == Coll::AllToAll)
+        want = cfg.shm_read_bytes_alltoall;
+      EXPECT_EQ(single_copy_min_bytes(cfg, static_cast<uint8_t>(b)), want)
+          << "byte " << b << (given ? ", given" : "");
+    }
+  }
+}
+
 // ---- the GPU path's call signature (kernels/prims/call_check.cuh)
 
 // Every collective's signature round-trips to the fields the kernels
