@@ -2,7 +2,8 @@
 // built libnccl.so.2, run as forked ranks on host buffers, or with --mem cuda
 // on GPU buffers (rank r on GPU r % GPUs: with fewer GPUs than ranks,
 // several ranks share one).
-//   nccl_api_test --np N [--suite colls|p2p|comm|errors|shrink|env|initall|graphs|ctas|agree|all]
+//   nccl_api_test --np N [--suite
+//   colls|p2p|comm|errors|shrink|env|initall|graphs|ctas|agree|soak|all]
 //   [--mem host|cuda]
 // Exits 0 when every rank passed, 1 when one failed, 2 on bad arguments,
 // 77 (skipped) with --mem cuda where no GPU or no CUDA is available.
@@ -73,7 +74,8 @@ int main(int argc, char** argv) {
       {"comm", ntest::suite_comm, true},        {"errors", ntest::suite_errors, true},
       {"shrink", ntest::suite_shrink, true},    {"env", ntest::suite_env, false},
       {"initall", ntest::suite_initall, false}, {"graphs", ntest::suite_graphs, false},
-      {"ctas", ntest::suite_ctas, false},       {"agree", ntest::suite_agree, false}};
+      {"ctas", ntest::suite_ctas, false},       {"agree", ntest::suite_agree, false},
+      {"soak", ntest::suite_soak, true}};
   int failed = 0, ran = 0;
   for (const Entry& e : all) {
     if (which != "all" && which != e.name) continue;

@@ -1,0 +1,384 @@
+// A seeded random sequence of calls, the same on every rank: each step one
+// call, or a group of two or three (collectives and send/recv pairs mixed),
+// each of a random collective, data type, reduction, root and in-place
+// choice, with counts drawn over every size class the library switches on
+// (a few elements; just below, at and above 16 KiB, 64 KiB, 256 KiB, 1, 2,
+// 4 and 8 MiB; odd counts). Every output element is checked against
+// harness.cc's references, and the inputs of out-of-place calls against
+// what was put there. What the fixed suites (test_colls.cc) do not reach:
+// large odd counts through nccl.h, and one call's kind after another's on
+// the same communicator and stream.
+//   NTEST_SOAK_STEPS (default 24 on host memory, 120 on GPU memory),
+//   NTEST_SOAK_SEED (default 1), NTEST_SOAK_MAX_BYTES (largest buffer;
+//   default 4 MiB on host memory, 40 MiB on GPU memory).
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include "harness.h"
+#include "suites.h"
+
+namespace ntest {
+namespace {
+
+// splitmix64: the same numbers on every rank from the same seed.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : s_(seed) {}
+  uint64_t next() {
+    uint64_t z = (s_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  size_t below(size_t n) { return n ? static_cast<size_t>(next() % n) : 0; }
+
+ private:
+  uint64_t s_;
+};
+
+size_t env_size(const char* name, size_t fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  return static_cast<size_t>(std::strtoull(v, nullptr, 10));
+}
+
+enum Kind {
+  AllReduce,
+  Reduce,
+  Broadcast,
+  AllGather,
+  ReduceScatter,
+  AllToAll,
+  Gather,
+  Scatter,
+  SendRecv,
+  kKinds
+};
+const char* kind_name(int k) {
+  static const char* names[] = {"allreduce", "reduce", "broadcast", "allgather", "reducescatter",
+                                "alltoall",  "gather", "scatter",   "sendrecv"};
+  return names[k];
+}
+bool reduces(int k) { return k == AllReduce || k == Reduce || k == ReduceScatter; }
+// The buffer of n blocks of count elements (the rest hold count).
+bool blocked(int k) {
+  return k == AllGather || k == ReduceScatter || k == AllToAll || k == Gather || k == Scatter;
+}
+
+constexpr int kPreMulOp = ncclNumOps;  // our marker for PreMulSum (host scalar)
+
+// Element count of the call: its size class drawn first, so the classes
+// near every threshold get as many calls as the tiny ones. `per` is what
+// one count element costs in the largest buffer (n for blocked kinds).
+size_t draw_count(Rng& rng, ncclDataType_t t, size_t per, size_t max_bytes) {
+  const size_t es = type_size(t);
+  const size_t max_count = std::max<size_t>(1, max_bytes / (es * per));
+  static const size_t edges[] = {16 << 10, 64 << 10, 256 << 10, 1 << 20,
+                                 2 << 20,  4 << 20,  8 << 20,   32 << 20};
+  size_t c = 1;
+  switch (rng.below(4)) {
+    case 0: c = 1 + rng.below(40); break;     // a few elements
+    case 1: c = 41 + rng.below(6000); break;  // small
+    case 2: {                                 // around a size the library switches on
+      const size_t edge = edges[rng.below(sizeof(edges) / sizeof(edges[0]))] / (es * per);
+      c = edge + rng.below(5);
+      c = c > 2 ? c - 2 : 1;
+      break;
+    }
+    default: {  // anywhere up to the largest, log-uniform
+      size_t hi = 6000;
+      while (hi < max_count && rng.below(3) != 0) hi *= 4;
+      c = 1 + rng.below(std::min(hi, max_count));
+      break;
+    }
+  }
+  if (c > max_count) c = max_count | 1;
+  if (c > max_count) c = max_count;
+  return c;
+}
+
+struct Call {
+  int kind = AllReduce;
+  ncclDataType_t t = ncclFloat32;
+  int op = ncclSum;  // ncclRedOp_t value, or kPreMulOp
+  size_t count = 0;
+  int root = 0;
+  int shift = 0;  // send/recv: to rank + shift, from rank - shift
+  bool inplace = false;
+  int seed = 0;
+  std::unique_ptr<Buf> a, b;  // a: input side, b: output side (layout per kind below)
+  std::vector<double> in;     // what this rank put in its input (checked after out of place)
+  ncclRedOp_t red = ncclSum;
+  bool created = false;
+  char what[160] = {};
+};
+
+void draw(Rng& rng, const World& w, Call& c, int seed, size_t max_bytes) {
+  const int n = w.nranks;
+  c.kind = static_cast<int>(rng.below(kKinds));
+  c.t = kAllTypes[rng.below(12)];
+  static const int ops[] = {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg, kPreMulOp};
+  c.op = reduces(c.kind) ? ops[rng.below(6)] : ncclSum;
+  c.count = draw_count(rng, c.t, blocked(c.kind) ? n : 1, max_bytes);
+  c.root = static_cast<int>(rng.below(n));
+  c.shift = static_cast<int>(rng.below(n));
+  c.inplace = rng.below(2) == 1;
+  c.seed = seed;
+  std::snprintf(c.what, sizeof(c.what), "soak seed %d: %s %s op %d count %zu root %d shift %d %s",
+                seed, kind_name(c.kind), type_name(c.t), c.op, c.count, c.root, c.shift,
+                c.inplace ? "in-place" : "out-of-place");
+}
+
+ncclRedOp_t input_op(const Call& c) {
+  return c.op == kPreMulOp ? ncclSum : static_cast<ncclRedOp_t>(c.op);
+}
+int ref_op(const Call& c) { return c.op == kPreMulOp ? kPreMul : c.op; }
+
+// Fills the buffers and puts them on the device.
+void prepare(World& w, Call& c) {
+  const int n = w.nranks, r = w.rank;
+  const size_t k = c.count, own = static_cast<size_t>(r) * k;
+  const ncclDataType_t t = c.t;
+  auto tag = [&](int rank, size_t i) { return tag_value(t, rank, i, c.seed); };
+  switch (c.kind) {
+    case AllReduce:
+    case Reduce:
+      c.a = std::make_unique<Buf>(t, k);
+      c.b = std::make_unique<Buf>(t, k);
+      c.in.resize(k);
+      for (size_t i = 0; i < k; ++i) c.in[i] = input(t, input_op(c), r, i, c.seed);
+      for (size_t i = 0; i < k; ++i) store(t, c.a->host(), i, c.in[i]);
+      break;
+    case ReduceScatter:
+      c.a = std::make_unique<Buf>(t, k * n);
+      c.b = std::make_unique<Buf>(t, k);
+      c.in.resize(k * n);
+      for (size_t i = 0; i < k * n; ++i) c.in[i] = input(t, input_op(c), r, i, c.seed);
+      for (size_t i = 0; i < k * n; ++i) store(t, c.a->host(), i, c.in[i]);
+      break;
+    case Broadcast:
+      c.a = std::make_unique<Buf>(t, k);
+      c.b = std::make_unique<Buf>(t, k);
+      if (r == c.root) {
+        c.in.resize(k);
+        for (size_t i = 0; i < k; ++i) c.in[i] = tag(r, i);
+        Buf& src = c.inplace ? *c.b : *c.a;
+        for (size_t i = 0; i < k; ++i) store(t, src.host(), i, c.in[i]);
+      }
+      break;
+    case AllGather:
+    case Gather:
+      c.a = std::make_unique<Buf>(t, k);
+      c.b = std::make_unique<Buf>(t, k * n);
+      c.in.resize(k);
+      for (size_t i = 0; i < k; ++i) c.in[i] = tag(r, i);
+      for (size_t i = 0; i < k; ++i) store(t, c.a->host(), i, c.in[i]);
+      if (c.inplace && (c.kind == AllGather || r == c.root))
+        for (size_t i = 0; i < k; ++i) store(t, c.b->host(), own + i, c.in[i]);
+      break;
+    case AllToAll:
+    case Scatter:
+      c.a = std::make_unique<Buf>(t, k * n);
+      c.b = std::make_unique<Buf>(t, c.kind == AllToAll ? k * n : k);
+      if (c.kind == AllToAll || r == c.root) {
+        c.in.resize(k * n);
+        for (size_t j = 0; j < k * n; ++j) c.in[j] = tag(r, j);
+        for (size_t j = 0; j < k * n; ++j) store(t, c.a->host(), j, c.in[j]);
+      }
+      break;
+    case SendRecv:
+      c.a = std::make_unique<Buf>(t, k);
+      c.b = std::make_unique<Buf>(t, k);
+      c.in.resize(k);
+      for (size_t i = 0; i < k; ++i) c.in[i] = tag(r, i);
+      for (size_t i = 0; i < k; ++i) store(t, c.a->host(), i, c.in[i]);
+      break;
+  }
+  c.a->put();
+  c.b->put();
+  if (reduces(c.kind) && c.op == kPreMulOp) {
+    char scalar[8] = {};
+    store(t, scalar, 0, premul_scalar(t));
+    c.created =
+        ok(w, ncclRedOpCreatePreMulSum(&c.red, scalar, t, ncclScalarHostImmediate, w.comm), c.what);
+    store(t, scalar, 0, 7.0);  // a library that read it late gives wrong sums
+  } else {
+    c.red = input_op(c);
+  }
+}
+
+// Issues the call (inside a group when grouped); false when it was refused.
+bool issue(World& w, Call& c) {
+  const int n = w.nranks, r = w.rank;
+  const size_t k = c.count, own = static_cast<size_t>(r) * k;
+  const bool is_root = r == c.root;
+  Buf& a = *c.a;
+  Buf& b = *c.b;
+  if (reduces(c.kind) && c.op == kPreMulOp && !c.created) return false;
+  ncclResult_t res = ncclSuccess;
+  switch (c.kind) {
+    case AllReduce:
+      res = ncclAllReduce(a.dev(), c.inplace ? a.dev() : b.dev(), k, c.t, c.red, w.comm, w.stream);
+      break;
+    case Reduce:
+      res = ncclReduce(a.dev(), c.inplace ? a.dev() : b.dev(), k, c.t, c.red, c.root, w.comm,
+                       w.stream);
+      break;
+    case ReduceScatter:
+      res = ncclReduceScatter(a.dev(), c.inplace ? a.dev(own) : b.dev(), k, c.t, c.red, w.comm,
+                              w.stream);
+      break;
+    case Broadcast:
+      res = ncclBroadcast(c.inplace ? b.dev() : a.dev(), b.dev(), k, c.t, c.root, w.comm, w.stream);
+      break;
+    case AllGather:
+      res = ncclAllGather(c.inplace ? b.dev(own) : a.dev(), b.dev(), k, c.t, w.comm, w.stream);
+      break;
+    case Gather:
+      res = ncclGather(c.inplace && is_root ? b.dev(own) : a.dev(), is_root ? b.dev() : nullptr, k,
+                       c.t, c.root, w.comm, w.stream);
+      break;
+    case AllToAll:
+      res = ncclAlltoAll(a.dev(), c.inplace ? a.dev() : b.dev(), k, c.t, w.comm, w.stream);
+      break;
+    case Scatter:
+      res = ncclScatter(is_root ? a.dev() : nullptr,
+                        c.inplace && is_root ? a.dev(static_cast<size_t>(c.root) * k) : b.dev(), k,
+                        c.t, c.root, w.comm, w.stream);
+      break;
+    case SendRecv: {
+      const int to = (r + c.shift) % n, from = (r + n - c.shift) % n;
+      // Alone it needs a group of its own; inside a larger group it is part of that one.
+      ncclResult_t g = ncclGroupStart();
+      if (g == ncclSuccess) g = ncclSend(a.dev(), k, c.t, to, w.comm, w.stream);
+      if (g == ncclSuccess) g = ncclRecv(b.dev(), k, c.t, from, w.comm, w.stream);
+      const ncclResult_t e = ncclGroupEnd();
+      res = g != ncclSuccess ? g : e;
+      break;
+    }
+  }
+  return ok(w, res, c.what);
+}
+
+void check(World& w, Call& c) {
+  const int n = w.nranks, r = w.rank;
+  const size_t k = c.count, own = static_cast<size_t>(r) * k;
+  const ncclDataType_t t = c.t;
+  const bool is_root = r == c.root;
+  c.a->get();
+  c.b->get();
+  char where[200];
+  auto input_kept = [&](const void* buf, const char* part) {
+    std::snprintf(where, sizeof(where), "%s: %s", c.what, part);
+    check_elems(w, t, buf, 0, c.in.size(), c.in, where);
+  };
+  std::vector<double> want;
+  switch (c.kind) {
+    case AllReduce:
+    case Reduce:
+      if (c.kind == AllReduce || is_root) {
+        want.resize(k);
+        for (size_t i = 0; i < k; ++i) want[i] = reference(t, ref_op(c), n, i, c.seed);
+        check_elems(w, t, c.inplace ? c.a->host() : c.b->host(), 0, k, want, c.what);
+      }
+      if (!c.inplace || (c.kind == Reduce && !is_root)) input_kept(c.a->host(), "input after call");
+      break;
+    case ReduceScatter:
+      want.resize(k);
+      for (size_t i = 0; i < k; ++i) want[i] = reference(t, ref_op(c), n, own + i, c.seed);
+      check_elems(w, t, c.inplace ? c.a->host() : c.b->host(), c.inplace ? own : 0, k, want,
+                  c.what);
+      if (!c.inplace) input_kept(c.a->host(), "input after call");
+      break;
+    case Broadcast:
+      want.resize(k);
+      for (size_t i = 0; i < k; ++i) want[i] = tag_value(t, c.root, i, c.seed);
+      check_elems(w, t, c.b->host(), 0, k, want, c.what);
+      if (!c.inplace && is_root) input_kept(c.a->host(), "root's input after call");
+      break;
+    case AllGather:
+    case Gather:
+      if (c.kind == AllGather || is_root) {
+        want.resize(k * n);
+        for (int q = 0; q < n; ++q)
+          for (size_t i = 0; i < k; ++i) want[q * k + i] = tag_value(t, q, i, c.seed);
+        check_elems(w, t, c.b->host(), 0, k * n, want, c.what);
+      }
+      if (!c.inplace) input_kept(c.a->host(), "input after call");
+      break;
+    case AllToAll:
+      want.resize(k * n);
+      for (int q = 0; q < n; ++q)
+        for (size_t i = 0; i < k; ++i) want[q * k + i] = tag_value(t, q, own + i, c.seed);
+      check_elems(w, t, c.inplace ? c.a->host() : c.b->host(), 0, k * n, want, c.what);
+      if (!c.inplace) input_kept(c.a->host(), "input after call");
+      break;
+    case Scatter: {
+      want.resize(k);
+      for (size_t i = 0; i < k; ++i) want[i] = tag_value(t, c.root, own + i, c.seed);
+      const bool in_root = c.inplace && is_root;
+      check_elems(w, t, in_root ? c.a->host() : c.b->host(), in_root ? own : 0, k, want, c.what);
+      if (is_root && !c.inplace) input_kept(c.a->host(), "root's input after call");
+      break;
+    }
+    case SendRecv: {
+      const int from = (r + n - c.shift) % n;
+      want.resize(k);
+      for (size_t i = 0; i < k; ++i) want[i] = tag_value(t, from, i, c.seed);
+      check_elems(w, t, c.b->host(), 0, k, want, c.what);
+      input_kept(c.a->host(), "send buffer after call");
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+int suite_soak(World& w) {
+  const bool gpu = mem() == Mem::Cuda;
+  const size_t steps = env_size("NTEST_SOAK_STEPS", gpu ? 120 : 24);
+  const uint64_t seed0 = env_size("NTEST_SOAK_SEED", 1);
+  const size_t max_bytes =
+      env_size("NTEST_SOAK_MAX_BYTES", gpu ? size_t(40) << 20 : size_t(4) << 20);
+  Rng rng(seed0 * 1000003u + static_cast<uint64_t>(w.nranks));
+  int seed = static_cast<int>(seed0 % 1000) * 100000;
+  size_t per_kind[kKinds] = {}, groups = 0, largest = 0, ran = 0;
+  for (size_t s = 0; s < steps; ++s) {
+    ++ran;
+    // One call, or a group of 2-3: every rank draws the same.
+    const size_t calls = rng.below(4) == 0 ? 2 + rng.below(2) : 1;
+    std::vector<Call> group(calls);
+    for (Call& c : group) {
+      draw(rng, w, c, ++seed, max_bytes / calls);
+      ++per_kind[c.kind];
+      largest = std::max(largest, c.count * type_size(c.t) * (blocked(c.kind) ? w.nranks : 1));
+    }
+    groups += calls > 1;
+    for (Call& c : group) prepare(w, c);
+    bool issued = true;
+    if (calls > 1) issued = ok(w, ncclGroupStart(), "soak ncclGroupStart");
+    for (Call& c : group) issued = issue(w, c) && issued;
+    if (calls > 1) issued = ok(w, ncclGroupEnd(), "soak ncclGroupEnd") && issued;
+    char what[64];
+    std::snprintf(what, sizeof(what), "soak step %zu (%zu call(s))", s, calls);
+    if (issued && finish(w, what))
+      for (Call& c : group) check(w, c);
+    for (Call& c : group)
+      if (c.created) ok(w, ncclRedOpDestroy(c.red, w.comm), "soak ncclRedOpDestroy");
+    if (failures() > 0) break;  // the first wrong step says it; the rest would repeat it
+  }
+  if (w.rank == 0) {  // what the sequence covered (the same on every rank)
+    std::printf(
+        "[nccl_api_test] soak np %d seed %llu: %zu of %zu steps, %zu of them groups; calls:",
+        w.nranks, static_cast<unsigned long long>(seed0), ran, steps, groups);
+    for (int k = 0; k < kKinds; ++k) std::printf(" %s %zu", kind_name(k), per_kind[k]);
+    std::printf("; largest buffer %zu B\n", largest);
+  }
+  return 0;
+}
+
+}  // namespace ntest
