@@ -3,7 +3,7 @@
 // on GPU buffers (rank r on GPU r % GPUs: with fewer GPUs than ranks,
 // several ranks share one).
 //   nccl_api_test --np N [--suite
-//   colls|p2p|comm|errors|shrink|env|initall|graphs|ctas|agree|soak|all]
+//   colls|p2p|comm|errors|shrink|env|initall|graphs|ctas|agree|soak|soak1|all]
 //   [--mem host|cuda]
 // Exits 0 when every rank passed, 1 when one failed, 2 on bad arguments,
 // 77 (skipped) with --mem cuda where no GPU or no CUDA is available.
@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
       {"shrink", ntest::suite_shrink, true},    {"env", ntest::suite_env, false},
       {"initall", ntest::suite_initall, false}, {"graphs", ntest::suite_graphs, false},
       {"ctas", ntest::suite_ctas, false},       {"agree", ntest::suite_agree, false},
-      {"soak", ntest::suite_soak, true}};
+      {"soak", ntest::suite_soak, true},        {"soak1", ntest::suite_soak1, false}};
   int failed = 0, ran = 0;
   for (const Entry& e : all) {
     if (which != "all" && which != e.name) continue;

@@ -16,5 +16,6 @@ int suite_graphs(World& w);   // test_graphs.cc: calls captured in a CUDA graph 
 int suite_ctas(World& w);     // test_ctas.cc: maxCTAs / NCCL_MAX_CTAS caps, bad values
 int suite_agree(World& w);    // test_agree.cc: settings that must be alike on every rank
 int suite_soak(World& w);     // test_soak.cc: a seeded random sequence of calls, sizes to 40 MiB
+int suite_soak1(World& w);    // test_soak.cc: the same, one thread driving every rank
 
 }  // namespace ntest

@@ -15,10 +15,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "harness.h"
+#include "harness_cuda.h"
 #include "suites.h"
 
 namespace ntest {
@@ -338,8 +341,27 @@ void check(World& w, Call& c) {
 
 }  // namespace
 
-int suite_soak(World& w) {
+namespace {
+
+// Copies what draw() chose (not the buffers) to another rank's call.
+void copy_choice(const Call& from, Call& to) {
+  to.kind = from.kind;
+  to.t = from.t;
+  to.op = from.op;
+  to.count = from.count;
+  to.root = from.root;
+  to.shift = from.shift;
+  to.inplace = from.inplace;
+  to.seed = from.seed;
+  std::memcpy(to.what, from.what, sizeof(to.what));
+}
+
+// The sequence for the ranks this thread drives: its own (forked ranks), or
+// every rank of the communicator (one thread, every step in one group
+// around all of them).
+int run_soak(World& w, std::vector<World>& ranks, const char* label) {
   const bool gpu = mem() == Mem::Cuda;
+  const bool one_thread = ranks.size() > 1;
   const size_t steps = env_size("NTEST_SOAK_STEPS", gpu ? 120 : 24);
   const uint64_t seed0 = env_size("NTEST_SOAK_SEED", 1);
   const size_t max_bytes =
@@ -351,33 +373,87 @@ int suite_soak(World& w) {
     ++ran;
     // One call, or a group of 2-3: every rank draws the same.
     const size_t calls = rng.below(4) == 0 ? 2 + rng.below(2) : 1;
-    std::vector<Call> group(calls);
-    for (Call& c : group) {
+    std::vector<std::vector<Call>> group(ranks.size());
+    for (auto& g : group) g.resize(calls);
+    for (size_t i = 0; i < calls; ++i) {
+      Call& c = group[0][i];
       draw(rng, w, c, ++seed, max_bytes / calls);
+      for (size_t r = 1; r < ranks.size(); ++r) copy_choice(c, group[r][i]);
       ++per_kind[c.kind];
       largest = std::max(largest, c.count * type_size(c.t) * (blocked(c.kind) ? w.nranks : 1));
     }
     groups += calls > 1;
-    for (Call& c : group) prepare(w, c);
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      std::string why;
+      if (one_thread && gpu && !cuda::set_device(ranks[r].device, &why))
+        fail(ranks[r], "cudaSetDevice(%d): %s", ranks[r].device, why.c_str());
+      for (Call& c : group[r]) prepare(ranks[r], c);
+    }
+    const bool outer = one_thread || calls > 1;
     bool issued = true;
-    if (calls > 1) issued = ok(w, ncclGroupStart(), "soak ncclGroupStart");
-    for (Call& c : group) issued = issue(w, c) && issued;
-    if (calls > 1) issued = ok(w, ncclGroupEnd(), "soak ncclGroupEnd") && issued;
+    if (outer) issued = ok(w, ncclGroupStart(), "soak ncclGroupStart");
+    for (size_t r = 0; r < ranks.size(); ++r)
+      for (Call& c : group[r]) issued = issue(ranks[r], c) && issued;
+    if (outer) issued = ok(w, ncclGroupEnd(), "soak ncclGroupEnd") && issued;
     char what[64];
     std::snprintf(what, sizeof(what), "soak step %zu (%zu call(s))", s, calls);
-    if (issued && finish(w, what))
-      for (Call& c : group) check(w, c);
-    for (Call& c : group)
-      if (c.created) ok(w, ncclRedOpDestroy(c.red, w.comm), "soak ncclRedOpDestroy");
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      if (issued && finish(ranks[r], what))
+        for (Call& c : group[r]) check(ranks[r], c);
+      for (Call& c : group[r])
+        if (c.created)
+          ok(ranks[r], ncclRedOpDestroy(c.red, ranks[r].comm), "soak ncclRedOpDestroy");
+    }
     if (failures() > 0) break;  // the first wrong step says it; the rest would repeat it
   }
   if (w.rank == 0) {  // what the sequence covered (the same on every rank)
-    std::printf(
-        "[nccl_api_test] soak np %d seed %llu: %zu of %zu steps, %zu of them groups; calls:",
-        w.nranks, static_cast<unsigned long long>(seed0), ran, steps, groups);
+    std::printf("[nccl_api_test] %s np %d seed %llu: %zu of %zu steps, %zu of them groups; calls:",
+                label, w.nranks, static_cast<unsigned long long>(seed0), ran, steps, groups);
     for (int k = 0; k < kKinds; ++k) std::printf(" %s %zu", kind_name(k), per_kind[k]);
     std::printf("; largest buffer %zu B\n", largest);
   }
+  return 0;
+}
+
+}  // namespace
+
+int suite_soak(World& w) {
+  std::vector<World> ranks{w};
+  return run_soak(w, ranks, "soak");
+}
+
+// Rank 0's process drives every rank from one thread (ncclCommInitAll on
+// GPUs, rank r on GPU r % GPUs, a stream each; host memory: a group of
+// ncclCommInitRank), each step one group around every rank's calls.
+int suite_soak1(World& w) {
+  if (w.rank != 0) return 0;
+  const int n = w.nranks;
+  std::vector<ncclComm_t> comms(n, nullptr);
+  std::vector<int> devs(n, 0);
+  if (mem() == Mem::Cuda) {
+    std::string why;
+    const int gpus = gpu_count(&why);
+    for (int r = 0; r < n; ++r) devs[r] = r % (gpus > 0 ? gpus : 1);
+    if (!ok(w, ncclCommInitAll(comms.data(), n, devs.data()), "ncclCommInitAll")) return 1;
+  } else {
+    ncclUniqueId id;
+    if (!ok(w, ncclGetUniqueId(&id), "ncclGetUniqueId")) return 1;
+    ok(w, ncclGroupStart(), "ncclGroupStart (init)");
+    for (int r = 0; r < n; ++r) ok(w, ncclCommInitRank(&comms[r], n, id, r), "ncclCommInitRank");
+    if (!ok(w, ncclGroupEnd(), "ncclGroupEnd (init)")) return 1;
+  }
+  std::vector<std::unique_ptr<Stream>> streams;
+  std::vector<World> ranks(n);
+  for (int r = 0; r < n; ++r) {
+    std::string why;
+    if (mem() == Mem::Cuda && !cuda::set_device(devs[r], &why))
+      fail(w, "cudaSetDevice(%d): %s", devs[r], why.c_str());
+    streams.push_back(std::make_unique<Stream>());
+    ranks[r] = World{r, n, comms[r], mem() == Mem::Cuda ? devs[r] : -1, streams.back()->get()};
+  }
+  run_soak(w, ranks, "soak1");
+  streams.clear();
+  for (ncclComm_t c : comms) ok(w, ncclCommDestroy(c), "ncclCommDestroy (soak1)");
   return 0;
 }
 
