@@ -131,9 +131,10 @@ void draw(Rng& rng, const World& w, Call& c, int seed, size_t max_bytes) {
   c.shift = static_cast<int>(rng.below(n));
   c.inplace = rng.below(2) == 1;
   c.seed = seed;
-  std::snprintf(c.what, sizeof(c.what), "soak seed %d: %s %s op %d count %zu root %d shift %d %s",
-                seed, kind_name(c.kind), type_name(c.t), c.op, c.count, c.root, c.shift,
-                c.inplace ? "in-place" : "out-of-place");
+  static const char* op_names[] = {"sum", "prod", "max", "min", "avg", "premulsum"};
+  std::snprintf(c.what, sizeof(c.what), "soak seed %d: %s %s %s count %zu root %d shift %d %s",
+                seed, kind_name(c.kind), type_name(c.t), reduces(c.kind) ? op_names[c.op] : "-",
+                c.count, c.root, c.shift, c.inplace ? "in-place" : "out-of-place");
 }
 
 ncclRedOp_t input_op(const Call& c) {
