@@ -2,9 +2,8 @@
 // built libnccl.so.2, run as forked ranks on host buffers, or with --mem cuda
 // on GPU buffers (rank r on GPU r % GPUs: with fewer GPUs than ranks,
 // several ranks share one).
-//   nccl_api_test --np N [--suite
-//   colls|p2p|comm|errors|shrink|env|initall|graphs|ctas|agree|soak|soak1|all]
-//   [--mem host|cuda]
+//   nccl_api_test --np N [--suite NAME|all] [--mem host|cuda]
+//   NAME: colls p2p comm errors shrink env initall graphs ctas agree soak soak1
 // Exits 0 when every rank passed, 1 when one failed, 2 on bad arguments,
 // 77 (skipped) with --mem cuda where no GPU or no CUDA is available.
 #include <stdlib.h>
