@@ -5,9 +5,10 @@
 // (a few elements; just below, at and above 16 KiB, 64 KiB, 256 KiB, 1, 2,
 // 4 and 8 MiB; odd counts). Every output element is checked against
 // harness.cc's references, and the inputs of out-of-place calls against
-// what was put there. What the fixed suites (test_colls.cc) do not reach:
-// large odd counts through nccl.h, and one call's kind after another's on
-// the same communicator and stream.
+// what was put there. What the fixed suites do not reach: large odd counts
+// in every dtype and op (test_colls.cc stops at 1031 elements, the large
+// calls of test_ctas.cc and test_initall.cc take a few dtypes each), and one
+// call's kind after another's on the same communicator and stream.
 //   NTEST_SOAK_STEPS (default 24 on host memory, 120 on GPU memory),
 //   NTEST_SOAK_SEED (default 1), NTEST_SOAK_MAX_BYTES (largest buffer;
 //   default 4 MiB on host memory, 40 MiB on GPU memory).
