@@ -233,6 +233,10 @@ double reference(ncclDataType_t t, int op, int n, size_t i, int seed) {
   return acc;
 }
 
+void fill(ncclDataType_t t, void* buf, size_t off, const std::vector<double>& v) {
+  for (size_t i = 0; i < v.size(); ++i) store(t, buf, off + i, v[i]);
+}
+
 bool check_elems(const World& w, ncclDataType_t t, const void* got, size_t off, size_t count,
                  const std::vector<double>& want, const char* what) {
   const size_t es = type_size(t);
@@ -399,6 +403,25 @@ static int child(int rank, int nranks, Suite suite, bool init_world) {
   cuda::release_stream(w.stream);
   g_world = nullptr;
   return rc != 0 || g_failures > 0 ? 1 : 0;
+}
+
+bool init_every_rank(const World& w, std::vector<ncclComm_t>* comms, std::vector<int>* devs) {
+  const int n = w.nranks;
+  comms->assign(n, nullptr);
+  devs->assign(n, 0);
+  if (g_mem == Mem::Cuda) {
+    std::string why;
+    const int gpus = gpu_count(&why);
+    for (int r = 0; r < n; ++r) (*devs)[r] = r % (gpus > 0 ? gpus : 1);
+    return ok(w, ncclCommInitAll(comms->data(), n, devs->data()), "ncclCommInitAll");
+  }
+  // ncclCommInitAll is for GPUs; host communicators come from one id and
+  // a group of ncclCommInitRank (the same thread creating every rank).
+  ncclUniqueId id;
+  if (!ok(w, ncclGetUniqueId(&id), "ncclGetUniqueId")) return false;
+  ok(w, ncclGroupStart(), "ncclGroupStart (init)");
+  for (int r = 0; r < n; ++r) ok(w, ncclCommInitRank(&(*comms)[r], n, id, r), "ncclCommInitRank");
+  return ok(w, ncclGroupEnd(), "ncclGroupEnd (init)");
 }
 
 int run_suite(const char* name, int nranks, Suite suite, bool init_world, double timeout_s) {

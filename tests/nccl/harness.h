@@ -141,4 +141,15 @@ bool check_elems(const World& w, ncclDataType_t t, const void* got, size_t off, 
 
 std::vector<char> buffer(ncclDataType_t t, size_t count);
 
+// Stores v[i] at buf[off + i] for every i (as store()).
+void fill(ncclDataType_t t, void* buf, size_t off, const std::vector<double>& v);
+
+// ---- one thread, every rank ---------------------------------------------------
+
+// Rank 0's process creates every rank of a communicator of w.nranks:
+// ncclCommInitAll on GPUs (rank r on GPU r % GPUs, devs[r]), a group of
+// ncclCommInitRank on host memory (devs all 0). False, with a failure, when
+// creation failed.
+bool init_every_rank(const World& w, std::vector<ncclComm_t>* comms, std::vector<int>* devs);
+
 }  // namespace ntest

@@ -74,10 +74,6 @@ std::vector<double> inputs(ncclDataType_t t, int which, int r, size_t n, int see
   return v;
 }
 
-void fill(ncclDataType_t t, void* buf, size_t off, const std::vector<double>& v) {
-  for (size_t i = 0; i < v.size(); ++i) store(t, buf, off + i, v[i]);
-}
-
 // Every call below: inputs filled on the host and put(), the call on the
 // rank's stream, finish() (the stream drained), outputs and inputs get()
 // and checked on the host.

@@ -297,25 +297,7 @@ void wrong_gpu_stream(Ranks& k, int& seed) {
 int suite_initall(World& w) {
   if (w.rank != 0) return 0;  // rank 0's process drives them all
   Ranks k{w, w.nranks, {}, {}, {}, false};
-  k.comms.assign(k.n, nullptr);
-  k.devs.assign(k.n, 0);
-  if (mem() == Mem::Cuda) {
-    std::string why;
-    const int gpus = gpu_count(&why);
-    for (int r = 0; r < k.n; ++r) k.devs[r] = r % (gpus > 0 ? gpus : 1);
-  }
-  // ncclCommInitAll is for GPUs; host communicators come from one id and
-  // a group of ncclCommInitRank (the same thread creating every rank).
-  if (mem() == Mem::Cuda) {
-    if (!ok(w, ncclCommInitAll(k.comms.data(), k.n, k.devs.data()), "ncclCommInitAll")) return 1;
-  } else {
-    ncclUniqueId id;
-    if (!ok(w, ncclGetUniqueId(&id), "ncclGetUniqueId")) return 1;
-    ok(w, ncclGroupStart(), "ncclGroupStart (init)");
-    for (int r = 0; r < k.n; ++r)
-      ok(w, ncclCommInitRank(&k.comms[r], k.n, id, r), "ncclCommInitRank");
-    if (!ok(w, ncclGroupEnd(), "ncclGroupEnd (init)")) return 1;
-  }
+  if (!init_every_rank(w, &k.comms, &k.devs)) return 1;
   for (int r = 0; r < k.n; ++r) {
     int d = -2;
     if (ok(w, ncclCommCuDevice(k.comms[r], &d), "ncclCommCuDevice"))

@@ -16,7 +16,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -105,7 +104,8 @@ size_t draw_count(Rng& rng, ncclDataType_t t, size_t per, size_t max_bytes) {
   return c;
 }
 
-struct Call {
+// What draw() chooses for a call, the same on every rank.
+struct Choice {
   int kind = AllReduce;
   ncclDataType_t t = ncclFloat32;
   int op = ncclSum;  // ncclRedOp_t value, or kPreMulOp
@@ -114,11 +114,15 @@ struct Call {
   int shift = 0;  // send/recv: to rank + shift, from rank - shift
   bool inplace = false;
   int seed = 0;
+  char what[160] = {};
+};
+
+// A rank's call: the choice, its buffers and reduction.
+struct Call : Choice {
   std::unique_ptr<Buf> a, b;  // a: input side, b: output side (layout per kind below)
   std::vector<double> in;     // what this rank put in its input (checked after out of place)
   ncclRedOp_t red = ncclSum;
   bool created = false;
-  char what[160] = {};
 };
 
 void draw(Rng& rng, const World& w, Call& c, int seed, size_t max_bytes) {
@@ -148,61 +152,60 @@ void prepare(World& w, Call& c) {
   const int n = w.nranks, r = w.rank;
   const size_t k = c.count, own = static_cast<size_t>(r) * k;
   const ncclDataType_t t = c.t;
-  auto tag = [&](int rank, size_t i) { return tag_value(t, rank, i, c.seed); };
+  auto bufs = [&](size_t na, size_t nb) {
+    c.a = std::make_unique<Buf>(t, na);
+    c.b = std::make_unique<Buf>(t, nb);
+  };
+  auto inputs = [&](size_t m) {  // the reductions' operands
+    c.in.resize(m);
+    for (size_t i = 0; i < m; ++i) c.in[i] = input(t, input_op(c), r, i, c.seed);
+  };
+  auto tags = [&](size_t m) {  // values naming (rank, index)
+    c.in.resize(m);
+    for (size_t i = 0; i < m; ++i) c.in[i] = tag_value(t, r, i, c.seed);
+  };
+  Buf* src = nullptr;  // where c.in goes (none: this rank sends nothing)
   switch (c.kind) {
     case AllReduce:
     case Reduce:
-      c.a = std::make_unique<Buf>(t, k);
-      c.b = std::make_unique<Buf>(t, k);
-      c.in.resize(k);
-      for (size_t i = 0; i < k; ++i) c.in[i] = input(t, input_op(c), r, i, c.seed);
-      for (size_t i = 0; i < k; ++i) store(t, c.a->host(), i, c.in[i]);
+      bufs(k, k);
+      inputs(k);
+      src = c.a.get();
       break;
     case ReduceScatter:
-      c.a = std::make_unique<Buf>(t, k * n);
-      c.b = std::make_unique<Buf>(t, k);
-      c.in.resize(k * n);
-      for (size_t i = 0; i < k * n; ++i) c.in[i] = input(t, input_op(c), r, i, c.seed);
-      for (size_t i = 0; i < k * n; ++i) store(t, c.a->host(), i, c.in[i]);
+      bufs(k * n, k);
+      inputs(k * n);
+      src = c.a.get();
       break;
     case Broadcast:
-      c.a = std::make_unique<Buf>(t, k);
-      c.b = std::make_unique<Buf>(t, k);
+      bufs(k, k);
       if (r == c.root) {
-        c.in.resize(k);
-        for (size_t i = 0; i < k; ++i) c.in[i] = tag(r, i);
-        Buf& src = c.inplace ? *c.b : *c.a;
-        for (size_t i = 0; i < k; ++i) store(t, src.host(), i, c.in[i]);
+        tags(k);
+        src = c.inplace ? c.b.get() : c.a.get();
       }
       break;
     case AllGather:
     case Gather:
-      c.a = std::make_unique<Buf>(t, k);
-      c.b = std::make_unique<Buf>(t, k * n);
-      c.in.resize(k);
-      for (size_t i = 0; i < k; ++i) c.in[i] = tag(r, i);
-      for (size_t i = 0; i < k; ++i) store(t, c.a->host(), i, c.in[i]);
-      if (c.inplace && (c.kind == AllGather || r == c.root))
-        for (size_t i = 0; i < k; ++i) store(t, c.b->host(), own + i, c.in[i]);
+      bufs(k, k * n);
+      tags(k);
+      src = c.a.get();
+      if (c.inplace && (c.kind == AllGather || r == c.root)) fill(t, c.b->host(), own, c.in);
       break;
     case AllToAll:
     case Scatter:
-      c.a = std::make_unique<Buf>(t, k * n);
-      c.b = std::make_unique<Buf>(t, c.kind == AllToAll ? k * n : k);
+      bufs(k * n, c.kind == AllToAll ? k * n : k);
       if (c.kind == AllToAll || r == c.root) {
-        c.in.resize(k * n);
-        for (size_t j = 0; j < k * n; ++j) c.in[j] = tag(r, j);
-        for (size_t j = 0; j < k * n; ++j) store(t, c.a->host(), j, c.in[j]);
+        tags(k * n);
+        src = c.a.get();
       }
       break;
     case SendRecv:
-      c.a = std::make_unique<Buf>(t, k);
-      c.b = std::make_unique<Buf>(t, k);
-      c.in.resize(k);
-      for (size_t i = 0; i < k; ++i) c.in[i] = tag(r, i);
-      for (size_t i = 0; i < k; ++i) store(t, c.a->host(), i, c.in[i]);
+      bufs(k, k);
+      tags(k);
+      src = c.a.get();
       break;
   }
+  if (src) fill(t, src->host(), 0, c.in);
   c.a->put();
   c.b->put();
   if (reduces(c.kind) && c.op == kPreMulOp) {
@@ -345,19 +348,6 @@ void check(World& w, Call& c) {
 
 namespace {
 
-// Copies what draw() chose (not the buffers) to another rank's call.
-void copy_choice(const Call& from, Call& to) {
-  to.kind = from.kind;
-  to.t = from.t;
-  to.op = from.op;
-  to.count = from.count;
-  to.root = from.root;
-  to.shift = from.shift;
-  to.inplace = from.inplace;
-  to.seed = from.seed;
-  std::memcpy(to.what, from.what, sizeof(to.what));
-}
-
 // The sequence for the ranks this thread drives: its own (forked ranks), or
 // every rank of the communicator (one thread, every step in one group
 // around all of them).
@@ -380,7 +370,7 @@ int run_soak(World& w, std::vector<World>& ranks, const char* label) {
     for (size_t i = 0; i < calls; ++i) {
       Call& c = group[0][i];
       draw(rng, w, c, ++seed, max_bytes / calls);
-      for (size_t r = 1; r < ranks.size(); ++r) copy_choice(c, group[r][i]);
+      for (size_t r = 1; r < ranks.size(); ++r) static_cast<Choice&>(group[r][i]) = c;
       ++per_kind[c.kind];
       largest = std::max(largest, c.count * type_size(c.t) * (blocked(c.kind) ? w.nranks : 1));
     }
@@ -430,20 +420,9 @@ int suite_soak(World& w) {
 int suite_soak1(World& w) {
   if (w.rank != 0) return 0;
   const int n = w.nranks;
-  std::vector<ncclComm_t> comms(n, nullptr);
-  std::vector<int> devs(n, 0);
-  if (mem() == Mem::Cuda) {
-    std::string why;
-    const int gpus = gpu_count(&why);
-    for (int r = 0; r < n; ++r) devs[r] = r % (gpus > 0 ? gpus : 1);
-    if (!ok(w, ncclCommInitAll(comms.data(), n, devs.data()), "ncclCommInitAll")) return 1;
-  } else {
-    ncclUniqueId id;
-    if (!ok(w, ncclGetUniqueId(&id), "ncclGetUniqueId")) return 1;
-    ok(w, ncclGroupStart(), "ncclGroupStart (init)");
-    for (int r = 0; r < n; ++r) ok(w, ncclCommInitRank(&comms[r], n, id, r), "ncclCommInitRank");
-    if (!ok(w, ncclGroupEnd(), "ncclGroupEnd (init)")) return 1;
-  }
+  std::vector<ncclComm_t> comms;
+  std::vector<int> devs;
+  if (!init_every_rank(w, &comms, &devs)) return 1;
   std::vector<std::unique_ptr<Stream>> streams;
   std::vector<World> ranks(n);
   for (int r = 0; r < n; ++r) {
