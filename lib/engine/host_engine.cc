@@ -262,11 +262,15 @@ class Exec {
       }
       if (any_local) {
         post_early_sends(t, step_ops, es);
+        // A non-reducing collective's large copies stream past the cache:
+        // they fill its output, which nothing of the call reads again
+        // (MYCOLL_HOST_NT_COPY_BYTES in docs/environment.md).
+        const size_t stream_min = coll_reduces(t.coll) ? 0 : comm_->cfg.host_nt_copy_bytes;
         for (const Op& op : step_ops) {
           if (op.kind == OpKind::Copy) {
             char* d = resolve(t, op.dst, es);
             char* s = resolve(t, op.src, es);
-            if (d != s && op.src.count) std::memmove(d, s, op.src.count * es);
+            copy_host(d, s, op.src.count * es, stream_min);
           } else if (op.kind == OpKind::Reduce) {
             char* d = resolve(t, op.dst, es);
             reduce_host(t.dtype, t.op, d, d, resolve(t, op.src, es), op.dst.count);

@@ -685,6 +685,39 @@ ReduceIsa set_reduce_isa(ReduceIsa isa) {
   return isa;
 }
 
+void copy_host(void* dst, const void* src, size_t n, size_t stream_min) {
+  char* d = static_cast<char*>(dst);
+  const char* s = static_cast<const char*>(src);
+  if (n == 0 || d == s) return;
+#if defined(__x86_64__) && defined(__GNUC__)
+  const uintptr_t di = reinterpret_cast<uintptr_t>(d), si = reinterpret_cast<uintptr_t>(s);
+  const bool apart = di + n <= si || si + n <= di;
+  if (stream_min > 0 && n >= stream_min && n >= 128 && apart) {
+    // SSE2 (every x86-64): unaligned loads, aligned streaming stores from
+    // the first 16-byte boundary of dst, plain copies for head and tail.
+    const size_t head = (16 - (di & 15)) & 15;
+    std::memcpy(d, s, head);
+    size_t i = head;
+    for (; i + 64 <= n; i += 64) {
+      const __m128i v0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+      const __m128i v1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16));
+      const __m128i v2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 32));
+      const __m128i v3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 48));
+      _mm_stream_si128(reinterpret_cast<__m128i*>(d + i), v0);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 16), v1);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 32), v2);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 48), v3);
+    }
+    std::memcpy(d + i, s + i, n - i);
+    _mm_sfence();  // streaming stores are weakly ordered
+    return;
+  }
+#else
+  (void)stream_min;
+#endif
+  std::memmove(d, s, n);
+}
+
 float fp8e4m3_to_float(uint8_t v) { return fp8::E4M3::decode(v); }
 uint8_t float_to_fp8e4m3(float f) { return fp8::E4M3::encode(f); }
 float fp8e5m2_to_float(uint8_t v) { return fp8::E5M2::decode(v); }

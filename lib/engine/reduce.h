@@ -27,6 +27,13 @@ void scale_avg_host(mycollDataType_t t, void* dst, size_t n, int divisor);
 // computed in fp32 and rounded. dst may equal src; any alignment.
 void premul_host(mycollDataType_t t, void* dst, const void* src, size_t n, const void* scalar);
 
+// dst = src for n bytes, with memmove's semantics (any overlap, any
+// alignment). When stream_min > 0, n >= stream_min and the two ranges do not
+// overlap, the bulk is written with non-temporal stores on x86-64 (no read
+// of the destination lines, nothing left in the cache) and fenced before the
+// return, so a release store after it publishes the copy; elsewhere memmove.
+void copy_host(void* dst, const void* src, size_t n, size_t stream_min);
+
 // Implementation used by reduce_host / scale_avg_host. The best one the CPU
 // supports is picked at first use; every path gives identical results except
 // that the F16C path may return a signalling fp16 NaN quieted.

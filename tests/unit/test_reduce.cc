@@ -1,7 +1,8 @@
 // Tests for lib/engine/reduce.{h,cc}: every dtype x op against a scalar
 // reference written independently here (wider integer arithmetic, double
 // arithmetic plus a frexp/nearbyint rounding for fp16/bf16), aliasing,
-// odd lengths, conversions over all 65536 fp16/bf16 patterns, scale_avg.
+// odd lengths, conversions over all 65536 fp16/bf16 patterns, scale_avg,
+// copy_host (streaming and plain, every alignment, overlaps).
 #include <gtest/gtest.h>
 
 #include <cfenv>
@@ -662,6 +663,48 @@ TEST(Reduce, ScaleAvgFloats) {
     }
   }
   });
+}
+
+// copy_host: every byte of the destination and of a guard band around it
+// checked against the source, for lengths around the streaming loop's 64-byte
+// steps, every dst and src offset mod 16, streaming forced (stream_min 1)
+// and off (0); overlapping ranges (both directions) take memmove's path.
+TEST(CopyHost, EveryByteEveryAlignment) {
+  std::mt19937 rng(7);
+  const size_t kGuard = 80;
+  for (size_t n : {size_t(0), size_t(1), size_t(15), size_t(127), size_t(128), size_t(129),
+                   size_t(191), size_t(1000), size_t(4097), size_t(65536 + 33)}) {
+    std::vector<uint8_t> src(n + 32);
+    for (auto& b : src) b = uint8_t(rng());
+    for (size_t so = 0; so < 16; so += 3) {
+      for (size_t dof = 0; dof < 16; ++dof) {
+        for (size_t smin : {size_t(0), size_t(1), n + 1}) {
+          std::vector<uint8_t> dst(n + 2 * kGuard, 0xA5);
+          copy_host(dst.data() + kGuard + dof, src.data() + so, n, smin);
+          for (size_t i = 0; i < dst.size(); ++i) {
+            const bool in = i >= kGuard + dof && i < kGuard + dof + n;
+            const uint8_t want = in ? src[so + i - kGuard - dof] : 0xA5;
+            ASSERT_EQ(dst[i], want) << "n=" << n << " src+" << so << " dst+" << dof
+                                    << " stream_min=" << smin << " byte " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(CopyHost, OverlapsActAsMemmove) {
+  for (size_t n : {size_t(200), size_t(5000)}) {
+    for (long shift : {-65L, -1L, 1L, 17L, 64L}) {
+      std::vector<uint8_t> buf(n + 200), want;
+      for (size_t i = 0; i < buf.size(); ++i) buf[i] = uint8_t(i * 31 + 7);
+      want = buf;
+      const size_t from = 100, to = size_t(long(from) + shift);
+      std::memmove(want.data() + to, want.data() + from, n);
+      copy_host(buf.data() + to, buf.data() + from, n, 1);
+      ASSERT_EQ(buf, want) << "n=" << n << " shift=" << shift;
+    }
+  }
 }
 
 }  // namespace
