@@ -63,7 +63,7 @@ struct Config {
   size_t shm_read_bytes = 2u << 20;            // MYCOLL_SHM_READ_BYTES (0 = never)
   bool shm_read_bytes_set = false;             // MYCOLL_SHM_READ_BYTES given in the environment
   size_t shm_read_bytes_alltoall = 2u << 20;   // an all-to-all's (set at comm init)
-  size_t host_nt_copy_bytes = 1u << 20;        // MYCOLL_HOST_NT_COPY_BYTES (0 = never)
+  size_t host_nt_copy_bytes = 4u << 20;        // MYCOLL_HOST_NT_COPY_BYTES (0 = never)
   size_t socket_buffer_bytes = 0;              // MYCOLL_SOCKET_BUFFER_BYTES
   size_t chunk_bytes = 0;                      // MYCOLL_CHUNK_BYTES (pipelined tree/chain)
   bool chunk_bytes_set = false;                // MYCOLL_CHUNK_BYTES given in the environment
