@@ -104,9 +104,9 @@ const std::vector<EnvVar>& env_registry() {
        "first, so the copy moves two bytes of memory traffic per byte instead of three while "
        "the peers' reads of this rank's buffer share the memory bandwidth; the copied block is "
        "then not left in the cache. In the 2-rank all-gather's pattern (each rank copies its "
-       "block while the peer reads it with process_vm_readv) that was 14-31% faster from 4 MiB "
-       "blocks on a 2-core AMD VM and 3-13% from 8 MiB on a 16-core Intel host, and level or "
-       "mixed at 0.5-2 MiB (docs/performance.md, session 55). 0 = never (plain memmove)."},
+       "block while the peer reads it with process_vm_readv) that was 11-31% faster from 4 MiB "
+       "blocks on a 2-core AMD VM and 0-13% on a 16-core Intel host, and level or mixed at "
+       "0.5-2 MiB (docs/performance.md, session 55). 0 = never (plain memmove)."},
       {"MYCOLL_SOCKET_BUFFER_BYTES", "bytes", "0",
        "SO_SNDBUF/SO_RCVBUF for socket transport connections (0 = OS default, autotuned)."},
       {"MYCOLL_CHUNK_BYTES", "bytes", "512K",
