@@ -1,5 +1,6 @@
-// CPU reductions for every data type x operation. Used by the host engine
-// and by anything that reduces in host memory (e.g. staged GPU transfers).
+// CPU reductions for every data type x operation, and the host engine's bulk
+// copy (copy_host). Used by the host engine and by anything that reduces in
+// host memory (e.g. staged GPU transfers).
 #pragma once
 
 #include <cstddef>
