@@ -33,6 +33,25 @@ bool check_cases(mycollComm_t comm, CollKind kind, const std::vector<mycollDataT
   return true;
 }
 
+// check_cases over every collective `want` takes, roots 0 and n-1 where
+// rooted, `reduce_ops` where it reduces (sum elsewhere); false at the first
+// wrong element.
+template <typename Want>
+bool check_kinds(mycollComm_t comm, int n, Want want, const std::vector<mycollDataType_t>& types,
+                 const std::vector<mycollRedOp_t>& reduce_ops, const std::vector<size_t>& counts) {
+  const MemOps mem = host_mem();
+  int seed = 0;
+  for (CollKind kind : kAllKinds) {
+    if (!want(kind)) continue;
+    const std::vector<int> roots =
+        kind_rooted(kind) ? std::vector<int>{0, n - 1} : std::vector<int>{0};
+    const std::vector<mycollRedOp_t> ops =
+        kind_reduces(kind) ? reduce_ops : std::vector<mycollRedOp_t>{mycollSum};
+    if (!check_cases(comm, kind, types, ops, counts, roots, mem, &seed)) return false;
+  }
+  return true;
+}
+
 class Collectives : public ::testing::TestWithParam<Param> {};
 
 TEST_P(Collectives, EveryElementMatchesReference) {
@@ -107,18 +126,10 @@ TEST_P(ShmRemoteRead, EveryElementMatchesReference) {
       if (mycollCommSplit(comm, 0, rank, &sub) != mycollSuccess) return 2;
       comm = sub;
     }
-    MemOps mem = host_mem();
-    int seed = 0, rc = 0;
-    for (CollKind kind : kAllKinds) {
-      if (kind_reduces(kind)) continue;
-      std::vector<int> roots = {0};
-      if (kind_rooted(kind)) roots = {0, n - 1};
-      if (!check_cases(comm, kind, {mycollInt8, mycollFloat32, mycollFloat64}, {mycollSum},
-                       {1, 7, 1001, 100003}, roots, mem, &seed)) {
-        rc = 1;
-        break;
-      }
-    }
+    const int rc = check_kinds(comm, n, [](CollKind k) { return !kind_reduces(k); },
+                               {mycollInt8, mycollFloat32, mycollFloat64}, {}, {1, 7, 1001, 100003})
+                       ? 0
+                       : 1;
     if (threshold == "mixed") mycollCommDestroy(comm);
     return rc;
   });
@@ -154,17 +165,11 @@ TEST_P(HostNtCopy, EveryElementMatchesReference) {
              {"MYCOLL_HOST_NT_COPY_BYTES", "1"}};
   opt.timeout_s = 300;
   auto res = run_ranks(opt, [&](mycollComm_t comm, int, int n, const mycollUniqueId&) {
-    MemOps mem = host_mem();
-    int seed = 0;
-    for (CollKind kind : kAllKinds) {
-      if (kind_reduces(kind) || !algo_serves(algo, kind)) continue;
-      std::vector<int> roots = {0};
-      if (kind_rooted(kind)) roots = {0, n - 1};
-      if (!check_cases(comm, kind, {mycollInt8, mycollFloat16, mycollFloat32, mycollFloat64},
-                       {mycollSum}, {7, 1001, 20011, 100003}, roots, mem, &seed))
-        return 1;
-    }
-    return 0;
+    auto want = [&](CollKind k) { return !kind_reduces(k) && algo_serves(algo, k); };
+    return check_kinds(comm, n, want, {mycollInt8, mycollFloat16, mycollFloat32, mycollFloat64}, {},
+                       {7, 1001, 20011, 100003})
+               ? 0
+               : 1;
   });
   EXPECT_EQ(describe_failures(res), "");
 }
@@ -195,18 +200,11 @@ TEST_P(SocketSmallBuffers, EveryElementMatchesReference) {
              {"MYCOLL_CHUNK_BYTES", "32K"}};
   opt.timeout_s = 300;
   auto res = run_ranks(opt, [&](mycollComm_t comm, int, int n, const mycollUniqueId&) {
-    MemOps mem = host_mem();
-    int seed = 0;
-    for (CollKind kind : kAllKinds) {
-      std::vector<int> roots = {0};
-      if (kind_rooted(kind)) roots = {0, n - 1};
-      std::vector<mycollRedOp_t> ops = {mycollSum};
-      if (kind_reduces(kind)) ops = {mycollSum, mycollMax};
-      if (!check_cases(comm, kind, {mycollInt8, mycollFloat32, mycollFloat64}, ops,
-                       {1, 7, 1001, 8191, 8193, 100003}, roots, mem, &seed))
-        return 1;
-    }
-    return 0;
+    auto every = [](CollKind) { return true; };
+    return check_kinds(comm, n, every, {mycollInt8, mycollFloat32, mycollFloat64},
+                       {mycollSum, mycollMax}, {1, 7, 1001, 8191, 8193, 100003})
+               ? 0
+               : 1;
   });
   EXPECT_EQ(describe_failures(res), "");
 }
