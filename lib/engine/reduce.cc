@@ -76,8 +76,8 @@ MYCOLL_INLINE float h2f(uint16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000u) << 16;
   const uint32_t em = uint32_t(h & 0x7fffu) << 13;  // exponent+mantissa at fp32 position
   const uint32_t exp = em & 0x0f800000u;
-  const uint32_t normal = em + (112u << 23);          // rebias 15 -> 127
-  const uint32_t infnan = em + (224u << 23);          // exponent 31 -> 255
+  const uint32_t normal = em + (112u << 23);  // rebias 15 -> 127
+  const uint32_t infnan = em + (224u << 23);  // exponent 31 -> 255
   // Subnormal (and zero): m * 2^-24 computed exactly as (1 + m/1024) * 2^-14 - 2^-14;
   // every operand and the result are normal fp32, so FTZ/DAZ cannot interfere.
   const float sub = bit_cast_<float>(em + (113u << 23)) - bit_cast_<float>(113u << 23);
@@ -101,8 +101,7 @@ MYCOLL_INLINE uint16_t f2h(float f) {
   // 2^-24, the half subnormal step, so the FPU rounds (nearest even); the
   // low mantissa bits are then the half's bits (0x400 when it rounds up to
   // the smallest normal).
-  const uint32_t sub =
-      bit_cast_<uint32_t>(bit_cast_<float>(a) + 0.5f) - bit_cast_<uint32_t>(0.5f);
+  const uint32_t sub = bit_cast_<uint32_t>(bit_cast_<float>(a) + 0.5f) - bit_cast_<uint32_t>(0.5f);
   uint32_t r = sel(a >= 0x38800000u, normal, sub);
   r = sel(a >= 0x47800000u, 0x7c00u, r);  // >= 65536: Inf
   r = sel(a > 0x7f800000u, nan, r);
@@ -261,8 +260,7 @@ void reduce_base(void* d, const void* a, const void* b, size_t n) {
 #if defined(__x86_64__) && defined(__GNUC__)
 #define MYCOLL_HAVE_AVX2_PATH 1
 template <typename E, typename Op, int Alias>
-__attribute__((target("avx2"))) void reduce_avx2(void* d, const void* a, const void* b,
-                                                 size_t n) {
+__attribute__((target("avx2"))) void reduce_avx2(void* d, const void* a, const void* b, size_t n) {
   reduce_loop<E, Op, Alias>(d, a, b, n);
 }
 #endif
@@ -333,8 +331,8 @@ struct VecMin {
 
 template <typename V>
 __attribute__((target("avx2,f16c"), always_inline)) inline void f16c_block(uint16_t* d,
-                                                                          const uint16_t* a,
-                                                                          const uint16_t* b) {
+                                                                           const uint16_t* a,
+                                                                           const uint16_t* b) {
   const __m256 x = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a)));
   const __m256 y = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(d),
@@ -365,7 +363,7 @@ __attribute__((target("avx2,f16c"))) void reduce_f16c(void* dst, const void* a, 
 __attribute__((target("avx2,f16c"))) void scale_f16c(void* dst, size_t n, int divisor) {
   uint16_t* d = static_cast<uint16_t*>(dst);
   const __m256 div = _mm256_set1_ps(float(divisor));
-  auto block = [div](uint16_t* p) __attribute__((target("avx2,f16c"))) {
+  auto block = [div](uint16_t * p) __attribute__((target("avx2,f16c"))) {
     const __m256 v = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
                      _mm256_cvtps_ph(_mm256_div_ps(v, div), _MM_FROUND_TO_NEAREST_INT));
@@ -391,10 +389,10 @@ __attribute__((target("avx2,f16c"))) void scale_f16c(void* dst, size_t n, int di
 __attribute__((target("avx2"), always_inline)) inline __m256i f32_to_bf16_bits(__m256 r) {
   const __m256i x = _mm256_castps_si256(r);
   const __m256i hi = _mm256_srli_epi32(x, 16);
-  const __m256i rounded = _mm256_srli_epi32(
-      _mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)),
-                       _mm256_and_si256(hi, _mm256_set1_epi32(1))),
-      16);
+  const __m256i rounded =
+      _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)),
+                                         _mm256_and_si256(hi, _mm256_set1_epi32(1))),
+                        16);
   const __m256i payload_zero =
       _mm256_cmpeq_epi32(_mm256_and_si256(hi, _mm256_set1_epi32(0x7f)), _mm256_setzero_si256());
   const __m256i nan = _mm256_or_si256(hi, _mm256_and_si256(payload_zero, _mm256_set1_epi32(0x40)));
@@ -404,8 +402,9 @@ __attribute__((target("avx2"), always_inline)) inline __m256i f32_to_bf16_bits(_
 }
 
 template <typename V>
-__attribute__((target("avx2"), always_inline)) inline void bf16_block(uint16_t* d, const uint16_t* a,
-                                                                     const uint16_t* b) {
+__attribute__((target("avx2"), always_inline)) inline void bf16_block(uint16_t* d,
+                                                                      const uint16_t* a,
+                                                                      const uint16_t* b) {
   const __m256i zero = _mm256_setzero_si256();
   const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a));
   const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
@@ -598,7 +597,8 @@ void reduce_host(mycollDataType_t t, mycollRedOp_t op, void* dst, const void* a,
     throw_error(mycollInvalidArgument,
                 "reduce_host: invalid reduction op " + std::to_string(static_cast<int>(op)));
   if (n == 0) return;
-  check_arg(dst && a && b, [&] { return "reduce_host: null buffer with count " + std::to_string(n); });
+  check_arg(dst && a && b,
+            [&] { return "reduce_host: null buffer with count " + std::to_string(n); });
   const size_t bytes = n * dtype_size(t);
   auto d0 = reinterpret_cast<uintptr_t>(dst);
   auto overlaps_partially = [&](const void* p) {
@@ -653,7 +653,8 @@ void premul_loop(void* dst, const void* src, size_t n, const void* scalar) {
 void premul_host(mycollDataType_t t, void* dst, const void* src, size_t n, const void* scalar) {
   check_type(t, "premul_host");
   if (n == 0) return;
-  check_arg(dst && src && scalar, "premul_host: null buffer or scalar with count " + std::to_string(n));
+  check_arg(dst && src && scalar,
+            "premul_host: null buffer or scalar with count " + std::to_string(n));
   switch (t) {
     case mycollInt8: return premul_loop<Native<int8_t>>(dst, src, n, scalar);
     case mycollUint8: return premul_loop<Native<uint8_t>>(dst, src, n, scalar);

@@ -64,12 +64,12 @@ uint16_t ref_encode(const Fmt& f, double v) {
   if (std::isinf(a)) return sign | inf;
   if (a == 0) return sign;
   int e;
-  std::frexp(a, &e);                        // a = m * 2^e, m in [0.5, 1)
-  int lead = std::max(e - 1, f.emin());     // exponent of the leading bit (or subnormal)
-  double q = std::ldexp(1.0, lead - mb);    // quantum at that exponent
-  double r = std::nearbyint(a / q) * q;     // default rounding mode: nearest even
+  std::frexp(a, &e);                      // a = m * 2^e, m in [0.5, 1)
+  int lead = std::max(e - 1, f.emin());   // exponent of the leading bit (or subnormal)
+  double q = std::ldexp(1.0, lead - mb);  // quantum at that exponent
+  double r = std::nearbyint(a / q) * q;   // default rounding mode: nearest even
   if (r >= std::ldexp(1.0, f.emax() + 1)) return sign | inf;
-  if (r < std::ldexp(1.0, f.emin())) {      // subnormal (or rounds to zero)
+  if (r < std::ldexp(1.0, f.emin())) {  // subnormal (or rounds to zero)
     return uint16_t(sign | uint16_t(std::ldexp(r, -(f.emin() - mb))));
   }
   std::frexp(r, &e);
@@ -151,8 +151,7 @@ void check_float_to_16(const Fmt& fmt, uint16_t (*conv)(float), float (*back)(ui
   for (uint32_t i = 0; i < inf; ++i) {  // positive finite patterns; negatives by symmetry below
     const float v = back(uint16_t(i));
     // Successor (for the largest finite: the value where Inf begins).
-    const double w = i + 1 < inf ? double(back(uint16_t(i + 1)))
-                                 : std::ldexp(1.0, fmt.emax() + 1);
+    const double w = i + 1 < inf ? double(back(uint16_t(i + 1))) : std::ldexp(1.0, fmt.emax() + 1);
     const float mid = float((double(v) + w) / 2);  // exact in fp32 (p <= 11 < 24)
     for (float x : {v, mid, next_toward(mid, 0.f), next_toward(mid, 1e30f)}) {
       check(x);
@@ -176,8 +175,8 @@ TEST(Half, FloatToHalfRoundsToNearestEven) {
   check_float_to_16(kHalf, float_to_half, half_to_float);
   EXPECT_EQ(float_to_half(65504.f), 0x7bff);
   EXPECT_EQ(float_to_half(65519.99f), 0x7bff);
-  EXPECT_EQ(float_to_half(65520.f), 0x7c00);  // tie rounds to even = Inf
-  EXPECT_EQ(float_to_half(1.0f + 1.0f / 2048), 0x3c00);  // tie to even (down)
+  EXPECT_EQ(float_to_half(65520.f), 0x7c00);                // tie rounds to even = Inf
+  EXPECT_EQ(float_to_half(1.0f + 1.0f / 2048), 0x3c00);     // tie to even (down)
   EXPECT_EQ(float_to_half(std::ldexp(1.0f, -25)), 0x0000);  // half of min subnormal: tie to 0
   EXPECT_EQ(float_to_half(std::ldexp(1.5f, -25)), 0x0001);
 }
@@ -229,11 +228,11 @@ TEST(Half, IndependentOfFlushToZeroMode) {
 
 // ---- reductions ------------------------------------------------------------
 
-
 // Reference op on doubles with the documented NaN rule for Max/Min.
 double ref_fop(mycollRedOp_t op, double a, double b) {
   switch (op) {
-    case mycollSum: case mycollAvg: return a + b;
+    case mycollSum:
+    case mycollAvg: return a + b;
     case mycollProd: return a * b;
     case mycollMax:
       if (std::isnan(b)) return b;
@@ -255,7 +254,8 @@ T ref_iop(mycollRedOp_t op, T a, T b) {
   const W x = static_cast<W>(a), y = static_cast<W>(b);  // residues mod 2^128
   W r;
   switch (op) {
-    case mycollSum: case mycollAvg: r = x + y; break;
+    case mycollSum:
+    case mycollAvg: r = x + y; break;
     case mycollProd: r = x * y; break;
     case mycollMax: return a > b ? a : b;
     case mycollMin: return a < b ? a : b;
@@ -275,11 +275,13 @@ T random_value(std::mt19937_64& rng) {
   if constexpr (std::is_floating_point_v<T>) {
     switch (r % 16) {
       case 0: return std::numeric_limits<T>::quiet_NaN();
-      case 1: return (r & 256) ? std::numeric_limits<T>::infinity()
-                               : -std::numeric_limits<T>::infinity();
+      case 1:
+        return (r & 256) ? std::numeric_limits<T>::infinity() : -std::numeric_limits<T>::infinity();
       case 2: return (r & 256) ? T(0) : -T(0);
       case 3: return std::numeric_limits<T>::denorm_min() * T(r >> 40);
-      case 4: case 5: case 6: {
+      case 4:
+      case 5:
+      case 6: {
         T x;
         std::memcpy(&x, &r, sizeof(T));
         return x;
@@ -314,8 +316,8 @@ template <typename T, typename Want>
 void check_all_forms(mycollDataType_t t, mycollRedOp_t op, const std::vector<T>& a,
                      const std::vector<T>& b, Want want, bool self_check) {
   const size_t n = a.size();
-  const std::string what = std::string(dtype_name(t)) + " " + redop_name(op) + " n=" +
-                           std::to_string(n);
+  const std::string what =
+      std::string(dtype_name(t)) + " " + redop_name(op) + " n=" + std::to_string(n);
   std::vector<T> d(n + 1);
   d[n] = T(7);  // guard: must stay untouched
   reduce_host(t, op, d.data(), a.data(), b.data(), n);
@@ -354,11 +356,11 @@ void run_native(mycollDataType_t t) {
     for (auto op : kOps) {
       if constexpr (std::is_floating_point_v<T>) {
         // fp32: double result rounded once to float (exact: 53 >= 2*24+2).
-        check_all_forms<T>(t, op, a, b,
-                           [op](T x, T y) { return T(ref_fop(op, double(x), double(y))); },
-                           true);
+        check_all_forms<T>(
+            t, op, a, b, [op](T x, T y) { return T(ref_fop(op, double(x), double(y))); }, true);
       } else {
-        check_all_forms<T>(t, op, a, b, [op](T x, T y) { return ref_iop<T>(op, x, y); }, true);
+        check_all_forms<T>(
+            t, op, a, b, [op](T x, T y) { return ref_iop<T>(op, x, y); }, true);
       }
       if (::testing::Test::HasFatalFailure()) return;
     }
@@ -385,8 +387,8 @@ void run_16(mycollDataType_t t, const Fmt& fmt) {
         return ref_encode(fmt, r);
       };
       const size_t nn = a.size();
-      const std::string what = std::string(dtype_name(t)) + " " + redop_name(op) +
-                               " n=" + std::to_string(nn);
+      const std::string what =
+          std::string(dtype_name(t)) + " " + redop_name(op) + " n=" + std::to_string(nn);
       std::vector<uint16_t> d(nn), da = a, db = b, dd = a;
       reduce_host(t, op, d.data(), a.data(), b.data(), nn);
       reduce_host(t, op, da.data(), da.data(), b.data(), nn);
@@ -399,14 +401,16 @@ void run_16(mycollDataType_t t, const Fmt& fmt) {
           uint16_t got, exp;
           const char* form;
         };
-        const Form forms[] = {{d[i], w, "distinct"}, {da[i], w, "dst==a"}, {db[i], w, "dst==b"},
+        const Form forms[] = {{d[i], w, "distinct"},
+                              {da[i], w, "dst==a"},
+                              {db[i], w, "dst==b"},
                               {dd[i], ws, "dst==a==b"}};
         for (const auto& [got, exp, form] : forms) {
           if (is_nan16(fmt, exp)) {
             ASSERT_TRUE(is_nan16(fmt, got)) << what << " " << form << " i=" << i;
           } else {
-            ASSERT_EQ(got, exp) << what << " " << form << " i=" << i << std::hex << " a=0x"
-                                << a[i] << " b=0x" << b[i];
+            ASSERT_EQ(got, exp) << what << " " << form << " i=" << i << std::hex << " a=0x" << a[i]
+                                << " b=0x" << b[i];
           }
         }
       }
@@ -468,8 +472,8 @@ TEST(Reduce, MisalignedPointers) {
           std::memcpy(pa, a.data(), bytes);
           std::memcpy(pb, b.data(), bytes);
           reduce_host(t, op, pd, pa, pb, n);
-          ASSERT_EQ(0, std::memcmp(pd, want.data(), bytes)) << dtype_name(t) << " " << redop_name(op)
-                                                            << " off " << off;
+          ASSERT_EQ(0, std::memcmp(pd, want.data(), bytes))
+              << dtype_name(t) << " " << redop_name(op) << " off " << off;
           reduce_host(t, op, pa, pa, pb, n);  // dst == a
           ASSERT_EQ(0, std::memcmp(pa, want.data(), bytes)) << dtype_name(t) << " dst==a";
         }
@@ -500,34 +504,34 @@ TEST(Reduce, IntegerOverflowWraps) {
 
 TEST(Reduce, FloatMaxMinNanPropagates) {
   for_each_isa([] {
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  float a[] = {nan, 1.f, nan, -0.f, 3.f};
-  float b[] = {1.f, nan, nan, 0.f, 2.f};
-  float mx[5], mn[5];
-  reduce_host(mycollFloat32, mycollMax, mx, a, b, 5);
-  reduce_host(mycollFloat32, mycollMin, mn, a, b, 5);
-  for (int i = 0; i < 3; ++i) {
-    EXPECT_TRUE(std::isnan(mx[i])) << i;
-    EXPECT_TRUE(std::isnan(mn[i])) << i;
-  }
-  EXPECT_EQ(mx[4], 3.f);
-  EXPECT_EQ(mn[4], 2.f);
-  EXPECT_TRUE(std::signbit(mx[3])) << "equal operands: a is returned";
-  EXPECT_TRUE(std::signbit(mn[3]));
-  // fp16 the same way (through whichever conversion path is active).
-  const uint16_t hnan = 0x7e01;
-  uint16_t ha[] = {hnan, 0x3c00, 0x8000, 0x4200}, hb[] = {0x3c00, hnan, 0x0000, 0x4000};
-  uint16_t hmx[4], hmn[4];
-  reduce_host(mycollFloat16, mycollMax, hmx, ha, hb, 4);
-  reduce_host(mycollFloat16, mycollMin, hmn, ha, hb, 4);
-  for (int i = 0; i < 2; ++i) {
-    EXPECT_TRUE(is_nan16(kHalf, hmx[i])) << i;
-    EXPECT_TRUE(is_nan16(kHalf, hmn[i])) << i;
-  }
-  EXPECT_EQ(hmx[2], 0x8000);
-  EXPECT_EQ(hmn[2], 0x8000);
-  EXPECT_EQ(hmx[3], 0x4200);
-  EXPECT_EQ(hmn[3], 0x4000);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    float a[] = {nan, 1.f, nan, -0.f, 3.f};
+    float b[] = {1.f, nan, nan, 0.f, 2.f};
+    float mx[5], mn[5];
+    reduce_host(mycollFloat32, mycollMax, mx, a, b, 5);
+    reduce_host(mycollFloat32, mycollMin, mn, a, b, 5);
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_TRUE(std::isnan(mx[i])) << i;
+      EXPECT_TRUE(std::isnan(mn[i])) << i;
+    }
+    EXPECT_EQ(mx[4], 3.f);
+    EXPECT_EQ(mn[4], 2.f);
+    EXPECT_TRUE(std::signbit(mx[3])) << "equal operands: a is returned";
+    EXPECT_TRUE(std::signbit(mn[3]));
+    // fp16 the same way (through whichever conversion path is active).
+    const uint16_t hnan = 0x7e01;
+    uint16_t ha[] = {hnan, 0x3c00, 0x8000, 0x4200}, hb[] = {0x3c00, hnan, 0x0000, 0x4000};
+    uint16_t hmx[4], hmn[4];
+    reduce_host(mycollFloat16, mycollMax, hmx, ha, hb, 4);
+    reduce_host(mycollFloat16, mycollMin, hmn, ha, hb, 4);
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_TRUE(is_nan16(kHalf, hmx[i])) << i;
+      EXPECT_TRUE(is_nan16(kHalf, hmn[i])) << i;
+    }
+    EXPECT_EQ(hmx[2], 0x8000);
+    EXPECT_EQ(hmn[2], 0x8000);
+    EXPECT_EQ(hmx[3], 0x4200);
+    EXPECT_EQ(hmn[3], 0x4000);
   });
 }
 
@@ -613,55 +617,55 @@ void run_scale_int(mycollDataType_t t) {
 
 TEST(Reduce, ScaleAvgIntegers) {
   for_each_isa([] {
-  int8_t x[] = {-7, 7, -1, -128};
-  scale_avg_host(mycollInt8, x, 4, 2);
-  EXPECT_EQ(x[0], -3);
-  EXPECT_EQ(x[1], 3);
-  EXPECT_EQ(x[2], 0);
-  EXPECT_EQ(x[3], -64);
-  run_scale_int<int8_t>(mycollInt8);
-  run_scale_int<uint8_t>(mycollUint8);
-  run_scale_int<int32_t>(mycollInt32);
-  run_scale_int<uint32_t>(mycollUint32);
-  run_scale_int<int64_t>(mycollInt64);
-  run_scale_int<uint64_t>(mycollUint64);
+    int8_t x[] = {-7, 7, -1, -128};
+    scale_avg_host(mycollInt8, x, 4, 2);
+    EXPECT_EQ(x[0], -3);
+    EXPECT_EQ(x[1], 3);
+    EXPECT_EQ(x[2], 0);
+    EXPECT_EQ(x[3], -64);
+    run_scale_int<int8_t>(mycollInt8);
+    run_scale_int<uint8_t>(mycollUint8);
+    run_scale_int<int32_t>(mycollInt32);
+    run_scale_int<uint32_t>(mycollUint32);
+    run_scale_int<int64_t>(mycollInt64);
+    run_scale_int<uint64_t>(mycollUint64);
   });
 }
 
 TEST(Reduce, ScaleAvgFloats) {
   for_each_isa([] {
-  std::mt19937_64 rng(5);
-  for (int div : {1, 2, 3, 7, 1000}) {
-    for (size_t n : kSizes) {
-      std::vector<float> f;
-      std::vector<double> g;
-      fill(f, n, rng, mycollFloat32);
-      fill(g, n, rng, mycollFloat64);
-      std::vector<float> df = f;
-      std::vector<double> dg = g;
-      scale_avg_host(mycollFloat32, df.data(), n, div);
-      scale_avg_host(mycollFloat64, dg.data(), n, div);
-      for (size_t i = 0; i < n; ++i) {
-        ASSERT_TRUE(same(df[i], float(double(f[i]) / div))) << "f32 div=" << div << " i=" << i;
-        ASSERT_TRUE(same(dg[i], g[i] / div)) << "f64 div=" << div << " i=" << i;
-      }
-      // fp16 / bf16: every pattern once per size class, against double / div rounded once.
-      for (const auto& [t, fmt] : {std::pair{mycollFloat16, kHalf}, {mycollBfloat16, kBf16}}) {
-        std::vector<uint16_t> h(n);
-        for (auto& x : h) x = uint16_t(rng());
-        std::vector<uint16_t> dh = h;
-        scale_avg_host(t, dh.data(), n, div);
+    std::mt19937_64 rng(5);
+    for (int div : {1, 2, 3, 7, 1000}) {
+      for (size_t n : kSizes) {
+        std::vector<float> f;
+        std::vector<double> g;
+        fill(f, n, rng, mycollFloat32);
+        fill(g, n, rng, mycollFloat64);
+        std::vector<float> df = f;
+        std::vector<double> dg = g;
+        scale_avg_host(mycollFloat32, df.data(), n, div);
+        scale_avg_host(mycollFloat64, dg.data(), n, div);
         for (size_t i = 0; i < n; ++i) {
-          const uint16_t want = ref_encode(fmt, ref_decode(fmt, h[i]) / div);
-          if (is_nan16(fmt, h[i]))
-            ASSERT_TRUE(is_nan16(fmt, dh[i]));
-          else
-            ASSERT_EQ(dh[i], want) << dtype_name(t) << " div=" << div << std::hex << " x=0x"
-                                   << h[i];
+          ASSERT_TRUE(same(df[i], float(double(f[i]) / div))) << "f32 div=" << div << " i=" << i;
+          ASSERT_TRUE(same(dg[i], g[i] / div)) << "f64 div=" << div << " i=" << i;
+        }
+        // fp16 / bf16: every pattern once per size class, against double / div rounded once.
+        for (const auto& [t, fmt] : {std::pair{mycollFloat16, kHalf}, {mycollBfloat16, kBf16}}) {
+          std::vector<uint16_t> h(n);
+          for (auto& x : h) x = uint16_t(rng());
+          std::vector<uint16_t> dh = h;
+          scale_avg_host(t, dh.data(), n, div);
+          for (size_t i = 0; i < n; ++i) {
+            const uint16_t want = ref_encode(fmt, ref_decode(fmt, h[i]) / div);
+            if (is_nan16(fmt, h[i]))
+              ASSERT_TRUE(is_nan16(fmt, dh[i]));
+            else
+              ASSERT_EQ(dh[i], want)
+                  << dtype_name(t) << " div=" << div << std::hex << " x=0x" << h[i];
+          }
         }
       }
     }
-  }
   });
 }
 
