@@ -156,6 +156,10 @@ class Transport {
 void check_peer_list(const char* transport, int me, int nranks, const std::vector<int>& peers);
 
 std::unique_ptr<Transport> make_shm_transport();
+// shm: process_vm_readv's speed as a fraction of memcpy's on this machine
+// (measured once per process, about 1 ms); -1 where it fails. What decides
+// whether single-copy reads pay (transports/shm/shm.h).
+double shm_read_speed_ratio() noexcept;
 std::unique_ptr<Transport> make_socket_transport();
 // Network transports that depend on optional system libraries (loaded at run
 // time). make_* throws Error(InvalidUsage) naming why when unavailable;

@@ -94,8 +94,18 @@ const std::vector<EnvVar>& env_registry() {
        "1.0-1.9x faster at 2-16 ranks on two hosts, except 8 ranks on 2 CPUs of one: 0.83-0.92). "
        "Unset, an all-to-all's messages go single copy from 128K where a host has 3 or more "
        "ranks per CPU (measured 1.1-1.8x faster there on two hosts). "
-       "Where the sender's memory cannot be read (checked at connect) the FIFO is used. Each "
-       "rank decides for what it sends."},
+       "Unset, and where MYCOLL_SHM_READ_SPEED_CHECK finds process_vm_readv slow on the host, "
+       "never. Where the sender's memory cannot be read (checked at connect) the FIFO is used. "
+       "Each rank decides for what it sends."},
+      {"MYCOLL_SHM_READ_SPEED_CHECK", "bool", "1",
+       "Shared memory, MYCOLL_SHM_READ_BYTES unset: at init each host-memory rank with a shm "
+       "peer times process_vm_readv against memcpy (1 MiB, best of 5, about 1 ms once per "
+       "process); where the median of its host's ranks is below 0.4 of memcpy's speed, large "
+       "messages go through the FIFO on that host at every size (the FIFO's two memcpys run on "
+       "both sides at once; single copy is one slower copy on the reader). Measured: a 2-core "
+       "AMD VM 0.10-0.35 (the FIFO 1.3-2x faster at 2-64 MiB), a 16-core Intel host about "
+       "0.6 (single copy 1.1-1.6x faster) (docs/performance.md, session 56). 0 = no check: the "
+       "thresholds of MYCOLL_SHM_READ_BYTES as if reads were fast. Must be alike on every rank."},
       {"MYCOLL_HOST_NT_COPY_BYTES", "bytes", "4M",
        "Host memory: a local copy of a collective that does not reduce (a rank's own block into "
        "the output of an all-gather, all-to-all, gather or scatter, the root's broadcast input "
@@ -429,6 +439,25 @@ size_t Config::shm_read_bytes_alltoall_for(int ranks_on_host, int cpus) const {
   return std::min(base, kShmReadBytesAllToAllCrowded);
 }
 
+int32_t Config::read_speed_median(std::vector<int32_t> permille) {
+  permille.erase(std::remove_if(permille.begin(), permille.end(), [](int32_t v) { return v < 0; }),
+                 permille.end());
+  if (permille.empty()) return -1;
+  std::sort(permille.begin(), permille.end());
+  return permille[permille.size() / 2];
+}
+
+// Measured 0.10-0.35 on a 2-core AMD VM, where the FIFO was 1.3-2x faster
+// than single copy at 2-64 MiB, and about 0.6 on a 16-core Intel host,
+// where single copy was 1.1-1.6x faster (docs/performance.md, "Session 56").
+bool Config::apply_read_speed(int32_t median_permille) {
+  if (shm_read_bytes_set || median_permille < 0 || median_permille >= kSlowReadPermille)
+    return false;
+  shm_read_bytes = 0;
+  shm_read_bytes_alltoall = 0;
+  return true;
+}
+
 // Broadcast chunks of 512 KiB stay under that threshold and go through the
 // FIFO; 1 MiB chunks measured faster at 4 and 8 ranks on 2 CPUs from 2 MiB
 // messages. A 1 MiB message keeps its two 512 KiB chunks: as one chunk it
@@ -506,6 +535,11 @@ Config Config::from_env() {
   if (pdl != "0" && pdl != "1")
     throw_error(mycollInvalidArgument, "MYCOLL_GPU_PDL='" + pdl + "' is not 0 or 1");
   c.gpu_pdl = pdl != "0";
+  const std::string speed = trim(env_get("MYCOLL_SHM_READ_SPEED_CHECK"));
+  if (speed != "0" && speed != "1")
+    throw_error(mycollInvalidArgument,
+                "MYCOLL_SHM_READ_SPEED_CHECK='" + speed + "' is not 0 or 1");
+  c.shm_read_speed_check = speed != "0";
   c.gpu_ring_bytes = parse_bytes(env_get("MYCOLL_GPU_RING_BYTES"), "MYCOLL_GPU_RING_BYTES");
   c.gpu_direct_bytes = parse_bytes(env_get("MYCOLL_GPU_DIRECT_BYTES"), "MYCOLL_GPU_DIRECT_BYTES");
   std::string proto = trim(env_get("MYCOLL_PROTO"));

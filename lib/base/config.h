@@ -63,6 +63,7 @@ struct Config {
   size_t shm_read_bytes = 2u << 20;            // MYCOLL_SHM_READ_BYTES (0 = never)
   bool shm_read_bytes_set = false;             // MYCOLL_SHM_READ_BYTES given in the environment
   size_t shm_read_bytes_alltoall = 2u << 20;   // an all-to-all's (set at comm init)
+  bool shm_read_speed_check = true;            // MYCOLL_SHM_READ_SPEED_CHECK
   size_t host_nt_copy_bytes = 4u << 20;        // MYCOLL_HOST_NT_COPY_BYTES (0 = never)
   size_t socket_buffer_bytes = 0;              // MYCOLL_SOCKET_BUFFER_BYTES
   size_t chunk_bytes = 0;                      // MYCOLL_CHUNK_BYTES (pipelined tree/chain)
@@ -107,6 +108,18 @@ struct Config {
   // exchange then waits on ranks that are not running, and the FIFO's
   // second copy is CPU time they wait for); else shm_read_bytes_for.
   size_t shm_read_bytes_alltoall_for(int ranks_on_host, int cpus) const;
+  // MYCOLL_SHM_READ_SPEED_CHECK. The median of a host's speed checks
+  // (process_vm_readv's speed in thousandths of memcpy's; negative: that
+  // rank made none), the upper one of an even count; -1 when none checked.
+  // Every rank of the host takes it from the same values, so they agree.
+  static int32_t read_speed_median(std::vector<int32_t> permille);
+  // Below this (0.4 of memcpy's speed) the FIFO's two copies, one on each
+  // side at once, beat the reader's one process_vm_readv.
+  static constexpr int32_t kSlowReadPermille = 400;
+  // After the thresholds are set for the host: with MYCOLL_SHM_READ_BYTES
+  // unset and the host's median below kSlowReadPermille, single copy is off
+  // (shm_read_bytes and shm_read_bytes_alltoall 0). Returns whether it was.
+  bool apply_read_speed(int32_t median_permille);
   // The pipeline chunk of a host broadcast of `message_bytes`:
   // MYCOLL_CHUNK_BYTES when given; else, when a host of the communicator is
   // oversubscribed and the message holds two such chunks, at least the

@@ -111,6 +111,7 @@ uint64_t field(const Config& c) {
 
 const Agreed kAgreed[] = {
     {"MYCOLL_CHUNK_BYTES", false, field<&Config::chunk_bytes>},
+    {"MYCOLL_SHM_READ_SPEED_CHECK", false, field<&Config::shm_read_speed_check>},
     {"MYCOLL_GPU_PLAN_CHANNELS", true, field<&Config::gpu_plan_channels>},
     {"MYCOLL_GPU_SLOT_BYTES", true, field<&Config::gpu_slot_bytes>},
     {"MYCOLL_GPU_SLOTS", true, field<&Config::gpu_slots>},
@@ -195,6 +196,19 @@ static void check_consistent_config(mycollComm& c) {
         differ(kAgreed[k].name, shown(kAgreed[k], mine.values[k]), r,
                shown(kAgreed[k], f.values[k]));
   }
+}
+
+// This rank's process_vm_readv speed check in thousandths of memcpy's speed
+// (MYCOLL_SHM_READ_SPEED_CHECK), or -1 where it takes no part: a GPU rank,
+// MYCOLL_SHM_READ_BYTES given, no shm peer, or process_vm_readv failing.
+static int32_t read_speed_permille(const mycollComm& c) {
+  if (!c.cfg.shm_read_speed_check || c.cfg.shm_read_bytes_set || c.cuda_device >= 0) return -1;
+  bool shm_peer = false;
+  for (int r = 0; r < c.nranks; ++r) shm_peer |= r != c.rank && c.transport_of[r] == "shm";
+  if (!shm_peer) return -1;
+  const double ratio = shm_read_speed_ratio();
+  if (ratio < 0) return -1;
+  return static_cast<int32_t>(std::min(ratio, 100.0) * 1000.0 + 0.5);
 }
 
 static void connect_host_transports(mycollComm& c) {
@@ -314,19 +328,46 @@ std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int 
     // ranks bound to a core each (mpirun, srun --cpu-bind) are not
     // oversubscribed; ranks confined to fewer CPUs than there are of them
     // are, whatever the machine has.
+    // With it goes each rank's process_vm_readv speed check (-1: none).
+    struct HostFacts {
+      CpuMask mask;
+      int32_t read_permille;
+      int32_t unused;
+    };
+    std::vector<HostFacts> facts(nranks);
+    facts[rank].mask = local_cpu_mask();
+    facts[rank].read_permille = read_speed_permille(*c);
+    c->bootstrap->allgather(facts.data(), sizeof(HostFacts));
     std::vector<CpuMask> masks(nranks);
-    masks[rank] = local_cpu_mask();
-    c->bootstrap->allgather(masks.data(), sizeof(CpuMask));
+    for (int r = 0; r < nranks; ++r) masks[r] = facts[r].mask;
     std::vector<int> cpus;
     const std::vector<char> over = oversubscribed_hosts(c->peers, masks, &cpus);
     c->host_oversubscribed = over[rank];
     int local = 0;  // ranks on this rank's host
-    for (const auto& p : c->peers)
-      local += std::strncmp(p.host_id, c->peers[rank].host_id, sizeof(p.host_id)) == 0;
+    std::vector<int32_t> speeds;  // their speed checks
+    for (int r = 0; r < nranks; ++r) {
+      if (std::strncmp(c->peers[r].host_id, c->peers[rank].host_id, sizeof(c->peers[r].host_id)))
+        continue;
+      ++local;
+      speeds.push_back(facts[r].read_permille);
+    }
     // Each rank decides for what it sends; cfg is this communicator's own
     // (read at its init), so nothing else sees the lowered thresholds.
     c->cfg.shm_read_bytes_alltoall = c->cfg.shm_read_bytes_alltoall_for(local, cpus[rank]);
     c->cfg.shm_read_bytes = c->cfg.shm_read_bytes_for(over[rank]);
+    const int32_t median = Config::read_speed_median(speeds);
+    if (median >= 0) {
+      const bool slow = c->cfg.apply_read_speed(median);
+      log_info(Subsys::Tuning,
+               "rank {}: process_vm_readv copies at {:.2f} of memcpy's speed on this host "
+               "(median of its ranks' checks, MYCOLL_SHM_READ_SPEED_CHECK){}",
+               rank, median / 1000.0,
+               slow ? fmt::format(": below {:.2f}, so shm messages go through the FIFO at "
+                                  "every size (MYCOLL_SHM_READ_BYTES sets a threshold)",
+                                  Config::kSlowReadPermille / 1000.0)
+                    : fmt::format(": {:.2f} or more, so large shm messages are read single copy",
+                                  Config::kSlowReadPermille / 1000.0));
+    }
     // Every rank must choose the same algorithm, so the rule switches when
     // any host of a host communicator is oversubscribed (hosts may differ
     // in ranks and cores).

@@ -129,6 +129,61 @@ TEST(Config, AllToAllReadsFrom128KWhereRanksAreThreePerCpuUnlessGiven) {
   }
 }
 
+// MYCOLL_SHM_READ_SPEED_CHECK: a host's verdict is the median of the
+// checks its ranks made (the upper one of an even count; negative values
+// are ranks that made none); below 400 (0.4 of memcpy's speed) single copy
+// is off for every collective, unless MYCOLL_SHM_READ_BYTES was given.
+TEST(Config, ReadSpeedMedianTurnsSingleCopyOffBelowFourTenths) {
+  EXPECT_EQ(Config::read_speed_median({}), -1);
+  EXPECT_EQ(Config::read_speed_median({-1, -1}), -1);
+  EXPECT_EQ(Config::read_speed_median({250}), 250);
+  EXPECT_EQ(Config::read_speed_median({-1, 640, -1}), 640);
+  EXPECT_EQ(Config::read_speed_median({900, 100, 300}), 300);
+  EXPECT_EQ(Config::read_speed_median({390, 410}), 410);
+  EXPECT_EQ(Config::read_speed_median({410, 100, 390, 120}), 390);
+  EXPECT_EQ(Config::read_speed_median({0, 0, 1000, -1}), 0);
+  struct Case {
+    int32_t median;
+    bool off;
+  };
+  for (const Case& k : {Case{-1, false}, Case{0, true}, Case{250, true}, Case{399, true},
+                        Case{400, false}, Case{640, false}, Case{100000, false}}) {
+    UnsetEnv unset("MYCOLL_SHM_READ_BYTES");
+    Config c = Config::from_env();
+    c.shm_read_bytes = c.shm_read_bytes_for(true);
+    c.shm_read_bytes_alltoall = c.shm_read_bytes_alltoall_for(8, 2);
+    const size_t before = c.shm_read_bytes, before_a2a = c.shm_read_bytes_alltoall;
+    EXPECT_EQ(c.apply_read_speed(k.median), k.off) << k.median;
+    EXPECT_EQ(c.shm_read_bytes, k.off ? 0u : before) << k.median;
+    EXPECT_EQ(c.shm_read_bytes_alltoall, k.off ? 0u : before_a2a) << k.median;
+    EXPECT_EQ(c.shm_read_bytes_gather(), 0u) << k.median;
+  }
+  {
+    UnsetEnv unset("MYCOLL_SHM_READ_BYTES");
+    setenv("MYCOLL_SHM_READ_BYTES", "4M", 1);
+    Config c = Config::from_env();
+    EXPECT_FALSE(c.apply_read_speed(100));
+    EXPECT_EQ(c.shm_read_bytes, 4u << 20);
+    EXPECT_EQ(c.shm_read_bytes_alltoall, 4u << 20);
+  }
+  UnsetEnv unset("MYCOLL_SHM_READ_SPEED_CHECK");
+  EXPECT_TRUE(Config::from_env().shm_read_speed_check);
+  setenv("MYCOLL_SHM_READ_SPEED_CHECK", "0", 1);
+  EXPECT_FALSE(Config::from_env().shm_read_speed_check);
+  setenv("MYCOLL_SHM_READ_SPEED_CHECK", "1", 1);
+  EXPECT_TRUE(Config::from_env().shm_read_speed_check);
+  setenv("MYCOLL_SHM_READ_SPEED_CHECK", "yes", 1);
+  try {
+    Config::from_env();
+    FAIL() << "MYCOLL_SHM_READ_SPEED_CHECK=yes accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), mycollInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("MYCOLL_SHM_READ_SPEED_CHECK='yes' is not 0 or 1"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // Unset, a broadcast's chunk is the 512 KiB of every pipeline, or 1 MiB
 // (the single-copy threshold there) on an oversubscribed communicator for
 // messages of 2 MiB or more; a smaller message keeps two 512 KiB chunks.

@@ -493,7 +493,8 @@ class ShmTransport final : public Transport {
                "from {} of them{}",
                me, np, cap, readable,
                cfg.shm_read_bytes == 0
-                   ? " (off: MYCOLL_SHM_READ_BYTES=0)"
+                   ? (cfg.shm_read_bytes_set ? " (off: MYCOLL_SHM_READ_BYTES=0)"
+                                             : " (off: slower than the FIFO on this host)")
                    : " (messages of " + std::to_string(cfg.shm_read_bytes) +
                          " B and more that do not reduce" +
                          (cfg.shm_read_bytes_set ? "" : ", but not a gather's") +
@@ -684,6 +685,40 @@ bool probe_remote_read(Fifo& in) noexcept {
   return ok;
 }
 
+double remote_read_speed_ratio() noexcept {
+  static const double ratio = [] {
+    constexpr size_t kBytes = 1u << 20;
+    constexpr int kRounds = 5;
+    std::unique_ptr<uint8_t[]> src(new (std::nothrow) uint8_t[kBytes]);
+    std::unique_ptr<uint8_t[]> dst(new (std::nothrow) uint8_t[kBytes]);
+    if (!src || !dst) return -1.0;
+    std::memset(src.get(), 0x5a, kBytes);  // fault both in before timing
+    std::memset(dst.get(), 0, kBytes);
+    using Clock = std::chrono::steady_clock;
+    double best_read = 1e30, best_copy = 1e30;
+    const pid_t self = getpid();
+    for (int i = 0; i < kRounds; ++i) {
+      struct iovec local {
+        dst.get(), kBytes
+      };
+      struct iovec remote {
+        src.get(), kBytes
+      };
+      const auto t0 = Clock::now();
+      if (process_vm_readv(self, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(kBytes))
+        return -1.0;
+      const auto t1 = Clock::now();
+      std::memcpy(dst.get(), src.get(), kBytes);
+      const auto t2 = Clock::now();
+      best_read = std::min(best_read, std::chrono::duration<double>(t1 - t0).count());
+      best_copy = std::min(best_copy, std::chrono::duration<double>(t2 - t1).count());
+    }
+    if (dst[kBytes - 1] != 0x5a || best_read <= 0) return -1.0;
+    return best_copy / best_read;
+  }();
+  return ratio;
+}
+
 std::unique_ptr<Connection> make_connection(int peer_rank, std::unique_ptr<Fifo> out,
                                             std::unique_ptr<Fifo> in) {
   check_arg(out && in, "shm make_connection: missing FIFO");
@@ -693,5 +728,6 @@ std::unique_ptr<Connection> make_connection(int peer_rank, std::unique_ptr<Fifo>
 }  // namespace shm
 
 std::unique_ptr<Transport> make_shm_transport() { return std::make_unique<shm::ShmTransport>(); }
+double shm_read_speed_ratio() noexcept { return shm::remote_read_speed_ratio(); }
 
 }  // namespace mycoll
