@@ -537,8 +537,7 @@ Config Config::from_env() {
   c.gpu_pdl = pdl != "0";
   const std::string speed = trim(env_get("MYCOLL_SHM_READ_SPEED_CHECK"));
   if (speed != "0" && speed != "1")
-    throw_error(mycollInvalidArgument,
-                "MYCOLL_SHM_READ_SPEED_CHECK='" + speed + "' is not 0 or 1");
+    throw_error(mycollInvalidArgument, "MYCOLL_SHM_READ_SPEED_CHECK='" + speed + "' is not 0 or 1");
   c.shm_read_speed_check = speed != "0";
   c.gpu_ring_bytes = parse_bytes(env_get("MYCOLL_GPU_RING_BYTES"), "MYCOLL_GPU_RING_BYTES");
   c.gpu_direct_bytes = parse_bytes(env_get("MYCOLL_GPU_DIRECT_BYTES"), "MYCOLL_GPU_DIRECT_BYTES");

@@ -343,7 +343,7 @@ std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int 
     std::vector<int> cpus;
     const std::vector<char> over = oversubscribed_hosts(c->peers, masks, &cpus);
     c->host_oversubscribed = over[rank];
-    int local = 0;  // ranks on this rank's host
+    int local = 0;                // ranks on this rank's host
     std::vector<int32_t> speeds;  // their speed checks
     for (int r = 0; r < nranks; ++r) {
       if (std::strncmp(c->peers[r].host_id, c->peers[rank].host_id, sizeof(c->peers[r].host_id)))

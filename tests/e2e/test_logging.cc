@@ -184,12 +184,9 @@ TEST(Logging, TraceNamesSingleCopyReadsAndGathersKeepTheFifoUnlessSet) {
     opt.nranks = 2;
     // The thresholds as on a host where reads are fast (the speed check
     // has a test of its own below).
-    opt.env = {{"MYCOLL_DEBUG", "TRACE"},
-               {"MYCOLL_DEBUG_SUBSYS", "COLL,TRANSPORT"},
-               {"MYCOLL_TRANSPORT", "shm"},
-               {"MYCOLL_SHM_READ_SPEED_CHECK", "0"},
-               {"MYCOLL_TIMEOUT", "60"},
-               {"MYCOLL_DEBUG_FILE", dir + "/log.%r"}};
+    opt.env = {{"MYCOLL_DEBUG", "TRACE"},   {"MYCOLL_DEBUG_SUBSYS", "COLL,TRANSPORT"},
+               {"MYCOLL_TRANSPORT", "shm"}, {"MYCOLL_SHM_READ_SPEED_CHECK", "0"},
+               {"MYCOLL_TIMEOUT", "60"},    {"MYCOLL_DEBUG_FILE", dir + "/log.%r"}};
     if (*given) opt.env["MYCOLL_SHM_READ_BYTES"] = given;
     auto res = run_ranks(opt, [](mycollComm_t comm, int rank, int n, const mycollUniqueId&) {
       // 2.5 MiB blocks: past the 2 MiB (1 MiB oversubscribed) threshold.
@@ -320,12 +317,9 @@ TEST(Logging, ReadSpeedCheckDecidesSingleCopyPerHost) {
     const std::string dir = scratch_dir("logtest", *check == '1' ? "speed1" : "speed0");
     LaunchOptions opt;
     opt.nranks = 2;
-    opt.env = {{"MYCOLL_DEBUG", "TRACE"},
-               {"MYCOLL_DEBUG_SUBSYS", "COLL,TUNING,TRANSPORT"},
-               {"MYCOLL_TRANSPORT", "shm"},
-               {"MYCOLL_SHM_READ_SPEED_CHECK", check},
-               {"MYCOLL_TIMEOUT", "60"},
-               {"MYCOLL_DEBUG_FILE", dir + "/log.%r"}};
+    opt.env = {{"MYCOLL_DEBUG", "TRACE"},   {"MYCOLL_DEBUG_SUBSYS", "COLL,TUNING,TRANSPORT"},
+               {"MYCOLL_TRANSPORT", "shm"}, {"MYCOLL_SHM_READ_SPEED_CHECK", check},
+               {"MYCOLL_TIMEOUT", "60"},    {"MYCOLL_DEBUG_FILE", dir + "/log.%r"}};
     auto res = run_ranks(opt, [](mycollComm_t comm, int rank, int n, const mycollUniqueId&) {
       const size_t block = 640 * 1024 + 3;  // 2.5 MiB and 12 B of floats
       std::vector<float> in(block), out(block * n, -1.0f);
@@ -364,8 +358,9 @@ TEST(Logging, ReadSpeedCheckDecidesSingleCopyPerHost) {
     }
     EXPECT_EQ(speed(text1), v) << "both ranks take the host's median\n" << text1;
     const bool slow = std::stod(v) < 0.40;
-    EXPECT_EQ(text0.find(said + v + " of memcpy's speed on this host (median of its ranks' "
-                                    "checks, MYCOLL_SHM_READ_SPEED_CHECK): " +
+    EXPECT_EQ(text0.find(said + v +
+                         " of memcpy's speed on this host (median of its ranks' "
+                         "checks, MYCOLL_SHM_READ_SPEED_CHECK): " +
                          (slow ? std::string("below 0.40") : std::string("0.40 or more"))) !=
                   std::string::npos,
               true)

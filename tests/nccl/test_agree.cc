@@ -74,9 +74,9 @@ void one_differs(World& w, int slot, const char* var, const char* value, int odd
 }  // namespace
 
 int suite_agree(World& w) {
-  for (const char* v : {"MYCOLL_ALGO", "NCCL_ALGO", "MYCOLL_PROTO", "NCCL_PROTO",
-                        "MYCOLL_GPU_SLOTS", "MYCOLL_GPU_CALL_CHECK", "MYCOLL_CHUNK_BYTES",
-                        "MYCOLL_SHM_READ_SPEED_CHECK"})
+  for (const char* v :
+       {"MYCOLL_ALGO", "NCCL_ALGO", "MYCOLL_PROTO", "NCCL_PROTO", "MYCOLL_GPU_SLOTS",
+        "MYCOLL_GPU_CALL_CHECK", "MYCOLL_CHUNK_BYTES", "MYCOLL_SHM_READ_SPEED_CHECK"})
     unsetenv(v);
   const bool gpu = mem() == Mem::Cuda;
   const int last = w.nranks - 1;
@@ -92,8 +92,8 @@ int suite_agree(World& w) {
   one_differs(w, slot++, "MYCOLL_CHUNK_BYTES", "64K", last, true, "MYCOLL_CHUNK_BYTES", "65536",
               "524288");
   // Whether a host's shm single copy follows its process_vm_readv speed.
-  one_differs(w, slot++, "MYCOLL_SHM_READ_SPEED_CHECK", "0", 0, true,
-              "MYCOLL_SHM_READ_SPEED_CHECK", "0", "1");
+  one_differs(w, slot++, "MYCOLL_SHM_READ_SPEED_CHECK", "0", 0, true, "MYCOLL_SHM_READ_SPEED_CHECK",
+              "0", "1");
   // The FIFO geometry and the protocol: GPU communicators only.
   one_differs(w, slot++, "MYCOLL_GPU_SLOTS", "8", 0, gpu, "MYCOLL_GPU_SLOTS", "8", "16");
   one_differs(w, slot++, "MYCOLL_PROTO", "simple", last, gpu,
