@@ -376,7 +376,9 @@ std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int 
     if (over[rank]) {
       std::string read;
       if (!c->cfg.shm_read_bytes_set)
-        read = c->cfg.shm_read_bytes_alltoall == c->cfg.shm_read_bytes
+        read = c->cfg.shm_read_bytes == 0 && c->cfg.shm_read_bytes_alltoall == 0
+                   ? std::string("; shm single copy off (process_vm_readv is slow here)")
+               : c->cfg.shm_read_bytes_alltoall == c->cfg.shm_read_bytes
                    ? fmt::format("; shm single copy from {} B", c->cfg.shm_read_bytes)
                    : fmt::format("; shm single copy from {} B (all-to-all from {} B)",
                                  c->cfg.shm_read_bytes, c->cfg.shm_read_bytes_alltoall);
