@@ -122,10 +122,11 @@ struct Config {
   bool apply_read_speed(int32_t median_permille);
   // The pipeline chunk of a host broadcast of `message_bytes`:
   // MYCOLL_CHUNK_BYTES when given; else, when a host of the communicator is
-  // oversubscribed and the message holds two such chunks, at least the
-  // single-copy threshold there (broadcast_chunk_bytes_oversubscribed), so
-  // each chunk is read single copy; else chunk_bytes.
-  size_t broadcast_chunk_bytes(size_t message_bytes, bool comm_oversubscribed) const;
+  // oversubscribed and reads single copy (big_chunks: mycollComm::
+  // broadcast_big_chunks) and the message holds two such chunks, at least
+  // the single-copy threshold there (broadcast_chunk_bytes_oversubscribed),
+  // so each chunk is read single copy; else chunk_bytes.
+  size_t broadcast_chunk_bytes(size_t message_bytes, bool big_chunks) const;
   // That chunk for an oversubscribed communicator, as INFO reports it.
   static size_t broadcast_chunk_bytes_oversubscribed(size_t chunk_bytes);
 };

@@ -59,6 +59,11 @@ struct mycollComm {
   // This rank's host runs more ranks than the CPUs their affinity masks
   // cover together (topo oversubscribed_hosts, at init): waits yield early.
   bool host_oversubscribed = false;
+  // A host of this communicator is oversubscribed and reads single copy
+  // there (its speed check did not turn it off): broadcasts pipeline in
+  // chunks of that threshold (Config::broadcast_chunk_bytes). The same on
+  // every rank, since ranks must agree on chunks.
+  bool broadcast_big_chunks = false;
   // conns[r]: connection to rank r (null for self). transport_of[r]: its name.
   std::vector<std::unique_ptr<mycoll::Connection>> conns;
   std::vector<std::string> transport_of;

@@ -343,19 +343,23 @@ std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int 
     std::vector<int> cpus;
     const std::vector<char> over = oversubscribed_hosts(c->peers, masks, &cpus);
     c->host_oversubscribed = over[rank];
-    int local = 0;                // ranks on this rank's host
-    std::vector<int32_t> speeds;  // their speed checks
-    for (int r = 0; r < nranks; ++r) {
-      if (std::strncmp(c->peers[r].host_id, c->peers[rank].host_id, sizeof(c->peers[r].host_id)))
-        continue;
-      ++local;
-      speeds.push_back(facts[r].read_permille);
-    }
+    // Each host's speed checks, and its verdict (the median), the same on
+    // every rank since every rank has every rank's facts.
+    auto host_of = [&](int r) {
+      const char* id = c->peers[r].host_id;
+      return std::string(id, strnlen(id, sizeof(c->peers[r].host_id)));
+    };
+    std::map<std::string, std::vector<int32_t>> speeds_of_host;
+    for (int r = 0; r < nranks; ++r) speeds_of_host[host_of(r)].push_back(facts[r].read_permille);
+    std::map<std::string, int32_t> median_of_host;
+    for (const auto& [host, speeds] : speeds_of_host)
+      median_of_host[host] = Config::read_speed_median(speeds);
+    const int local = static_cast<int>(speeds_of_host[host_of(rank)].size());  // ranks here
     // Each rank decides for what it sends; cfg is this communicator's own
     // (read at its init), so nothing else sees the lowered thresholds.
     c->cfg.shm_read_bytes_alltoall = c->cfg.shm_read_bytes_alltoall_for(local, cpus[rank]);
     c->cfg.shm_read_bytes = c->cfg.shm_read_bytes_for(over[rank]);
-    const int32_t median = Config::read_speed_median(speeds);
+    const int32_t median = median_of_host[host_of(rank)];
     if (median >= 0) {
       const bool slow = c->cfg.apply_read_speed(median);
       log_info(Subsys::Tuning,
@@ -372,7 +376,12 @@ std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int 
     // any host of a host communicator is oversubscribed (hosts may differ
     // in ranks and cores).
     bool any = false;
-    for (int r = 0; r < nranks; ++r) any |= over[r] && c->peers[r].cuda_device < 0;
+    for (int r = 0; r < nranks; ++r) {
+      if (!over[r] || c->peers[r].cuda_device >= 0) continue;
+      any = true;
+      const int32_t m = median_of_host[host_of(r)];
+      c->broadcast_big_chunks |= m < 0 || m >= Config::kSlowReadPermille;
+    }
     if (over[rank]) {
       std::string read;
       if (!c->cfg.shm_read_bytes_set)
@@ -394,7 +403,7 @@ std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int 
                "rank {}: a host of this communicator has more ranks than CPUs: automatic "
                "all-reduce prefers fewer steps{}",
                rank,
-               c->cfg.chunk_bytes_set || big == c->cfg.chunk_bytes
+               c->cfg.chunk_bytes_set || big == c->cfg.chunk_bytes || !c->broadcast_big_chunks
                    ? ""
                    : fmt::format("; broadcasts of {} B or more in chunks of {} B", 2 * big, big));
     }

@@ -264,7 +264,7 @@ static size_t message_bytes(const mycollComm* c, const Call& call) {
 static size_t chunk_count(const mycollComm* c, const Call& call) {
   const size_t bytes =
       call.coll == Coll::Broadcast
-          ? c->cfg.broadcast_chunk_bytes(message_bytes(c, call), c->algo.oversubscribed())
+          ? c->cfg.broadcast_chunk_bytes(message_bytes(c, call), c->broadcast_big_chunks)
           : c->cfg.chunk_bytes;
   return std::max<size_t>(1, bytes / dtype_size(call.dtype));
 }
