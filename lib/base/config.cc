@@ -103,8 +103,8 @@ const std::vector<EnvVar>& env_registry() {
        "process); where the median of its host's ranks is below 0.4 of memcpy's speed, large "
        "messages go through the FIFO on that host at every size (the FIFO's two memcpys run on "
        "both sides at once; single copy is one slower copy on the reader). Measured: a 2-core "
-       "AMD VM 0.10-0.35 (the FIFO 1.3-2x faster at 2-64 MiB), a 16-core Intel host about "
-       "0.6 (single copy 1.1-1.6x faster) (docs/performance.md, session 56). 0 = no check: the "
+       "AMD VM 0.10-0.35 (the FIFO 1.2-2x faster at 2-64 MiB), a 16-core Intel host about "
+       "0.6 (single copy 1.05-1.9x faster from 4 MiB) (docs/performance.md, session 56). 0 = no check: the "
        "thresholds of MYCOLL_SHM_READ_BYTES as if reads were fast. Must be alike on every rank."},
       {"MYCOLL_HOST_NT_COPY_BYTES", "bytes", "4M",
        "Host memory: a local copy of a collective that does not reduce (a rank's own block into "
@@ -448,9 +448,10 @@ int32_t Config::read_speed_median(std::vector<int32_t> permille) {
   return permille[permille.size() / 2];
 }
 
-// Measured 0.10-0.35 on a 2-core AMD VM, where the FIFO was 1.3-2x faster
+// Measured 0.10-0.35 on a 2-core AMD VM, where the FIFO was 1.2-2x faster
 // than single copy at 2-64 MiB, and about 0.6 on a 16-core Intel host,
-// where single copy was 1.1-1.6x faster (docs/performance.md, "Session 56").
+// where single copy was 1.05-1.9x faster from 4 MiB (docs/performance.md,
+// "Session 56").
 bool Config::apply_read_speed(int32_t median_permille) {
   if (shm_read_bytes_set || median_permille < 0 || median_permille >= kSlowReadPermille)
     return false;
