@@ -104,8 +104,9 @@ const std::vector<EnvVar>& env_registry() {
        "messages go through the FIFO on that host at every size (the FIFO's two memcpys run on "
        "both sides at once; single copy is one slower copy on the reader). Measured: a 2-core "
        "AMD VM 0.10-0.35 (the FIFO 1.2-2x faster at 2-64 MiB), a 16-core Intel host about "
-       "0.6 (single copy 1.05-1.9x faster from 4 MiB) (docs/performance.md, session 56). 0 = no check: the "
-       "thresholds of MYCOLL_SHM_READ_BYTES as if reads were fast. Must be alike on every rank."},
+       "0.6 (single copy 1.05-1.9x faster from 4 MiB) (docs/performance.md, session 56). "
+       "0 = no check: the thresholds of MYCOLL_SHM_READ_BYTES as if reads were fast. Must be "
+       "alike on every rank."},
       {"MYCOLL_HOST_NT_COPY_BYTES", "bytes", "4M",
        "Host memory: a local copy of a collective that does not reduce (a rank's own block into "
        "the output of an all-gather, all-to-all, gather or scatter, the root's broadcast input "
