@@ -156,9 +156,13 @@ class Transport {
 void check_peer_list(const char* transport, int me, int nranks, const std::vector<int>& peers);
 
 std::unique_ptr<Transport> make_shm_transport();
-// shm: process_vm_readv's speed as a fraction of memcpy's on this machine
-// (measured once per process, about 1 ms); -1 where it fails. What decides
-// whether single-copy reads pay (transports/shm/shm.h).
+// shm: how fast process_vm_readv copies on this machine, as a fraction of
+// memcpy's speed (1 MiB, best of 5 each, interleaved; this process reads
+// itself, which takes the kernel's path for a peer: pin the pages, copy
+// them one by one). Measured at the first call (about 1 ms), then cached;
+// -1 where process_vm_readv fails. The FIFO makes two memcpys, one on each
+// side; single copy makes the reader do one process_vm_readv: where both
+// sides are busy that wins only if this is above about 0.5. Never throws.
 double shm_read_speed_ratio() noexcept;
 std::unique_ptr<Transport> make_socket_transport();
 // Network transports that depend on optional system libraries (loaded at run

@@ -685,7 +685,17 @@ bool probe_remote_read(Fifo& in) noexcept {
   return ok;
 }
 
-double remote_read_speed_ratio() noexcept {
+std::unique_ptr<Connection> make_connection(int peer_rank, std::unique_ptr<Fifo> out,
+                                            std::unique_ptr<Fifo> in) {
+  check_arg(out && in, "shm make_connection: missing FIFO");
+  return std::make_unique<ShmConnection>(peer_rank, std::move(out), std::move(in));
+}
+
+}  // namespace shm
+
+std::unique_ptr<Transport> make_shm_transport() { return std::make_unique<shm::ShmTransport>(); }
+
+double shm_read_speed_ratio() noexcept {
   static const double ratio = [] {
     constexpr size_t kBytes = 1u << 20;
     constexpr int kRounds = 5;
@@ -718,16 +728,5 @@ double remote_read_speed_ratio() noexcept {
   }();
   return ratio;
 }
-
-std::unique_ptr<Connection> make_connection(int peer_rank, std::unique_ptr<Fifo> out,
-                                            std::unique_ptr<Fifo> in) {
-  check_arg(out && in, "shm make_connection: missing FIFO");
-  return std::make_unique<ShmConnection>(peer_rank, std::move(out), std::move(in));
-}
-
-}  // namespace shm
-
-std::unique_ptr<Transport> make_shm_transport() { return std::make_unique<shm::ShmTransport>(); }
-double shm_read_speed_ratio() noexcept { return shm::remote_read_speed_ratio(); }
 
 }  // namespace mycoll

@@ -139,16 +139,6 @@ RecordGeometry record_geometry(uint64_t capacity);
 // Never throws.
 bool probe_remote_read(Fifo& in) noexcept;
 
-// How fast process_vm_readv copies on this machine, as a fraction of
-// memcpy's speed (1 MiB, best of 5 each, interleaved; this process reads
-// itself, which takes the kernel's path for a peer: pin the pages, copy
-// them one by one). Measured at the first call (about 1 ms), then cached.
-// -1 where process_vm_readv fails. The FIFO makes two memcpys, one on
-// each side; single copy makes the reader do one process_vm_readv: where
-// both sides are busy that wins only if this is above about 0.5.
-// Never throws.
-double remote_read_speed_ratio() noexcept;
-
 // "/mycoll-<tag as 16 hex digits>-<from>-<to>".
 std::string fifo_name(uint64_t tag, int from, int to);
 
