@@ -146,6 +146,7 @@ mycollResult_t run_call(mycollComm_t comm, const char* fn, const Call& call) {
   mycollComm* c = pin.get();
   if (!g)
     return guarded(c, fn, [&] {
+      if (submit_repeat(c, call)) return;
       validate_call(c, call, fn);
       submit_now(c, call);
     });

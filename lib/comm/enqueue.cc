@@ -605,35 +605,68 @@ static void check_not_queued_behind_peer(const mycollComm* c, const Call& call,
   host[0].tasks.clear();  // the plan's memory; the list's capacity stays
 }
 
+// A host collective on its plan's small-message path (e.fast).
+static void run_fast_entry(mycollComm* c, const Call& call, bool ip, const CachedPlan& e) {
+  log_collective(c, call, ip, e.algo, e.plan->steps.size());
+  FastCall fc;
+  fc.input = call.send;
+  fc.output = call.recv;
+  fc.op = call.op;
+  fc.coll_seq = c->coll_seq++;
+  ++c->op_seq;
+  if (call.stream) stream_synchronize(call.stream);
+  run_fast(c, *e.fast, fc);
+}
+
+// The small-message path is off while the flight recorder or TRACE lines
+// want the general loop's records.
+static bool fast_path_allowed(const mycollComm* c) {
+  return !c->flight && !log_enabled(LogLevel::Trace, Subsys::Coll);
+}
+
 // The common case: one collective outside a group (the API entry point set
-// the communicator's log scope). Same order of work as execute() for a
-// single call: task, then stream, then the engine. A host collective whose
-// messages all fit shm records takes the small-message path (host_fast.h)
-// unless the flight recorder or TRACE lines want the general loop's records.
+// the communicator's log scope and checked the call). Same order of work as
+// execute() for a single call: task, then stream, then the engine. A host
+// collective whose messages all fit shm records takes the small-message
+// path (host_fast.h), and is remembered for submit_repeat where no GPU is
+// visible (with one, validate_call asks the driver about the buffers on
+// every call, which a repeat must not skip).
 static void execute_collective(mycollComm* c, const Call& call) {
   if (call.count == 0) return;
   if (c->device) return execute_on_device(c, call);
   const bool ip = in_place(c, call);
   CachedPlan& e = host_plan_entry(c, call, ip);
-  if (!c->flight && !log_enabled(LogLevel::Trace, Subsys::Coll)) {
+  if (fast_path_allowed(c)) {
     if (!e.fast_tried) {
       e.fast = compile_fast(c, *e.plan, call.coll, e.algo, call.dtype, call.count, call.root, ip);
       e.fast_tried = true;
     }
     if (e.fast) {
-      log_collective(c, call, ip, e.algo, e.plan->steps.size());
-      FastCall fc;
-      fc.input = call.send;
-      fc.output = call.recv;
-      fc.op = call.op;
-      fc.coll_seq = c->coll_seq++;
-      ++c->op_seq;
-      if (call.stream) stream_synchronize(call.stream);
-      run_fast(c, *e.fast, fc);
+      run_fast_entry(c, call, ip, e);
+      if (cuda_device_count() == 0) {
+        RepeatCall& r = host_plan_cache(c).repeat;
+        r.entry = &e;
+        r.send = call.send, r.recv = call.recv, r.stream = call.stream;
+        r.count = call.count, r.coll = call.coll, r.dtype = call.dtype, r.op = call.op;
+        r.root = call.root, r.in_place = ip;
+      }
       return;
     }
   }
   execute_on_host(c, call);
+}
+
+bool submit_repeat(mycollComm* c, const Call& call) {
+  if (c->device) return false;
+  const RepeatCall& r = host_plan_cache(c).repeat;
+  // Point-to-point calls never match: r.coll is a collective's.
+  if (!r.entry || call.send != r.send || call.recv != r.recv || call.count != r.count ||
+      call.coll != r.coll || call.dtype != r.dtype || call.op != r.op || call.root != r.root ||
+      call.stream != r.stream || !fast_path_allowed(c))
+    return false;
+  c->check_usable();  // the one check whose answer can change between calls
+  run_fast_entry(c, call, r.in_place, *r.entry);
+  return true;
 }
 
 // A point-to-point batch of one host communicator on the small-message

@@ -52,7 +52,14 @@ void group_drop(mycollComm_t h);
 void group_call_failed(GroupState* g, mycollResult_t code, const std::string& why);
 // Queues the call in the open group g (submit without looking g up again).
 void group_queue(GroupState* g, mycollComm* comm, const Call& call);
-// Runs the call now (no group open).
+// Runs the call now (no group open); validate_call has passed on it.
 void submit_now(mycollComm* comm, const Call& call);
+// Runs the call now when it repeats exactly the communicator's last host
+// collective that took the small-message path (same buffers, count, type,
+// op, root, stream; no GPU visible), skipping validate_call and the plan
+// lookup, whose answers cannot have changed; the communicator must still be
+// usable. Returns false, having done nothing, otherwise (then validate_call
+// and submit_now). No group open.
+bool submit_repeat(mycollComm* comm, const Call& call);
 
 }  // namespace mycoll

@@ -35,7 +35,9 @@ class FastRun {
     base_[static_cast<int>(Buf::Output)] = static_cast<char*>(call.output);
     comm->scratch.grow(p.scratch_bytes);
     base_[static_cast<int>(Buf::Scratch)] = comm->scratch.data();
-    hdr_ = collective_header(p.coll, p.dtype, call.op, p.root, p.count, 0, call.coll_seq);
+    hdr_ = p.hdr;
+    if (coll_reduces(p.coll)) hdr_.op = static_cast<uint8_t>(call.op);
+    hdr_.seq = call.coll_seq;
   }
 
   void run() {
@@ -275,6 +277,7 @@ std::shared_ptr<const FastPlan> compile_fast(mycollComm* comm, const Plan& plan,
   fp->root = root;
   fp->scratch_bytes = plan.scratch_count * fp->es;
   fp->result = plan.result;
+  fp->hdr = collective_header(coll, dtype, mycollSum, root, count, 0, 0);
   const size_t es = fp->es;
   for (size_t si = 0; si < plan.steps.size(); ++si) {
     FastPlan::Step st{};
@@ -420,6 +423,7 @@ bool eligible(mycollComm* comm, const P2pMsg* msgs, size_t n) {
     p.xfers.push_back(x);
   }
   link_pairs(p.xfers.data(), p.xfers.size());
+  p.hdr = collective_header(p.coll, p.dtype, mycollSum, p.root, p.count, 0, 0);
   if (!p.xfers.empty()) p.steps.push_back({0, 0, 0, static_cast<uint32_t>(p.xfers.size())});
   return &p;
 }

@@ -54,6 +54,9 @@ struct FastPlan {
   int root = 0;
   size_t scratch_bytes = 0;
   Slice result;  // as Plan::result (elements)
+  // The call's message header less what changes per call (op, call number)
+  // and per message (bytes; point-to-point: count and number).
+  MsgHeader hdr{};
   std::vector<Step> steps;
   std::vector<Local> locals;
   std::vector<Xfer> xfers;

@@ -43,8 +43,29 @@ struct CachedPlan {
   bool fast_tried = false;
 };
 
+// The last call on the communicator that ran a cached plan's small-message
+// path, with every argument its checks saw: the same call again (a training
+// loop's or a benchmark's next iteration) runs that plan without checking
+// its arguments or looking the plan up again (lib/comm/enqueue.cc,
+// submit_repeat). entry is null when there is none; PlanCache clears it
+// whenever it builds an entry, since a build may replace entry's plan.
+struct RepeatCall {
+  CachedPlan* entry = nullptr;
+  const void* send = nullptr;
+  const void* recv = nullptr;
+  const void* stream = nullptr;
+  size_t count = 0;
+  Coll coll = Coll::AllReduce;
+  mycollDataType_t dtype = mycollFloat32;
+  mycollRedOp_t op = mycollSum;
+  int root = 0;
+  bool in_place = false;
+};
+
 class PlanCache {
  public:
+  RepeatCall repeat;
+
   // The cached entry for key, or the one `build()` returns (then cached,
   // replacing the least recently used entry). The reference stays valid
   // until the next get().
@@ -65,7 +86,8 @@ class PlanCache {
       if (e.used < entries_[victim].used) victim = i;
     }
     Entry& e = entries_[victim];
-    e.used = 0;  // empty while building (build may throw)
+    repeat.entry = nullptr;  // it may be this one
+    e.used = 0;              // empty while building (build may throw)
     e.value = build();
     e.key = key;
     e.used = ++tick_;
