@@ -298,10 +298,10 @@ static CachedPlan& host_plan_entry(mycollComm* c, const Call& call, bool in_plac
 }
 
 // steps: the host plan's step count (0 for device calls, whose kernel the
-// device engine logs).
-static void log_collective(mycollComm* c, const Call& call, bool in_place, Algo algo,
-                           size_t steps) {
-  if (!log_enabled(LogLevel::Info, Subsys::Coll)) return;
+// device engine logs). The line out of line: the check stays in the
+// caller, which runs it on every call.
+[[gnu::noinline]] static void log_collective_line(mycollComm* c, const Call& call, bool in_place,
+                                                  Algo algo, size_t steps) {
   log_info(Subsys::Coll, "op {} {} {} count {} {} {} root {} bytes {} algo {}{}", c->op_seq,
            coll_name(call.coll), redop_name(call.op), call.count, dtype_name(call.dtype),
            in_place ? "in-place" : "out-of-place", call.root, message_bytes(c, call),
@@ -309,6 +309,11 @@ static void log_collective(mycollComm* c, const Call& call, bool in_place, Algo 
            c->device    ? std::string(" (device)")
            : steps == 1 ? std::string(", 1 step")
                         : ", " + std::to_string(steps) + " steps");
+}
+static inline void log_collective(mycollComm* c, const Call& call, bool in_place, Algo algo,
+                                  size_t steps) {
+  if (log_enabled(LogLevel::Info, Subsys::Coll))
+    log_collective_line(c, call, in_place, algo, steps);
 }
 
 // Fills *t (a default Task) for the call.
