@@ -557,7 +557,11 @@ const Tables& tables() {
 // a time (elementwise, so exact dst == a / dst == b aliasing stays correct).
 constexpr size_t kBounceBytes = 4096;
 
-bool misaligned(const void* p, size_t es) { return reinterpret_cast<uintptr_t>(p) % es != 0; }
+// es is an element size: a power of two (a mask, not a division: this runs
+// three times per reduction, small-message calls included).
+bool misaligned(const void* p, size_t es) {
+  return (reinterpret_cast<uintptr_t>(p) & (es - 1)) != 0;
+}
 
 void reduce_unaligned(ReduceFn fn, size_t es, void* dst, const void* a, const void* b, size_t n) {
   alignas(64) uint8_t ba[kBounceBytes], bb[kBounceBytes], bd[kBounceBytes];
