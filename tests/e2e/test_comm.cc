@@ -289,15 +289,14 @@ TEST(Comm, RepeatedCallsHonourEveryChangedArgument) {
       null_out.out = -1;  // recvbuff NULL
       overlap.out = -2;   // recvbuff one element past sendbuff: partly overlapping
       null_out.bad = overlap.bad = true;
-      for (const Spec& sp :
-           {base, bad_op, base, bad_type, base, null_out, base, overlap, base, bcast, bad_root, bcast})
+      for (const Spec& sp : {base, bad_op, base, bad_type, base, null_out, base, overlap, base,
+                             bcast, bad_root, bcast})
         seq.push_back(sp);
 
       const size_t cap = 2048 * static_cast<size_t>(n);
       std::vector<std::vector<int32_t>> buf(3, std::vector<int32_t>(cap + 1));
       auto value = [](int r, int iter, size_t i) {
-        return static_cast<int32_t>((r + 1) * 7919 + iter * 131 + static_cast<int>(i) * 17) %
-                   2001 -
+        return static_cast<int32_t>((r + 1) * 7919 + iter * 131 + static_cast<int>(i) * 17) % 2001 -
                1000;
       };
       auto combine = [](mycollDataType_t dt, mycollRedOp_t op, int32_t a, int32_t b) -> int32_t {
@@ -355,8 +354,7 @@ TEST(Comm, RepeatedCallsHonourEveryChangedArgument) {
             for (int p = 1; p < n; ++p) want = combine(sp.dt, sp.op, want, value(p, it, i));
           }
           if (!check(out[i] == want, at + " element " + std::to_string(i) + ": got " +
-                                         std::to_string(out[i]) + ", want " +
-                                         std::to_string(want)))
+                                         std::to_string(out[i]) + ", want " + std::to_string(want)))
             return 1;
         }
         if (!check(!writes || out[outn] == kPast, at + ": wrote past the output")) return 1;
@@ -390,9 +388,9 @@ TEST(Comm, RepeatedCallAfterAPeerDiedReportsTheFailure) {
     if (rank == 1) _exit(0);  // leaves without a word
     const mycollResult_t first =
         mycollAllReduce(in.data(), out.data(), 5, mycollFloat32, mycollSum, comm, nullptr);
-    if (!check(first == mycollRemoteError,
-               std::string("call after the peer died: ") + mycollGetErrorString(first) + ": " +
-                   mycollGetLastError(comm)))
+    if (!check(first == mycollRemoteError, std::string("call after the peer died: ") +
+                                               mycollGetErrorString(first) + ": " +
+                                               mycollGetLastError(comm)))
       return 1;
     const mycollResult_t again =
         mycollAllReduce(in.data(), out.data(), 5, mycollFloat32, mycollSum, comm, nullptr);
