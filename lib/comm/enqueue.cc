@@ -290,11 +290,15 @@ static size_t chunk_count(const mycollComm* c, const Call& call) {
   return e;
 }
 
+// What a host collective call's plan depends on.
+static PlanKey plan_key(const Call& call, bool in_place) {
+  return PlanKey{call.coll, call.dtype, in_place, call.root, call.count};
+}
 // The cached algorithm, chunk and plan of a host collective call (chosen
 // and built on the first call with these arguments).
 static CachedPlan& host_plan_entry(mycollComm* c, const Call& call, bool in_place) {
-  const PlanKey key{call.coll, call.dtype, in_place, call.root, call.count};
-  return host_plan_cache(c).get(key, [&] { return build_host_plan(c, call, in_place); });
+  return host_plan_cache(c).get(plan_key(call, in_place),
+                                [&] { return build_host_plan(c, call, in_place); });
 }
 
 // steps: the host plan's step count (0 for device calls, whose kernel the
@@ -651,9 +655,8 @@ static void execute_collective(mycollComm* c, const Call& call) {
       if (cuda_device_count() == 0) {
         RepeatCall& r = host_plan_cache(c).repeat;
         r.entry = &e;
-        r.send = call.send, r.recv = call.recv, r.stream = call.stream;
-        r.count = call.count, r.coll = call.coll, r.dtype = call.dtype, r.op = call.op;
-        r.root = call.root, r.in_place = ip;
+        r.key = plan_key(call, ip);
+        r.send = call.send, r.recv = call.recv, r.stream = call.stream, r.op = call.op;
       }
       return;
     }
@@ -665,12 +668,11 @@ bool submit_repeat(mycollComm* c, const Call& call) {
   if (c->device) return false;
   const RepeatCall& r = host_plan_cache(c).repeat;
   // Point-to-point calls never match: r.coll is a collective's.
-  if (!r.entry || call.send != r.send || call.recv != r.recv || call.count != r.count ||
-      call.coll != r.coll || call.dtype != r.dtype || call.op != r.op || call.root != r.root ||
-      call.stream != r.stream || !fast_path_allowed(c))
+  if (!r.entry || call.send != r.send || call.recv != r.recv || call.stream != r.stream ||
+      call.op != r.op || !(plan_key(call, r.key.in_place) == r.key) || !fast_path_allowed(c))
     return false;
   c->check_usable();  // the one check whose answer can change between calls
-  run_fast_entry(c, call, r.in_place, *r.entry);
+  run_fast_entry(c, call, r.key.in_place, *r.entry);
   return true;
 }
 

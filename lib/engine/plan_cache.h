@@ -51,15 +51,11 @@ struct CachedPlan {
 // whenever it builds an entry, since a build may replace entry's plan.
 struct RepeatCall {
   CachedPlan* entry = nullptr;
+  PlanKey key;  // its in-place flag follows from the buffers below
   const void* send = nullptr;
   const void* recv = nullptr;
   const void* stream = nullptr;
-  size_t count = 0;
-  Coll coll = Coll::AllReduce;
-  mycollDataType_t dtype = mycollFloat32;
   mycollRedOp_t op = mycollSum;
-  int root = 0;
-  bool in_place = false;
 };
 
 class PlanCache {
