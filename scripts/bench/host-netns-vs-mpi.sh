@@ -24,7 +24,9 @@
 # Environment (defaults in brackets): PERF [build/tools/mycoll-perf/mycoll-perf],
 # COLLS [all], SWEEPS [3], SMALL ["-b 16 -e 64K -f 4 -n 200 -w 20"],
 # LARGE ["-b 256K -e 64M -f 4 -n 10 -w 2"] (either "" to skip it), EXTRA
-# [-B 3 -c 1], ALGO (MYCOLL_ALGO for mycoll), SUBNET [10.77.0], TIMEOUT per run [900].
+# [-B 3 -c 1], ALGO (MYCOLL_ALGO for mycoll), ENVS (more VAR=value words
+# for every rank, e.g. "MYCOLL_SOCKET_BUFFER_BYTES=4M"), SUBNET [10.77.0],
+# TIMEOUT per run [900].
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 usage="usage: scripts/bench/host-netns-vs-mpi.sh OUTDIR NAME [NP]"
@@ -63,6 +65,9 @@ mca=(--mca plm_rsh_agent "$agent" --mca oob_tcp_if_include "$subnet.0/24"
      --mca btl_tcp_if_include "$subnet.0/24" --mca btl tcp,self --mca pml ob1)
 [ "$np" -gt "$cores" ] && mca+=(--mca mpi_yield_when_idle 1)
 
+envs=()
+for kv in ${ENVS:-}; do envs+=(-x "$kv"); done
+
 rc=0
 rm -f "$out/$name.jsonl"
 port=$((29000 + RANDOM % 2000))
@@ -79,7 +84,7 @@ for sweep in $(seq 1 "${SWEEPS:-3}"); do
       rm -f "$out/.rows.jsonl"
       # shellcheck disable=SC2086  # args and EXTRA are lists of flags
       timeout "${TIMEOUT:-900}" mpirun --allow-run-as-root --bind-to none "${mca[@]}" --host "$hosts" \
-        -np "$np" -x MYCOLL_TRANSPORT=socket -x MYCOLL_NET=socket ${ALGO:+-x MYCOLL_ALGO=$ALGO} -x "MYCOLL_ADDR=$subnet.1:$port" \
+        -np "$np" -x MYCOLL_TRANSPORT=socket -x MYCOLL_NET=socket ${ALGO:+-x MYCOLL_ALGO=$ALGO} "${envs[@]}" -x "MYCOLL_ADDR=$subnet.1:$port" \
         "$perf" "${COLLS:-all}" --vs mpi $args ${EXTRA:--B 3 -c 1} --json "$out/.rows.jsonl" \
         > "$txt" 2>&1 && { ok=1; break; }
       grep -q "mycoll-perf" "$txt" && break

@@ -1,5 +1,6 @@
 #include "options.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -16,7 +17,8 @@ void usage(const char* prog) {
       stderr,
       "usage: %s <collective> [flags]\n"
       "  collective: all_reduce all_gather reduce_scatter broadcast reduce alltoall scatter\n"
-      "              gather sendrecv, or all (each in turn)\n"
+      "              gather sendrecv, several joined by commas (a,b: in that order),\n"
+      "              or all (each in turn)\n"
       "Flags as nccl-tests spells them (short, or long as --name V or --name=V):\n"
       "  -b, --minbytes <bytes>   smallest size (K/M/G suffixes), default 32M\n"
       "  -e, --maxbytes <bytes>   largest size, default 32M\n"
@@ -275,11 +277,19 @@ bool parse_options(int argc, char** argv, Options* o, int* exit_code) {
   }
   if (coll_name == "all") {
     for (const CollInfo& c : all_colls()) o->colls.push_back(&c);
-  } else if (const CollInfo* c = find_coll(coll_name)) {
-    o->colls.push_back(c);
   } else {
-    std::fprintf(stderr, "mycoll-perf: unknown collective '%s' (see -h)\n", coll_name.c_str());
-    return false;
+    // One name, or several separated by commas (run in that order in one process).
+    for (size_t at = 0; at <= coll_name.size();) {
+      size_t end = std::min(coll_name.find(',', at), coll_name.size());
+      const std::string name = coll_name.substr(at, end - at);
+      const CollInfo* c = find_coll(name);
+      if (!c) {
+        std::fprintf(stderr, "mycoll-perf: unknown collective '%s' (see -h)\n", name.c_str());
+        return false;
+      }
+      o->colls.push_back(c);
+      at = end + 1;
+    }
   }
   if (increment_given && !factor_given) o->step_factor = 1;
   if (o->mem != "host" && o->mem != "cuda") {

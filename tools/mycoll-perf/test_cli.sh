@@ -8,6 +8,8 @@
 #                 CMAKE and COMMIT_CMAKE)
 #   no_progress   stderr not a terminal: nothing on stderr, no \r on stdout
 #   progress_tty  stderr a terminal (script(1)'s pty): the progress line
+#   colls         "a,b" runs those collectives in that order; an unknown or
+#                 empty name in the list is refused (exit 2) naming it
 # Prints "SKIP: ..." when a tool the case needs is missing.
 set -eu
 perf=$1
@@ -83,6 +85,22 @@ case $case_ in
     grep -q "all_reduce 8 B (1/4)" "$dir/tty.log" || fail "no progress line on a terminal"
     grep -q "all_reduce 4 KiB (4/4)" "$dir/tty.log" || fail "progress does not reach 4/4"
     if grep -q "(1/4)" "$dir/tty.out"; then fail "progress reached stdout"; fi
+    ;;
+  colls)
+    "$perf" sendrecv,all_reduce,sendrecv --np 2 -b 8 -e 64 -f 8 -n 2 -w 0 > "$dir/list.out" \
+      2> "$dir/list.err" || fail "sendrecv,all_reduce,sendrecv: exit status $?"
+    order=$(sed -n 's/^# \([a-z_]*\)$/\1/p' "$dir/list.out" | tr '\n' ' ')
+    [ "$order" = "sendrecv all_reduce sendrecv " ] || fail "tables in order '$order'"
+    [ "$(grep -c '^ *64 ' "$dir/list.out")" = 3 ] || fail "not one 64 B row per table"
+    grep -q "^# Out of bounds values : 0 OK" "$dir/list.out" || fail "list: no clean result"
+    for bad in all_reduce,bogus all_reduce, ,sendrecv; do
+      rc=0
+      "$perf" "$bad" --np 2 -b 8 -e 8 -n 1 -w 0 > "$dir/bad.out" 2> "$dir/bad.err" || rc=$?
+      [ "$rc" = 2 ] || fail "'$bad': exit status $rc, want 2"
+      name=${bad#all_reduce,}
+      name=${name%,sendrecv}
+      grep -q "unknown collective '$name'" "$dir/bad.err" || fail "'$bad': error does not name '$name'"
+    done
     ;;
   *)
     echo "test_cli.sh: unknown case $case_" >&2
