@@ -180,9 +180,13 @@ class AlgoPolicy {
   // up to 8 MiB instead of the ring's 2(n-1) steps).
   void set_oversubscribed(bool v) { oversubscribed_ = v; }
   bool oversubscribed() const { return oversubscribed_; }
-  // Every rank's buffers are host memory: all-gather and reduce-scatter
-  // take host_blocks() of the rule's choice.
-  void set_host_memory(bool v) { host_memory_ = v; }
+  // Every rank's buffers are host memory and every pair of ranks talks
+  // through shared memory (one host, shm): the setting host_blocks() was
+  // measured in; all-gather and reduce-scatter then take host_blocks() of
+  // the rule's choice. Across a network (sockets between namespaces, or two
+  // hosts with shm inside each) the rule's rhd took less time than direct
+  // up to 4 KiB: 0.5-0.85x (docs/performance.md, "Session 58").
+  void set_shm_host_memory(bool v) { shm_host_memory_ = v; }
   // all-gather / reduce-scatter of host memory: direct for small messages
   // at 3-8 ranks, else `rule` (the automatic rule's choice).
   static Algo host_blocks(Coll c, int nranks, size_t bytes, Algo rule);
@@ -208,7 +212,7 @@ class AlgoPolicy {
   int forced_[kNumColls] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
   int global_ = -1;
   bool oversubscribed_ = false;
-  bool host_memory_ = false;
+  bool shm_host_memory_ = false;
   int hosts_ = 1;
 };
 

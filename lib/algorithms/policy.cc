@@ -123,7 +123,7 @@ bool AlgoPolicy::forced(Coll c) const {
 // (docs/algorithms.md).
 Algo AlgoPolicy::auto_rule(Coll c, int nranks, size_t bytes) const {
   Algo a = auto_choice_hosts(c, nranks, hosts_, bytes);
-  if (host_memory_ && (c == Coll::AllGather || c == Coll::ReduceScatter))
+  if (shm_host_memory_ && (c == Coll::AllGather || c == Coll::ReduceScatter))
     return host_blocks(c, nranks, bytes, a);
   if (!oversubscribed_ || c != Coll::AllReduce || nranks <= 2) return a;
   // Measured on 2 cores at 4 and 8 ranks (session 34), not with
@@ -145,7 +145,11 @@ Algo AlgoPolicy::auto_rule(Coll c, int nranks, size_t bytes) const {
 // and "Session 50: all-gather and reduce-scatter at 4-8 ranks"). GPU
 // communicators with proxied peers keep the rule: there direct took up to
 // 1.5x rhd's time at 8 ranks (every message passes the proxy thread in
-// turn; docs/gpu.md, "What was run (session 52)"); so do other rank counts.
+// turn; docs/gpu.md, "What was run (session 52)"); so do other rank counts,
+// and ranks with any peer across a network (socket, ib, ucx): there every
+// message pays a network stack, and direct's n-1 of them per rank took
+// 1.2-2x rhd's time up to 4 KiB at 4 ranks (docs/performance.md,
+// "Session 58").
 Algo AlgoPolicy::host_blocks(Coll c, int nranks, size_t bytes, Algo rule) {
   if (nranks < 3 || nranks > 8) return rule;
   if (nranks == 3) {
@@ -164,8 +168,11 @@ Algo AlgoPolicy::host_blocks(Coll c, int nranks, size_t bytes, Algo rule) {
 // at every size up to 16 KiB blocks. From 32 KiB blocks pairwise keeps one
 // block in flight each way and the one step was level or behind (4 ranks,
 // 32-64 KiB blocks: 0.74-0.87). Measured on shm (docs/performance.md,
-// "Session 52: small all-to-all blocks in one step"); several hosts, more
-// ranks and GPU communicators keep pairwise.
+// "Session 52: small all-to-all blocks in one step"); on one host over
+// sockets (4 ranks between network namespaces) it took 0.96-1.09x
+// pairwise's time up to 1 KiB blocks and 0.84-0.87x at 4 and 16 KiB
+// ("Session 58").
+// Several hosts, more ranks and GPU communicators keep pairwise.
 bool AlgoPolicy::alltoall_one_step(int nranks, size_t block_bytes) const {
   return hosts_ == 1 && nranks >= 3 && nranks <= 8 && block_bytes <= 16 * KiB;
 }

@@ -408,9 +408,13 @@ std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int 
                    : fmt::format("; broadcasts of {} B or more in chunks of {} B", 2 * big, big));
     }
   }
-  bool host_memory = true;
-  for (const auto& p : c->peers) host_memory &= p.cuda_device < 0;
-  c->algo.set_host_memory(host_memory);
+  // Host memory over shm between every pair: the same answer on every rank
+  // (the transport of a pair is chosen alike at both ends, from settings
+  // init checks are alike).
+  bool shm_host_memory = true;
+  for (int r = 0; r < nranks; ++r)
+    shm_host_memory &= c->peers[r].cuda_device < 0 && (r == rank || c->transport_of[r] == "shm");
+  c->algo.set_shm_host_memory(shm_host_memory);
   std::vector<int> order = host_major_order(c->peers);
   const int nhosts = count_hosts(c->peers);
   c->algo.set_hosts(nhosts);

@@ -4,7 +4,8 @@
 // MYCOLL_DEBUG_SUBSYS=COLL, TRACE shows every step, API errors under the
 // call's subsystem, MYCOLL_* typos warned once, and a rank whose rendezvous
 // root does not answer says so while it waits; oversubscription judged from
-// the ranks' affinity masks, said at INFO.
+// the ranks' affinity masks, said at INFO; the small-block direct rule only
+// where every peer is on shm.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -133,6 +134,70 @@ TEST(Logging, PerCallLinesBehindCollAndSplitNamesItsParent) {
     EXPECT_EQ(text.find("[TRANSPORT]"), std::string::npos) << "TRANSPORT not asked for:\n" << text;
   }
   remove_dir(dir);
+}
+
+// The host rule for small all-gather and reduce-scatter blocks (direct) was
+// measured on shared memory; ranks with a peer over a network transport
+// keep the general rule (rhd), which there took 0.5-0.85x direct's time
+// (docs/performance.md, "Session 58"). Small all-to-all blocks go in one
+// step on one host whatever the transport (level or ahead over sockets).
+// The COLL line names the algorithm and step count; every output is checked.
+TEST(Logging, SmallBlockDirectRuleOnlyWhereEveryPeerIsOnShm) {
+  for (const char* transport : {"shm", "socket"}) {
+    SCOPED_TRACE(transport);
+    const std::string dir = scratch_dir("logtest", transport);
+    LaunchOptions opt;
+    opt.nranks = 4;
+    opt.env = {{"MYCOLL_DEBUG", "INFO"},
+               {"MYCOLL_DEBUG_SUBSYS", "COLL"},
+               {"MYCOLL_TRANSPORT", transport},
+               {"MYCOLL_TIMEOUT", "60"},
+               {"MYCOLL_DEBUG_FILE", dir + "/log.%r"}};
+    auto res = run_ranks(opt, [](mycollComm_t comm, int rank, int n, const mycollUniqueId&) {
+      constexpr int k = 3;  // elements per rank block
+      std::vector<int32_t> send(k * n), recv(k * n, -1), mine(k, -1);
+      for (int i = 0; i < k; ++i) send[i] = rank * 100 + i;
+      if (mycollAllGather(send.data(), recv.data(), k, mycollInt32, comm, nullptr) != mycollSuccess)
+        return 1;
+      for (int r = 0; r < n; ++r)
+        for (int i = 0; i < k; ++i)
+          if (recv[r * k + i] != r * 100 + i) return 2;
+      for (int j = 0; j < k * n; ++j) send[j] = rank * 1000 + j;
+      if (mycollReduceScatter(send.data(), mine.data(), k, mycollInt32, mycollSum, comm,
+                              nullptr) != mycollSuccess)
+        return 3;
+      for (int i = 0; i < k; ++i)
+        if (mine[i] != 1000 * n * (n - 1) / 2 + n * (rank * k + i)) return 4;
+      for (int p = 0; p < n; ++p)
+        for (int i = 0; i < k; ++i) send[p * k + i] = rank * 100 + p * 10 + i;
+      if (mycollAllToAll(send.data(), recv.data(), k, mycollInt32, comm, nullptr) != mycollSuccess)
+        return 5;
+      for (int p = 0; p < n; ++p)
+        for (int i = 0; i < k; ++i)
+          if (recv[p * k + i] != p * 100 + rank * 10 + i) return 6;
+      return 0;
+    });
+    ASSERT_EQ(describe_failures(res), "");
+    const bool shm = std::string(transport) == "shm";
+    for (int r = 0; r < 4; ++r) {
+      const std::string text = read_text_file(dir + "/log." + std::to_string(r));
+      const std::string blocks = shm ? "algo direct, 1 step" : "algo rhd, 2 steps";
+      EXPECT_EQ(count_of(text, "allgather sum count 3 int32 out-of-place root 0 bytes 48 " + blocks),
+                1u)
+          << text;
+      // Direct reduce-scatter: the exchange, then the local reduction.
+      EXPECT_EQ(count_of(text, std::string("reducescatter sum count 3 int32 out-of-place root 0 "
+                                           "bytes 48 algo ") +
+                                   (shm ? "direct, 2 steps" : "rhd, 2 steps")),
+                1u)
+          << text;
+      EXPECT_EQ(count_of(text, "alltoall sum count 3 int32 out-of-place root 0 bytes 48 algo "
+                               "direct, 1 step"),
+                1u)
+          << text;
+    }
+    remove_dir(dir);
+  }
 }
 
 TEST(Logging, TraceShowsEveryStepWithPeerAndBytes) {

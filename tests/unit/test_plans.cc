@@ -573,10 +573,11 @@ TEST(AlgoPolicy, AutoChoiceAlwaysServesTheCollective) {
   // The documented shape of the rule.
   // Host memory, 3 ranks: all-gather direct up to 256 KiB, reduce-scatter
   // up to 16 KiB, then the ring; never rhd's three-step fold. 4-8 ranks:
-  // both direct up to 8 KiB, then the rule. A GPU communicator
-  // (host_memory unset) keeps the rule.
+  // both direct up to 8 KiB, then the rule. A GPU communicator, or ranks
+  // with a peer over a network transport (shm_host_memory unset), keep the
+  // rule.
   AlgoPolicy host;
-  host.set_host_memory(true);
+  host.set_shm_host_memory(true);
   for (size_t bytes : {size_t(0), size_t(12), size_t(16) << 10}) {
     EXPECT_EQ(host.choose(Coll::AllGather, 3, bytes), Algo::Direct) << bytes;
     EXPECT_EQ(host.choose(Coll::ReduceScatter, 3, bytes), Algo::Direct) << bytes;
@@ -606,11 +607,15 @@ TEST(AlgoPolicy, AutoChoiceAlwaysServesTheCollective) {
               AlgoPolicy::auto_choice(Coll::ReduceScatter, n, 64))
         << n;
   }
-  host.set_hosts(2);  // the same on several hosts
-  EXPECT_EQ(host.choose(Coll::AllGather, 3, 64), Algo::Direct);
-  EXPECT_EQ(host.choose(Coll::ReduceScatter, 8, 64), Algo::Direct);
+  AlgoPolicy network;  // a peer over socket, ib or ucx: the rule at every size
+  network.set_shm_host_memory(false);
+  for (int n : {3, 4, 8})
+    for (Coll c : {Coll::AllGather, Coll::ReduceScatter})
+      for (size_t bytes : {size_t(64), size_t(8) << 10, size_t(256) << 10})
+        EXPECT_EQ(network.choose(c, n, bytes), AlgoPolicy::auto_choice(c, n, bytes))
+            << coll_name(c) << " n=" << n << " bytes=" << bytes;
   AlgoPolicy forced = AlgoPolicy::parse("all_gather:rhd");
-  forced.set_host_memory(true);
+  forced.set_shm_host_memory(true);
   EXPECT_EQ(forced.choose(Coll::AllGather, 3, 64), Algo::Rhd);
   EXPECT_EQ(forced.choose(Coll::AllGather, 6, 64), Algo::Rhd);
   EXPECT_EQ(forced.choose(Coll::ReduceScatter, 6, 64), Algo::Direct);
