@@ -163,8 +163,8 @@ TEST(Logging, SmallBlockDirectRuleOnlyWhereEveryPeerIsOnShm) {
         for (int i = 0; i < k; ++i)
           if (recv[r * k + i] != r * 100 + i) return 2;
       for (int j = 0; j < k * n; ++j) send[j] = rank * 1000 + j;
-      if (mycollReduceScatter(send.data(), mine.data(), k, mycollInt32, mycollSum, comm,
-                              nullptr) != mycollSuccess)
+      if (mycollReduceScatter(send.data(), mine.data(), k, mycollInt32, mycollSum, comm, nullptr) !=
+          mycollSuccess)
         return 3;
       for (int i = 0; i < k; ++i)
         if (mine[i] != 1000 * n * (n - 1) / 2 + n * (rank * k + i)) return 4;
@@ -182,8 +182,8 @@ TEST(Logging, SmallBlockDirectRuleOnlyWhereEveryPeerIsOnShm) {
     for (int r = 0; r < 4; ++r) {
       const std::string text = read_text_file(dir + "/log." + std::to_string(r));
       const std::string blocks = shm ? "algo direct, 1 step" : "algo rhd, 2 steps";
-      EXPECT_EQ(count_of(text, "allgather sum count 3 int32 out-of-place root 0 bytes 48 " + blocks),
-                1u)
+      EXPECT_EQ(
+          count_of(text, "allgather sum count 3 int32 out-of-place root 0 bytes 48 " + blocks), 1u)
           << text;
       // Direct reduce-scatter: the exchange, then the local reduction.
       EXPECT_EQ(count_of(text, std::string("reducescatter sum count 3 int32 out-of-place root 0 "
@@ -191,8 +191,9 @@ TEST(Logging, SmallBlockDirectRuleOnlyWhereEveryPeerIsOnShm) {
                                    (shm ? "direct, 2 steps" : "rhd, 2 steps")),
                 1u)
           << text;
-      EXPECT_EQ(count_of(text, "alltoall sum count 3 int32 out-of-place root 0 bytes 48 algo "
-                               "direct, 1 step"),
+      EXPECT_EQ(count_of(text,
+                         "alltoall sum count 3 int32 out-of-place root 0 bytes 48 algo "
+                         "direct, 1 step"),
                 1u)
           << text;
     }
