@@ -122,7 +122,7 @@ Plan tree_reduce(const CollArgs& a, const Tree& tr);
 // their lowest rank; ranks[h] = the ranks of host h, ascending. nullptr
 // host_of gives one host holding every rank.
 struct Hosts {
-  std::vector<int> host;               // per rank
+  std::vector<int> host;                // per rank
   std::vector<std::vector<int>> ranks;  // per host
   int count() const { return static_cast<int>(ranks.size()); }
 };
@@ -135,6 +135,7 @@ Plan rhd_plan(const CollArgs& a);
 Plan direct_plan(const CollArgs& a);
 Plan hier_plan(const CollArgs& a);
 Plan twoshot_plan(const CollArgs& a);
+Plan doubling_plan(const CollArgs& a);  // rhd.cc (shares its fold)
 
 }  // namespace algo
 }  // namespace mycoll

@@ -30,6 +30,7 @@ const char* algo_name(Algo a) {
     case Algo::Direct: return "direct";
     case Algo::Hier: return "hier";
     case Algo::TwoShot: return "twoshot";
+    case Algo::Doubling: return "doubling";
   }
   return "unknown";
 }
@@ -47,7 +48,8 @@ bool algo_supports(Algo a, Coll c) {
       return c == Coll::AllReduce || c == Coll::AllGather || c == Coll::ReduceScatter ||
              c == Coll::AllToAll || c == Coll::Scatter || c == Coll::Gather ||
              c == Coll::Broadcast || c == Coll::Reduce;
-    case Algo::TwoShot: return c == Coll::AllReduce;
+    case Algo::TwoShot:
+    case Algo::Doubling: return c == Coll::AllReduce;
     case Algo::Hier: return c == Coll::AllReduce || c == Coll::Broadcast || c == Coll::Reduce;
   }
   return false;
@@ -119,6 +121,7 @@ Plan build_plan(Algo algo, const CollArgs& a) {
       case Algo::Direct: plan = algo::direct_plan(a); break;
       case Algo::Hier: plan = algo::hier_plan(a); break;
       case Algo::TwoShot: plan = algo::twoshot_plan(a); break;
+      case Algo::Doubling: plan = algo::doubling_plan(a); break;
     }
   }
   const bool reduced = coll_reduces(a.coll) && (a.coll != Coll::Reduce || a.rank == a.root);

@@ -55,9 +55,11 @@ constexpr uint64_t coll_whole_count(Coll c, uint64_t count, int nranks) {
 // Algorithm families. Not every family serves every collective:
 // algo_supports() says which (see docs/algorithms.md). Hier = two-level
 // trees: a chain inside each host, a tree over the hosts' chain heads.
-enum class Algo : uint8_t { Ring, Tree, Rhd, Direct, Hier, TwoShot };
-constexpr int kNumAlgos = 6;
-const char* algo_name(Algo a);  // "ring", "tree", "rhd", "direct", "hier", "twoshot"
+// Doubling = all-reduce by recursive doubling of the whole vector.
+enum class Algo : uint8_t { Ring, Tree, Rhd, Direct, Hier, TwoShot, Doubling };
+constexpr int kNumAlgos = 7;
+// "ring", "tree", "rhd", "direct", "hier", "twoshot", "doubling"
+const char* algo_name(Algo a);
 bool algo_supports(Algo a, Coll c);
 
 // The three buffers a plan may address. Input = the user's send buffer,
@@ -160,7 +162,8 @@ Plan build_plan(Algo algo, const CollArgs& a);
 
 // Algorithm choice: MYCOLL_ALGO spec parsed once.
 //   "" or "auto"          -> size/rank rule (docs/algorithms.md)
-//   "ring" | "tree" | "rhd" | "direct" | "hier" | "twoshot" -> that family for every collective
+//   "ring" | "tree" | "rhd" | "direct" | "hier" | "twoshot" | "doubling" -> that family for every
+//   collective
 //                            it serves, auto for the others
 //   "allreduce:rhd,broadcast:tree" -> per collective (others auto)
 // A per-collective entry naming an algorithm that does not serve that
@@ -180,16 +183,23 @@ class AlgoPolicy {
   // up to 8 MiB instead of the ring's 2(n-1) steps).
   void set_oversubscribed(bool v) { oversubscribed_ = v; }
   bool oversubscribed() const { return oversubscribed_; }
-  // Every rank's buffers are host memory and every pair of ranks talks
-  // through shared memory (one host, shm): the setting host_blocks() was
-  // measured in; all-gather and reduce-scatter then take host_blocks() of
-  // the rule's choice. Across a network (sockets between namespaces, or two
-  // hosts with shm inside each) the rule's rhd took less time than direct
-  // up to 4 KiB: 0.5-0.85x (docs/performance.md, "Session 58").
-  void set_shm_host_memory(bool v) { shm_host_memory_ = v; }
+  // What links the ranks of a host-memory communicator (every rank's
+  // buffers in host memory): Shm = every pair talks through shared memory
+  // (one host), Network = some pair crosses a network transport (socket,
+  // ib, ucx; sockets between namespaces, or several hosts with shm inside
+  // each). None = not a host-memory communicator (GPU buffers anywhere).
+  enum class HostLinks : uint8_t { None, Shm, Network };
+  // Shm: all-gather and reduce-scatter take host_blocks() of the rule's
+  // choice (measured there; across a network the rule's rhd took less time
+  // than direct up to 4 KiB: 0.5-0.85x, docs/performance.md, "Session 58").
+  // Network: small all-reduces take recursive doubling (network_doubling).
+  void set_host_links(HostLinks v) { host_links_ = v; }
   // all-gather / reduce-scatter of host memory: direct for small messages
   // at 3-8 ranks, else `rule` (the automatic rule's choice).
   static Algo host_blocks(Coll c, int nranks, size_t bytes, Algo rule);
+  // Whether an all-reduce of `bytes` of host memory across a network takes
+  // recursive doubling of the whole vector.
+  static bool network_doubling(int nranks, size_t bytes);
   // Whether a host all-to-all of `block_bytes` per rank block runs in one
   // step (CollArgs::one_step) rather than pairwise.
   bool alltoall_one_step(int nranks, size_t block_bytes) const;
@@ -212,7 +222,7 @@ class AlgoPolicy {
   int forced_[kNumColls] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
   int global_ = -1;
   bool oversubscribed_ = false;
-  bool shm_host_memory_ = false;
+  HostLinks host_links_ = HostLinks::None;
   int hosts_ = 1;
 };
 

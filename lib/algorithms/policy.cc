@@ -51,7 +51,7 @@ int parse_coll(const std::string& name) {
 [[noreturn]] void bad_spec(const std::string& spec, const std::string& why) {
   throw_error(mycollInvalidArgument,
               "MYCOLL_ALGO '" + spec + "': " + why +
-                  " (expected auto | ring | tree | rhd | direct | hier | twoshot, or "
+                  " (expected auto | ring | tree | rhd | direct | hier | twoshot | doubling, or "
                   "comma-separated <collective>:<algorithm> entries)");
 }
 
@@ -123,8 +123,10 @@ bool AlgoPolicy::forced(Coll c) const {
 // (docs/algorithms.md).
 Algo AlgoPolicy::auto_rule(Coll c, int nranks, size_t bytes) const {
   Algo a = auto_choice_hosts(c, nranks, hosts_, bytes);
-  if (shm_host_memory_ && (c == Coll::AllGather || c == Coll::ReduceScatter))
+  if (host_links_ == HostLinks::Shm && (c == Coll::AllGather || c == Coll::ReduceScatter))
     return host_blocks(c, nranks, bytes, a);
+  if (host_links_ == HostLinks::Network && c == Coll::AllReduce && network_doubling(nranks, bytes))
+    return Algo::Doubling;
   if (!oversubscribed_ || c != Coll::AllReduce || nranks <= 2) return a;
   // Measured on 2 cores at 4 and 8 ranks (session 34), not with
   // one_shot_max_bytes' core per rank: the one shot up to 32 KiB of copies.
@@ -157,6 +159,25 @@ Algo AlgoPolicy::host_blocks(Coll c, int nranks, size_t bytes, Algo rule) {
     return bytes <= direct_max ? Algo::Direct : Algo::Ring;
   }
   return bytes <= 8 * KiB ? Algo::Direct : rule;
+}
+
+// All-reduce of host memory across a network at 3 ranks or more, up to 32
+// KiB: recursive doubling sends the whole vector in log2 p steps of one
+// message each way (two more with a fold). The one shot's n-1 messages per
+// rank in one step, and rhd's 2 log2 p steps, each pay a network stack per
+// message. Beside both between network namespaces (socket transport; 2
+// cores, so 4-16 ranks are oversubscribed): 3 ranks 28-48 us against the
+// one shot's 42-69 up to 32 KiB; 4 ranks 45-79 against 63-101; 8 ranks
+// 118-226 against rhd's 96-340 and the one shot's 263-446; 16 ranks 399-655
+// against rhd's 326-978; two emulated hosts of two ranks (shm inside) 53-73
+// against 80-112. The one cell rhd kept was 8 B at 8 and 16 ranks (96 and
+// 326 us against 120 and 399): with fewer elements than ranks most of its
+// messages are empty and vanish, which on 2 cores shared by 8-16 ranks
+// saves CPU time. From 64 KiB the vectors' bytes count: rhd was level at
+// 3-4 ranks and ahead at 8 and 16 (docs/performance.md, "Session 59"). Two
+// ranks keep the rule: the one shot is the same exchange.
+bool AlgoPolicy::network_doubling(int nranks, size_t bytes) {
+  return nranks >= 3 && bytes <= 32 * KiB;
 }
 
 // All-to-all of host memory on one host at 3-8 ranks: every block in one

@@ -3,6 +3,10 @@
 //                   recursive-doubling all-gather over p segments
 //   reducescatter = recursive halving over the rank blocks
 //   allgather     = recursive doubling over the rank blocks
+//   doubling      = all-reduce by recursive doubling of the whole vector
+//                   (log2 p steps of one message each way: fewer steps and
+//                   messages than Rabenseifner's 2 log2 p, each carrying the
+//                   whole vector; for small messages)
 // With n not a power of two, p = the largest power of two <= n and
 // rem = n - p: ranks 0..2*rem-1 pair up (2i, 2i+1); the even one folds its
 // data into the odd one before the p-rank core runs and gets the result back
@@ -115,6 +119,59 @@ Plan allreduce(const CollArgs& a) {
   return t.finish();
 }
 
+// Recursive doubling of the whole vector: at distance d = 1, 2, ..., p/2 a
+// rank sends its running result to new rank nr ^ d and reduces the
+// partner's into it. Every rank combines the same operands in the same
+// bracketing up to the order of the two sides of each op, so with a
+// commutative op every rank ends with the same bits. A step may not write
+// the buffer it sends, so the running result alternates between Output and
+// Scratch, laid out so that the last write lands in Output; only in place
+// without a fold (the first step would write the Input it sends) does it
+// need a copy out of Scratch at the end. The fold's receive-reduce may
+// write Output in place (it sends nothing in its step).
+Plan doubling_allreduce(const CollArgs& a) {
+  Fold f(a.nranks);
+  const int r = a.rank;
+  const Slice in_all{Buf::Input, 0, a.count}, out_all{Buf::Output, 0, a.count};
+  StepTable t;
+  if (f.folded_away(r)) {
+    t.send(0, r + 1, in_all);
+    t.recv(1, r + 1, out_all);
+    return t.finish();
+  }
+  int core = 0;
+  for (int d = 1; d < f.p; d *= 2) ++core;
+  const int writes = core + (f.folds_in(r) ? 1 : 0);
+  // Write j targets Output when writes - 1 - j is even.
+  bool to_output = (writes - 1) % 2 == 0;
+  const bool copy_out = a.in_place && !f.folds_in(r) && to_output;
+  if (copy_out) to_output = false;
+  auto all = [&](Buf b) { return Slice{b, 0, a.count}; };
+  long time = 0;
+  Buf cur = Buf::Input;
+  bool scratch = false;
+  if (f.folds_in(r)) {
+    const Buf dst = to_output ? Buf::Output : Buf::Scratch;
+    t.recv_reduce(time++, r - 1, all(dst), in_all);
+    cur = dst;
+    scratch |= !to_output;
+    to_output = !to_output;
+  }
+  const int nr = f.new_rank(r);
+  for (int d = 1; d < f.p; d *= 2, ++time) {
+    const int peer = f.real_rank(nr ^ d);
+    const Buf dst = to_output ? Buf::Output : Buf::Scratch;
+    t.send(time, peer, all(cur));
+    t.recv_reduce(time, peer, all(dst), all(cur));
+    cur = dst;
+    scratch |= !to_output;
+    to_output = !to_output;
+  }
+  if (copy_out) t.copy(time++, out_all, all(Buf::Scratch));
+  if (f.folds_in(r)) t.send(time, r - 1, out_all);
+  return t.finish(scratch ? a.count : 0);
+}
+
 // Working copy W = Scratch holding all n blocks packed (block b at b*count).
 // Before a rank has reduced anything its operand is `src`: the Input itself
 // when stride == count (already packed), else W after packing copies. The
@@ -217,6 +274,8 @@ Plan rhd_plan(const CollArgs& a) {
   }
   return Plan{};  // unreachable: build_plan checked algo_supports
 }
+
+Plan doubling_plan(const CollArgs& a) { return doubling_allreduce(a); }
 
 }  // namespace algo
 }  // namespace mycoll

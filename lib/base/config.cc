@@ -55,7 +55,8 @@ const std::vector<EnvVar>& env_registry() {
        "not available is an error at init."},
       {"MYCOLL_ALGO", "string", "auto",
        "Algorithm: auto, ring, tree, rhd, direct, hier (two-level: chains inside hosts, a tree "
-       "over hosts), twoshot (all-reduce as direct reduce-scatter + all-gather), or per "
+       "over hosts), twoshot (all-reduce as direct reduce-scatter + all-gather), doubling "
+       "(all-reduce by recursive doubling of the whole vector), or per "
        "collective, e.g. "
        "\"allreduce:rhd,broadcast:tree\" (others stay automatic)."},
       {"MYCOLL_SOCKET_IFNAME", "string", "",

@@ -408,13 +408,16 @@ std::unique_ptr<mycollComm> comm_create(const UniqueIdData& id, int nranks, int 
                    : fmt::format("; broadcasts of {} B or more in chunks of {} B", 2 * big, big));
     }
   }
-  // Host memory over shm between every pair: the same answer on every rank
-  // (the transport of a pair is chosen alike at both ends, from settings
-  // init checks are alike).
-  bool shm_host_memory = true;
-  for (int r = 0; r < nranks; ++r)
-    shm_host_memory &= c->peers[r].cuda_device < 0 && (r == rank || c->transport_of[r] == "shm");
-  c->algo.set_shm_host_memory(shm_host_memory);
+  // Host memory, and whether every pair talks over shm: the same answer on
+  // every rank (the transport of a pair is chosen alike at both ends, from
+  // settings init checks are alike).
+  bool host_memory = true, all_shm = true;
+  for (int r = 0; r < nranks; ++r) {
+    host_memory &= c->peers[r].cuda_device < 0;
+    all_shm &= r == rank || c->transport_of[r] == "shm";
+  }
+  using Links = AlgoPolicy::HostLinks;
+  c->algo.set_host_links(!host_memory ? Links::None : all_shm ? Links::Shm : Links::Network);
   std::vector<int> order = host_major_order(c->peers);
   const int nhosts = count_hosts(c->peers);
   c->algo.set_hosts(nhosts);

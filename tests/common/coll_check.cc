@@ -31,12 +31,13 @@ bool kind_rooted(CollKind k) {
 }
 
 const mycollDataType_t kAllTypes[10] = {mycollInt8,    mycollUint8,   mycollInt32,   mycollUint32,
-                                         mycollInt64,   mycollUint64,  mycollFloat16, mycollFloat32,
-                                         mycollFloat64, mycollBfloat16};
+                                        mycollInt64,   mycollUint64,  mycollFloat16, mycollFloat32,
+                                        mycollFloat64, mycollBfloat16};
 const mycollRedOp_t kAllOps[5] = {mycollSum, mycollProd, mycollMax, mycollMin, mycollAvg};
-const CollKind kAllKinds[9] = {CollKind::AllReduce, CollKind::Broadcast,     CollKind::Reduce,
-                               CollKind::AllGather, CollKind::ReduceScatter, CollKind::AllToAll,
-                               CollKind::Scatter,   CollKind::Gather,        CollKind::SendRecvRing};
+const CollKind kAllKinds[9] = {
+    CollKind::AllReduce, CollKind::Broadcast,     CollKind::Reduce,
+    CollKind::AllGather, CollKind::ReduceScatter, CollKind::AllToAll,
+    CollKind::Scatter,   CollKind::Gather,        CollKind::SendRecvRing};
 
 bool algo_serves(const std::string& algo, CollKind k) {
   using K = CollKind;
@@ -51,7 +52,7 @@ bool algo_serves(const std::string& algo, CollKind k) {
   if (algo == "direct")
     return k == K::AllReduce || k == K::AllGather || k == K::ReduceScatter || k == K::AllToAll ||
            k == K::Scatter || k == K::Gather;
-  if (algo == "twoshot") return k == K::AllReduce;
+  if (algo == "twoshot" || algo == "doubling") return k == K::AllReduce;
   if (algo == "hier") return k == K::AllReduce || k == K::Broadcast || k == K::Reduce;
   return false;
 }
@@ -142,8 +143,12 @@ bool run_and_check(mycollComm_t comm, const CheckCase& c, const MemOps& mem, std
   mycollStream_t st = mem.stream;
   switch (c.kind) {
     case CollKind::AllReduce: r = mycollAllReduce(sbuf, rbuf, cnt, c.dtype, c.op, comm, st); break;
-    case CollKind::Broadcast: r = mycollBroadcast(sbuf, rbuf, cnt, c.dtype, c.root, comm, st); break;
-    case CollKind::Reduce: r = mycollReduce(sbuf, rbuf, cnt, c.dtype, c.op, c.root, comm, st); break;
+    case CollKind::Broadcast:
+      r = mycollBroadcast(sbuf, rbuf, cnt, c.dtype, c.root, comm, st);
+      break;
+    case CollKind::Reduce:
+      r = mycollReduce(sbuf, rbuf, cnt, c.dtype, c.op, c.root, comm, st);
+      break;
     case CollKind::AllGather: r = mycollAllGather(sbuf, rbuf, cnt, c.dtype, comm, st); break;
     case CollKind::ReduceScatter:
       r = mycollReduceScatter(sbuf, rbuf, cnt, c.dtype, c.op, comm, st);
@@ -207,7 +212,8 @@ bool run_and_check(mycollComm_t comm, const CheckCase& c, const MemOps& mem, std
       // Outputs a rank does not own must stay untouched.
       mem.download(out.data(), rbuf, rcount * es);
       if (!is_poison(out.data(), rcount * es)) {
-        *err += describe(c) + " on rank " + std::to_string(rank) + ": non-root receive buffer was written";
+        *err += describe(c) + " on rank " + std::to_string(rank) +
+                ": non-root receive buffer was written";
         ++bad;
       }
     }

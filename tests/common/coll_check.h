@@ -10,7 +10,17 @@
 
 namespace mycoll_test {
 
-enum class CollKind { AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, AllToAll, Scatter, Gather, SendRecvRing };
+enum class CollKind {
+  AllReduce,
+  Broadcast,
+  Reduce,
+  AllGather,
+  ReduceScatter,
+  AllToAll,
+  Scatter,
+  Gather,
+  SendRecvRing
+};
 const char* kind_str(CollKind k);
 bool kind_reduces(CollKind k);
 bool kind_rooted(CollKind k);
@@ -30,7 +40,8 @@ std::string describe(const CheckCase& c);
 extern const mycollDataType_t kAllTypes[10];
 extern const mycollRedOp_t kAllOps[5];
 extern const CollKind kAllKinds[9];
-// Whether MYCOLL_ALGO=algo ("auto", "ring", "tree", "rhd", "direct", "hier", "twoshot") applies
+// Whether MYCOLL_ALGO=algo ("auto", "ring", "tree", "rhd", "direct", "hier", "twoshot",
+// "doubling") applies
 // to collective k (elsewhere the automatic rule is used, tested by "auto").
 bool algo_serves(const std::string& algo, CollKind k);
 

@@ -94,11 +94,12 @@ std::string name(const ::testing::TestParamInfo<Param>& info) {
          std::get<2>(info.param);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Host, Collectives,
-    ::testing::Combine(::testing::Values("shm", "socket"), ::testing::Values(1, 2, 3, 4, 5, 8),
-                       ::testing::Values("auto", "ring", "tree", "rhd", "direct", "twoshot")),
-    name);
+INSTANTIATE_TEST_SUITE_P(Host, Collectives,
+                         ::testing::Combine(::testing::Values("shm", "socket"),
+                                            ::testing::Values(1, 2, 3, 4, 5, 8),
+                                            ::testing::Values("auto", "ring", "tree", "rhd",
+                                                              "direct", "twoshot", "doubling")),
+                         name);
 
 // MYCOLL_SHM_READ_BYTES moves the point where shm messages of collectives
 // that do not reduce (and send/recv) switch from the FIFO to the receiver

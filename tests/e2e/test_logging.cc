@@ -201,6 +201,70 @@ TEST(Logging, SmallBlockDirectRuleOnlyWhereEveryPeerIsOnShm) {
   }
 }
 
+// All-reduce of host memory with a peer across a network: recursive
+// doubling up to 32 KiB from 3 ranks (the one shot's n-1 messages and rhd's
+// 2 log2 p steps each pay a network stack per message; docs/performance.md,
+// "Session 59"); on shm the rule is unchanged. At 3 ranks the doubling
+// folds rank 0 into rank 1: rank 0 sends and receives (2 steps), rank 1
+// folds, exchanges with rank 2 and sends the result back (3), rank 2
+// exchanges once (1 step out of place; in place the exchange lands in
+// Scratch and is copied out: 2). Above 32 KiB rhd on both. Every
+// output element is checked, in and out of place.
+TEST(Logging, SmallAllReduceDoublesWhereAPeerIsAcrossANetwork) {
+  for (const char* transport : {"shm", "socket"}) {
+    SCOPED_TRACE(transport);
+    const std::string dir = scratch_dir("logtest", transport);
+    LaunchOptions opt;
+    opt.nranks = 3;
+    opt.env = {{"MYCOLL_DEBUG", "INFO"},
+               {"MYCOLL_DEBUG_SUBSYS", "COLL"},
+               {"MYCOLL_TRANSPORT", transport},
+               {"MYCOLL_TIMEOUT", "60"},
+               {"MYCOLL_DEBUG_FILE", dir + "/log.%r"}};
+    auto res = run_ranks(opt, [](mycollComm_t comm, int rank, int n, const mycollUniqueId&) {
+      for (size_t count : {size_t(5), size_t(8193)}) {  // 20 B, then 32 KiB + 4 B
+        std::vector<int32_t> send(count), recv(count, -1);
+        for (size_t i = 0; i < count; ++i) send[i] = int32_t(rank * 7 + i % 1000);
+        auto want = [&](size_t i) { return int32_t(7 * n * (n - 1) / 2 + n * (i % 1000)); };
+        if (mycollAllReduce(send.data(), recv.data(), count, mycollInt32, mycollSum, comm,
+                            nullptr) != mycollSuccess)
+          return 1;
+        for (size_t i = 0; i < count; ++i)
+          if (recv[i] != want(i)) return 2;
+        if (mycollAllReduce(send.data(), send.data(), count, mycollInt32, mycollMax, comm,
+                            nullptr) != mycollSuccess)
+          return 3;
+        for (size_t i = 0; i < count; ++i)
+          if (send[i] != int32_t(7 * (n - 1) + i % 1000)) return 4;
+      }
+      return 0;
+    });
+    ASSERT_EQ(describe_failures(res), "");
+    const bool shm = std::string(transport) == "shm";
+    const char* oop_steps[] = {"2 steps", "3 steps", "1 step"};
+    const char* ip_steps[] = {"2 steps", "3 steps", "2 steps"};
+    for (int r = 0; r < 3; ++r) {
+      const std::string text = read_text_file(dir + "/log." + std::to_string(r));
+      const std::string oop = "allreduce sum count 5 int32 out-of-place root 0 bytes 20 algo ";
+      const std::string ip = "allreduce max count 5 int32 in-place root 0 bytes 20 algo ";
+      if (shm) {
+        EXPECT_EQ(count_of(text, oop + "direct"), 1u) << text;
+        EXPECT_EQ(count_of(text, ip + "direct"), 1u) << text;
+      } else {
+        EXPECT_EQ(count_of(text, oop + "doubling, " + oop_steps[r]), 1u) << text;
+        EXPECT_EQ(count_of(text, ip + "doubling, " + ip_steps[r]), 1u) << text;
+      }
+      EXPECT_EQ(
+          count_of(text, "allreduce sum count 8193 int32 out-of-place root 0 bytes 32772 algo " +
+                             std::string("rhd")),
+          1u)
+          << text;
+      EXPECT_EQ(count_of(text, "algo doubling"), shm ? 0u : 2u) << text;
+    }
+    remove_dir(dir);
+  }
+}
+
 TEST(Logging, TraceShowsEveryStepWithPeerAndBytes) {
   const std::string dir = scratch_dir("logtest", "trace");
   LaunchOptions opt;

@@ -116,7 +116,7 @@ std::string pname(const ::testing::TestParamInfo<Param>& i) {
 INSTANTIATE_TEST_SUITE_P(Gpu, GpuProcesses,
                          ::testing::Combine(::testing::Values(2, 3, 4, 8),
                                             ::testing::Values("auto", "ring", "tree", "rhd",
-                                                              "direct", "twoshot")),
+                                                              "direct", "twoshot", "doubling")),
                          pname);
 // Five ranks (no power of two; more ranks than GPUs on every machine but
 // 8-GPU ones), the automatic rule.

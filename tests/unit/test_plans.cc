@@ -367,13 +367,13 @@ TEST(PlanBuild, FamiliesServeTheDocumentedCollectives) {
   for (const Pair& p : supported_pairs())
     got.insert(std::string(algo_name(p.algo)) + ":" + coll_name(p.coll));
   std::set<std::string> want{
-      "ring:allreduce",   "ring:reducescatter", "ring:allgather",       "ring:broadcast",
-      "ring:reduce",      "tree:allreduce",     "tree:broadcast",       "tree:reduce",
-      "tree:scatter",     "tree:gather",        "rhd:allreduce",        "rhd:reducescatter",
-      "rhd:allgather",    "direct:allreduce",   "direct:reducescatter", "direct:allgather",
-      "direct:alltoall",  "direct:scatter",     "direct:gather",        "direct:broadcast",
-      "direct:reduce",    "hier:allreduce",     "hier:broadcast",       "hier:reduce",
-      "twoshot:allreduce"};
+      "ring:allreduce",    "ring:reducescatter", "ring:allgather",       "ring:broadcast",
+      "ring:reduce",       "tree:allreduce",     "tree:broadcast",       "tree:reduce",
+      "tree:scatter",      "tree:gather",        "rhd:allreduce",        "rhd:reducescatter",
+      "rhd:allgather",     "direct:allreduce",   "direct:reducescatter", "direct:allgather",
+      "direct:alltoall",   "direct:scatter",     "direct:gather",        "direct:broadcast",
+      "direct:reduce",     "hier:allreduce",     "hier:broadcast",       "hier:reduce",
+      "twoshot:allreduce", "doubling:allreduce"};
   EXPECT_EQ(got, want);
 }
 
@@ -464,6 +464,7 @@ TEST(PlanBuild, Names) {
   EXPECT_STREQ(algo_name(Algo::Direct), "direct");
   EXPECT_STREQ(algo_name(Algo::Hier), "hier");
   EXPECT_STREQ(algo_name(Algo::TwoShot), "twoshot");
+  EXPECT_STREQ(algo_name(Algo::Doubling), "doubling");
 }
 
 // Step counts the docs promise (docs/algorithms.md), for a sample.
@@ -494,6 +495,11 @@ TEST(PlanBuild, StepCountsMatchDocs) {
   EXPECT_EQ(steps(Algo::TwoShot, Coll::AllReduce, 8, 5, 64), 2u);    // reduce-scatter + all-gather
   EXPECT_EQ(steps(Algo::Direct, Coll::AllGather, 5, 2, 7), 1u);      // one exchange
   EXPECT_EQ(steps(Algo::Direct, Coll::ReduceScatter, 5, 2, 7), 2u);  // exchange + local reduce
+  EXPECT_EQ(steps(Algo::Doubling, Coll::AllReduce, 8, 3, 64), 3u);   // log2 n
+  EXPECT_EQ(steps(Algo::Doubling, Coll::AllReduce, 8, 3, 64, 0, true), 4u);  // + copy, in place
+  EXPECT_EQ(steps(Algo::Doubling, Coll::AllReduce, 4, 3, 64, 0, true), 2u);  // even: no copy
+  EXPECT_EQ(steps(Algo::Doubling, Coll::AllReduce, 6, 1, 64, 0, true), 4u);  // fold + 2 + unfold
+  EXPECT_EQ(steps(Algo::Doubling, Coll::AllReduce, 6, 0, 64), 2u);           // folded-away rank
 }
 
 // ---------------------------------------------------------------------------
@@ -574,10 +580,10 @@ TEST(AlgoPolicy, AutoChoiceAlwaysServesTheCollective) {
   // Host memory, 3 ranks: all-gather direct up to 256 KiB, reduce-scatter
   // up to 16 KiB, then the ring; never rhd's three-step fold. 4-8 ranks:
   // both direct up to 8 KiB, then the rule. A GPU communicator, or ranks
-  // with a peer over a network transport (shm_host_memory unset), keep the
+  // with a peer over a network transport (HostLinks::Network), keep the
   // rule.
   AlgoPolicy host;
-  host.set_shm_host_memory(true);
+  host.set_host_links(AlgoPolicy::HostLinks::Shm);
   for (size_t bytes : {size_t(0), size_t(12), size_t(16) << 10}) {
     EXPECT_EQ(host.choose(Coll::AllGather, 3, bytes), Algo::Direct) << bytes;
     EXPECT_EQ(host.choose(Coll::ReduceScatter, 3, bytes), Algo::Direct) << bytes;
@@ -608,14 +614,30 @@ TEST(AlgoPolicy, AutoChoiceAlwaysServesTheCollective) {
         << n;
   }
   AlgoPolicy network;  // a peer over socket, ib or ucx: the rule at every size
-  network.set_shm_host_memory(false);
+  network.set_host_links(AlgoPolicy::HostLinks::Network);
   for (int n : {3, 4, 8})
     for (Coll c : {Coll::AllGather, Coll::ReduceScatter})
       for (size_t bytes : {size_t(64), size_t(8) << 10, size_t(256) << 10})
         EXPECT_EQ(network.choose(c, n, bytes), AlgoPolicy::auto_choice(c, n, bytes))
             << coll_name(c) << " n=" << n << " bytes=" << bytes;
+  // All-reduce across a network: recursive doubling up to 32 KiB from 3
+  // ranks on (two ranks: the rule's one shot, the same exchange); shm-only
+  // and GPU communicators keep their rule.
+  for (int n : {3, 4, 5, 8, 16, 64}) {
+    for (size_t bytes : {size_t(0), size_t(8), size_t(4) << 10, size_t(32) << 10})
+      EXPECT_EQ(network.choose(Coll::AllReduce, n, bytes), Algo::Doubling) << n << " " << bytes;
+    EXPECT_EQ(network.choose(Coll::AllReduce, n, (32 << 10) + 4),
+              AlgoPolicy::auto_choice(Coll::AllReduce, n, (32 << 10) + 4))
+        << n;
+    EXPECT_NE(host.choose(Coll::AllReduce, n, 8), Algo::Doubling) << n;
+    EXPECT_NE(AlgoPolicy().choose(Coll::AllReduce, n, 8), Algo::Doubling) << n;
+  }
+  EXPECT_EQ(network.choose(Coll::AllReduce, 2, 8), Algo::Direct);
+  AlgoPolicy net_forced = AlgoPolicy::parse("allreduce:rhd");
+  net_forced.set_host_links(AlgoPolicy::HostLinks::Network);
+  EXPECT_EQ(net_forced.choose(Coll::AllReduce, 4, 8), Algo::Rhd);
   AlgoPolicy forced = AlgoPolicy::parse("all_gather:rhd");
-  forced.set_shm_host_memory(true);
+  forced.set_host_links(AlgoPolicy::HostLinks::Shm);
   EXPECT_EQ(forced.choose(Coll::AllGather, 3, 64), Algo::Rhd);
   EXPECT_EQ(forced.choose(Coll::AllGather, 6, 64), Algo::Rhd);
   EXPECT_EQ(forced.choose(Coll::ReduceScatter, 6, 64), Algo::Direct);
