@@ -128,6 +128,15 @@ Algo AlgoPolicy::auto_rule(Coll c, int nranks, size_t bytes) const {
   if (host_links_ == HostLinks::Network && c == Coll::AllReduce && network_doubling(nranks, bytes))
     return Algo::Doubling;
   if (!oversubscribed_ || c != Coll::AllReduce || nranks <= 2) return a;
+  // Host memory over shm at 4-8 ranks, 2-16 KiB: recursive doubling's
+  // log2 p steps of one message took 0.55-0.9x the time of the one shot and
+  // rhd that the lines below choose (2 cores; 4 ranks 4-16 KiB 7.4-9.5 us
+  // against 8.4-17.1, 6 ranks 17.0-22.7 against 19.8-31.7, 8 ranks 2-16
+  // KiB 19.1-35.0 against 21.5-41.4); level at 2 KiB, behind from 32 KiB
+  // at 4 and 8 ranks (docs/performance.md, "Session 59").
+  if (host_links_ == HostLinks::Shm && nranks >= 4 && nranks <= 8 && bytes > 2 * KiB &&
+      bytes <= 16 * KiB)
+    return Algo::Doubling;
   // Measured on 2 cores at 4 and 8 ranks (session 34), not with
   // one_shot_max_bytes' core per rank: the one shot up to 32 KiB of copies.
   if (nranks <= 16 && bytes * static_cast<size_t>(nranks - 1) <= 32 * KiB) return Algo::Direct;

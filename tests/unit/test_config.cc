@@ -335,6 +335,26 @@ TEST(AlgoPolicyOversubscribed, PrefersFewerStepsForMidSizeAllReduce) {
   EXPECT_EQ(p.choose(Coll::AllReduce, 8, size_t(4) << 20), Algo::Ring);
   p.set_oversubscribed(true);
   EXPECT_EQ(p.choose(Coll::AllReduce, 8, size_t(4) << 20), Algo::Rhd);
+  // Host memory on shm, 4-8 ranks: recursive doubling over 2-16 KiB; other
+  // rank counts, sizes and links keep the lines above.
+  AlgoPolicy s;
+  s.set_oversubscribed(true);
+  s.set_host_links(AlgoPolicy::HostLinks::Shm);
+  for (int n : {4, 6, 8}) {
+    EXPECT_EQ(s.choose(Coll::AllReduce, n, 2 * KiB), p.choose(Coll::AllReduce, n, 2 * KiB)) << n;
+    EXPECT_EQ(s.choose(Coll::AllReduce, n, 2 * KiB + 4), Algo::Doubling) << n;
+    EXPECT_EQ(s.choose(Coll::AllReduce, n, 16 * KiB), Algo::Doubling) << n;
+    EXPECT_EQ(s.choose(Coll::AllReduce, n, 16 * KiB + 4),
+              p.choose(Coll::AllReduce, n, 16 * KiB + 4))
+        << n;
+    EXPECT_NE(p.choose(Coll::AllReduce, n, 8 * KiB), Algo::Doubling) << n;
+  }
+  for (int n : {3, 9})
+    EXPECT_EQ(s.choose(Coll::AllReduce, n, 8 * KiB), p.choose(Coll::AllReduce, n, 8 * KiB)) << n;
+  AlgoPolicy not_over;
+  not_over.set_host_links(AlgoPolicy::HostLinks::Shm);
+  EXPECT_EQ(not_over.choose(Coll::AllReduce, 8, 8 * KiB),
+            AlgoPolicy::auto_choice(Coll::AllReduce, 8, 8 * KiB));
   EXPECT_EQ(p.choose(Coll::AllReduce, 8, size_t(64) << 20), Algo::Ring);
   EXPECT_EQ(p.choose(Coll::AllReduce, 2, size_t(4) << 20), Algo::Ring);
   EXPECT_EQ(p.choose(Coll::AllGather, 8, size_t(4) << 20), Algo::Ring);
