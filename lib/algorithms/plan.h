@@ -200,6 +200,9 @@ class AlgoPolicy {
   // Whether an all-reduce of `bytes` of host memory across a network takes
   // recursive doubling of the whole vector.
   static bool network_doubling(int nranks, size_t bytes);
+  // Whether an all-reduce of `bytes` of host memory over shm takes
+  // recursive doubling (oversubscribed: more ranks than cores on the host).
+  static bool shm_doubling(int nranks, size_t bytes, bool oversubscribed);
   // Whether a host all-to-all of `block_bytes` per rank block runs in one
   // step (CollArgs::one_step) rather than pairwise.
   bool alltoall_one_step(int nranks, size_t block_bytes) const;

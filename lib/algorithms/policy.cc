@@ -127,16 +127,10 @@ Algo AlgoPolicy::auto_rule(Coll c, int nranks, size_t bytes) const {
     return host_blocks(c, nranks, bytes, a);
   if (host_links_ == HostLinks::Network && c == Coll::AllReduce && network_doubling(nranks, bytes))
     return Algo::Doubling;
-  if (!oversubscribed_ || c != Coll::AllReduce || nranks <= 2) return a;
-  // Host memory over shm at 4-8 ranks, 2-16 KiB: recursive doubling's
-  // log2 p steps of one message took 0.55-0.9x the time of the one shot and
-  // rhd that the lines below choose (2 cores; 4 ranks 4-16 KiB 7.4-9.5 us
-  // against 8.4-17.1, 6 ranks 17.0-22.7 against 19.8-31.7, 8 ranks 2-16
-  // KiB 19.1-35.0 against 21.5-41.4); level at 2 KiB, behind from 32 KiB
-  // at 4 and 8 ranks (docs/performance.md, "Session 59").
-  if (host_links_ == HostLinks::Shm && nranks >= 4 && nranks <= 8 && bytes > 2 * KiB &&
-      bytes <= 16 * KiB)
+  if (host_links_ == HostLinks::Shm && c == Coll::AllReduce &&
+      shm_doubling(nranks, bytes, oversubscribed_))
     return Algo::Doubling;
+  if (!oversubscribed_ || c != Coll::AllReduce || nranks <= 2) return a;
   // Measured on 2 cores at 4 and 8 ranks (session 34), not with
   // one_shot_max_bytes' core per rank: the one shot up to 32 KiB of copies.
   if (nranks <= 16 && bytes * static_cast<size_t>(nranks - 1) <= 32 * KiB) return Algo::Direct;
@@ -187,6 +181,27 @@ Algo AlgoPolicy::host_blocks(Coll c, int nranks, size_t bytes, Algo rule) {
 // ranks keep the rule: the one shot is the same exchange.
 bool AlgoPolicy::network_doubling(int nranks, size_t bytes) {
   return nranks >= 3 && bytes <= 32 * KiB;
+}
+
+// All-reduce of host memory over shm. With a core per rank (16 cores,
+// ranks bound a core each): at 4 and 8 ranks up to 2 KiB recursive
+// doubling took 0.54-0.93 us at 4 ranks up to 512 B (the one shot
+// 0.57-1.11) and 1.47-1.98 at 1-2 KiB (rhd 1.70-2.59); at 8 ranks
+// 0.87-3.32 against the one shot's and rhd's 1.20-3.91; at 16 ranks up to
+// 512 B 1.12-2.11 against rhd's 2.10-3.22 (level at 1-2 KiB, behind from
+// 4 KiB). Oversubscribed (2 cores; 4-8 ranks) the one shot's fused small
+// path stays ahead up to 2 KiB, and doubling took 0.55-0.9x the time of
+// the one shot and rhd over 2-16 KiB (4 ranks 4-16 KiB 7.4-9.5 us against
+// 8.4-17.1, 6 ranks 17.0-22.7 against 19.8-31.7, 8 ranks 19.1-35.0 against
+// 21.5-41.4), behind from 32 KiB (docs/performance.md, "Session 59").
+// With a core each, 5-7 ranks (not measured; there doubling's fold would
+// race the one shot) keep the rule; above 8 every count takes doubling up
+// to 512 B, measured at 16 (against rhd, which has the same fold for a
+// non-power of two and twice the steps).
+bool AlgoPolicy::shm_doubling(int nranks, size_t bytes, bool oversubscribed) {
+  if (oversubscribed) return nranks >= 4 && nranks <= 8 && bytes > 2 * KiB && bytes <= 16 * KiB;
+  if (nranks == 4 || nranks == 8) return bytes <= 2 * KiB;
+  return nranks > 8 && bytes <= 512;
 }
 
 // All-to-all of host memory on one host at 3-8 ranks: every block in one

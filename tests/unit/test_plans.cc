@@ -629,10 +629,27 @@ TEST(AlgoPolicy, AutoChoiceAlwaysServesTheCollective) {
     EXPECT_EQ(network.choose(Coll::AllReduce, n, (32 << 10) + 4),
               AlgoPolicy::auto_choice(Coll::AllReduce, n, (32 << 10) + 4))
         << n;
-    EXPECT_NE(host.choose(Coll::AllReduce, n, 8), Algo::Doubling) << n;
     EXPECT_NE(AlgoPolicy().choose(Coll::AllReduce, n, 8), Algo::Doubling) << n;
   }
   EXPECT_EQ(network.choose(Coll::AllReduce, 2, 8), Algo::Direct);
+  // Host memory over shm with a core per rank: doubling up to 2 KiB at 4
+  // and 8 ranks, up to 512 B above 8; 2, 3 and 5-7 ranks keep the rule.
+  for (int n : {4, 8}) {
+    EXPECT_EQ(host.choose(Coll::AllReduce, n, 8), Algo::Doubling) << n;
+    EXPECT_EQ(host.choose(Coll::AllReduce, n, 2048), Algo::Doubling) << n;
+    EXPECT_EQ(host.choose(Coll::AllReduce, n, 2052),
+              AlgoPolicy::auto_choice(Coll::AllReduce, n, 2052))
+        << n;
+  }
+  for (int n : {9, 16, 33}) {
+    EXPECT_EQ(host.choose(Coll::AllReduce, n, 512), Algo::Doubling) << n;
+    EXPECT_EQ(host.choose(Coll::AllReduce, n, 516),
+              AlgoPolicy::auto_choice(Coll::AllReduce, n, 516))
+        << n;
+  }
+  for (int n : {2, 3, 5, 6, 7})
+    EXPECT_EQ(host.choose(Coll::AllReduce, n, 8), AlgoPolicy::auto_choice(Coll::AllReduce, n, 8))
+        << n;
   AlgoPolicy net_forced = AlgoPolicy::parse("allreduce:rhd");
   net_forced.set_host_links(AlgoPolicy::HostLinks::Network);
   EXPECT_EQ(net_forced.choose(Coll::AllReduce, 4, 8), Algo::Rhd);
