@@ -65,16 +65,21 @@ std::vector<int> halving_distances(const Fold& f, const CollArgs& a) {
   return ds;
 }
 
+// The whole all-reduce of a folded-away rank (both all-reduces): its input
+// to its partner, the result back.
+Plan folded_away_allreduce(const CollArgs& a) {
+  StepTable t;
+  t.send(0, a.rank + 1, Slice{Buf::Input, 0, a.count});
+  t.recv(1, a.rank + 1, Slice{Buf::Output, 0, a.count});
+  return t.finish();
+}
+
 Plan allreduce(const CollArgs& a) {
   Fold f(a.nranks);
   const int r = a.rank;
   const Slice in_all{Buf::Input, 0, a.count}, out_all{Buf::Output, 0, a.count};
   StepTable t;
-  if (f.folded_away(r)) {
-    t.send(0, r + 1, in_all);
-    t.recv(1, r + 1, out_all);
-    return t.finish();
-  }
+  if (f.folded_away(r)) return folded_away_allreduce(a);
   long time = 0;
   bool in_output = false;  // whether Output holds this rank's running sums
   if (f.folds_in(r)) {
@@ -134,11 +139,7 @@ Plan doubling_allreduce(const CollArgs& a) {
   const int r = a.rank;
   const Slice in_all{Buf::Input, 0, a.count}, out_all{Buf::Output, 0, a.count};
   StepTable t;
-  if (f.folded_away(r)) {
-    t.send(0, r + 1, in_all);
-    t.recv(1, r + 1, out_all);
-    return t.finish();
-  }
+  if (f.folded_away(r)) return folded_away_allreduce(a);
   int core = 0;
   for (int d = 1; d < f.p; d *= 2) ++core;
   const int writes = core + (f.folds_in(r) ? 1 : 0);

@@ -61,6 +61,18 @@ std::vector<std::string> init_complete_ids(const std::string& text) {
   return ids;
 }
 
+// n ranks over `transport`, each writing its COLL INFO lines to dir/log.<rank>.
+LaunchOptions coll_log_launch(int n, const char* transport, const std::string& dir) {
+  LaunchOptions opt;
+  opt.nranks = n;
+  opt.env = {{"MYCOLL_DEBUG", "INFO"},
+             {"MYCOLL_DEBUG_SUBSYS", "COLL"},
+             {"MYCOLL_TRANSPORT", transport},
+             {"MYCOLL_TIMEOUT", "60"},
+             {"MYCOLL_DEBUG_FILE", dir + "/log.%r"}};
+  return opt;
+}
+
 }  // namespace
 
 TEST(Logging, InfoIsAShortInitSummaryWithCommIdsAndNoPerCallLines) {
@@ -146,13 +158,7 @@ TEST(Logging, SmallBlockDirectRuleOnlyWhereEveryPeerIsOnShm) {
   for (const char* transport : {"shm", "socket"}) {
     SCOPED_TRACE(transport);
     const std::string dir = scratch_dir("logtest", transport);
-    LaunchOptions opt;
-    opt.nranks = 4;
-    opt.env = {{"MYCOLL_DEBUG", "INFO"},
-               {"MYCOLL_DEBUG_SUBSYS", "COLL"},
-               {"MYCOLL_TRANSPORT", transport},
-               {"MYCOLL_TIMEOUT", "60"},
-               {"MYCOLL_DEBUG_FILE", dir + "/log.%r"}};
+    const LaunchOptions opt = coll_log_launch(4, transport, dir);
     auto res = run_ranks(opt, [](mycollComm_t comm, int rank, int n, const mycollUniqueId&) {
       constexpr int k = 3;  // elements per rank block
       std::vector<int32_t> send(k * n), recv(k * n, -1), mine(k, -1);
@@ -214,13 +220,7 @@ TEST(Logging, SmallAllReduceDoublesWhereAPeerIsAcrossANetwork) {
   for (const char* transport : {"shm", "socket"}) {
     SCOPED_TRACE(transport);
     const std::string dir = scratch_dir("logtest", transport);
-    LaunchOptions opt;
-    opt.nranks = 3;
-    opt.env = {{"MYCOLL_DEBUG", "INFO"},
-               {"MYCOLL_DEBUG_SUBSYS", "COLL"},
-               {"MYCOLL_TRANSPORT", transport},
-               {"MYCOLL_TIMEOUT", "60"},
-               {"MYCOLL_DEBUG_FILE", dir + "/log.%r"}};
+    const LaunchOptions opt = coll_log_launch(3, transport, dir);
     auto res = run_ranks(opt, [](mycollComm_t comm, int rank, int n, const mycollUniqueId&) {
       for (size_t count : {size_t(5), size_t(8193)}) {  // 20 B, then 32 KiB + 4 B
         std::vector<int32_t> send(count), recv(count, -1);
