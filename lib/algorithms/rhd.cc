@@ -125,19 +125,23 @@ Plan allreduce(const CollArgs& a) {
 }
 
 // Recursive doubling of the whole vector: at distance d = 1, 2, ..., p/2 a
-// rank sends its running result to new rank nr ^ d and reduces the
-// partner's into it. Every rank combines the same operands in the same
-// bracketing up to the order of the two sides of each op, so with a
-// commutative op every rank ends with the same bits. A step may not write
-// the buffer it sends, so the running result alternates between Output and
-// Scratch, laid out so that the last write lands in Output; only in place
-// without a fold (the first step would write the Input it sends) does it
-// need a copy out of Scratch at the end. The fold's receive-reduce may
-// write Output in place (it sends nothing in its step).
+// rank sends its running result to new rank nr ^ d and combines the
+// partner's with it. The lower group's result is the left operand of every
+// combine (the fold's too: rank r-1's input before rank r's), so every rank
+// evaluates the same expression, operand order included, and ends with the
+// same bits even where an op's result depends on the order (max(-0, +0),
+// the payload of max(NaN, NaN); only which payload a sum or product of two
+// NaNs keeps is the compiler's choice in each add). RecvReduce computes local <op> incoming, so the
+// lower side receive-reduces; the upper side receives into its next buffer and reduces its own
+// result into it (Reduce: dst <op> src) at the start of the next step. A step may not write the
+// buffer it sends, so the running result alternates between Output and Scratch, laid out so that
+// the last write lands in Output; in place, where the first write would land in Output (the Input
+// it sends, or reduces after receiving), the result is built in Scratch instead and copied out at
+// the end.
 Plan doubling_allreduce(const CollArgs& a) {
   Fold f(a.nranks);
   const int r = a.rank;
-  const Slice in_all{Buf::Input, 0, a.count}, out_all{Buf::Output, 0, a.count};
+  const Slice out_all{Buf::Output, 0, a.count};
   StepTable t;
   if (f.folded_away(r)) return folded_away_allreduce(a);
   int core = 0;
@@ -145,29 +149,34 @@ Plan doubling_allreduce(const CollArgs& a) {
   const int writes = core + (f.folds_in(r) ? 1 : 0);
   // Write j targets Output when writes - 1 - j is even.
   bool to_output = (writes - 1) % 2 == 0;
-  const bool copy_out = a.in_place && !f.folds_in(r) && to_output;
+  const bool copy_out = a.in_place && to_output;
   if (copy_out) to_output = false;
   auto all = [&](Buf b) { return Slice{b, 0, a.count}; };
   long time = 0;
   Buf cur = Buf::Input;
-  bool scratch = false;
-  if (f.folds_in(r)) {
+  bool scratch = false, owed = false;
+  // Combines the partner's result (arriving at `time`) with cur into the
+  // next buffer; `lower`: this rank's result is the left operand.
+  auto combine = [&](int peer, bool lower) {
     const Buf dst = to_output ? Buf::Output : Buf::Scratch;
-    t.recv_reduce(time++, r - 1, all(dst), in_all);
+    if (lower) {
+      t.recv_reduce(time, peer, all(dst), all(cur));
+    } else {
+      t.recv(time, peer, all(dst));
+      t.reduce(time + 1, all(dst), all(cur));
+    }
+    owed = !lower;
     cur = dst;
     scratch |= !to_output;
     to_output = !to_output;
-  }
+  };
+  if (f.folds_in(r)) combine(r - 1, false), ++time;
   const int nr = f.new_rank(r);
   for (int d = 1; d < f.p; d *= 2, ++time) {
-    const int peer = f.real_rank(nr ^ d);
-    const Buf dst = to_output ? Buf::Output : Buf::Scratch;
-    t.send(time, peer, all(cur));
-    t.recv_reduce(time, peer, all(dst), all(cur));
-    cur = dst;
-    scratch |= !to_output;
-    to_output = !to_output;
+    t.send(time, f.real_rank(nr ^ d), all(cur));
+    combine(f.real_rank(nr ^ d), (nr & d) == 0);
   }
+  if (owed) ++time;  // the last combine's reduce has a step of its own
   if (copy_out) t.copy(time++, out_all, all(Buf::Scratch));
   if (f.folds_in(r)) t.send(time, r - 1, out_all);
   return t.finish(scratch ? a.count : 0);
