@@ -124,20 +124,22 @@ Plan allreduce(const CollArgs& a) {
   return t.finish();
 }
 
-// Recursive doubling of the whole vector: at distance d = 1, 2, ..., p/2 a
-// rank sends its running result to new rank nr ^ d and combines the
-// partner's with it. The lower group's result is the left operand of every
-// combine (the fold's too: rank r-1's input before rank r's), so every rank
-// evaluates the same expression, operand order included, and ends with the
-// same bits even where an op's result depends on the order (max(-0, +0),
-// the payload of max(NaN, NaN); only which payload a sum or product of two
-// NaNs keeps is the compiler's choice in each add). RecvReduce computes local <op> incoming, so the
-// lower side receive-reduces; the upper side receives into its next buffer and reduces its own
-// result into it (Reduce: dst <op> src) at the start of the next step. A step may not write the
-// buffer it sends, so the running result alternates between Output and Scratch, laid out so that
-// the last write lands in Output; in place, where the first write would land in Output (the Input
-// it sends, or reduces after receiving), the result is built in Scratch instead and copied out at
-// the end.
+// Recursive doubling of the whole vector (Algo::Doubling): at distance
+// d = 1, 2, ..., p/2 a rank sends its running result to new rank nr ^ d and
+// combines the partner's with it. The lower group's result is the left
+// operand of every combine (the fold's too: rank r-1's input before rank
+// r's), so every rank evaluates the same expression, operand order
+// included, and ends with the same bits even where an op's result depends
+// on the order (max(-0, +0), the payload of max(NaN, NaN); only which
+// payload a sum or product of two NaNs keeps is the compiler's choice in
+// each add). RecvReduce computes local <op> incoming, so the lower side
+// receive-reduces; the upper side receives into its next buffer and
+// reduces its own result into it (Reduce: dst <op> src) at the start of
+// the next step. A step may not write the buffer it sends, so the running
+// result alternates between Output and Scratch, laid out so that the last
+// write lands in Output; in place, where the first write would land in
+// Output (the Input it sends, or reduces after receiving), the result is
+// built in Scratch instead and copied out at the end.
 Plan doubling_allreduce(const CollArgs& a) {
   Fold f(a.nranks);
   const int r = a.rank;
