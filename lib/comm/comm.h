@@ -92,7 +92,9 @@ struct mycollComm {
   std::atomic<bool> aborted{false};
   // This communicator's handle (lib/comm/registry.h) and how many of its
   // calls wait in an open group (destroying it then is an error).
-  mycollComm_t handle = nullptr;
+  // Atomic: a failure on a watch thread during init reads it
+  // (registry_mark_unusable) while registry_add stores it.
+  std::atomic<mycollComm_t> handle{nullptr};
   std::atomic<int> queued{0};
 
   std::mutex err_mu;

@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "comm/comm.h"
 #include "comm/flight_recorder.h"
+#include "comm/registry.h"
 #include "engine/device_engine.h"
 #include "topo/topo.h"
 #include "topo/topo_dump.h"
@@ -24,6 +25,7 @@ void mycollComm::fail(mycollResult_t code, const std::string& reason, const Wait
   }
   int expected = mycollSuccess;
   const bool first = async_error.compare_exchange_strong(expected, code);
+  registry_mark_unusable(this);  // calls of count 0 check the slot alone
   // Tell the other ranks why (over the bootstrap links, before the
   // connections close), so they report this cause instead of blaming this
   // rank for closing.
@@ -62,6 +64,7 @@ std::string mycollComm::with_remote_cause(const std::string& own, const Waits& w
 
 void mycollComm::interrupt() {
   aborted = true;
+  registry_mark_unusable(this);
   if (device) device->abort();
   for (auto& c : conns)
     if (c) c->shutdown();

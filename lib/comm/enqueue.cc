@@ -149,56 +149,42 @@ static CommPin take_group_pin(GroupState& g, mycollComm_t h) {
   return g.holds(h) ? std::move(g.held) : CommPin();
 }
 
+// validate_call's message for what arg_fault found.
+[[noreturn, gnu::noinline, gnu::cold]] static void throw_arg_fault(ArgFault f, int nranks,
+                                                                    const Call& call,
+                                                                    const char* fn) {
+  switch (f) {
+    case ArgFault::kDtype:
+      throw_error(mycollInvalidArgument,
+                  fmt::format("{}: datatype {} is not a mycollDataType_t (0..{})", fn,
+                              int(call.dtype), int(mycollNumTypes) - 1));
+    case ArgFault::kOp:
+      throw_error(mycollInvalidArgument,
+                  fmt::format("{}: op {} is not a mycollRedOp_t (0..4)", fn, int(call.op)));
+    case ArgFault::kRoot:
+      throw_error(mycollInvalidArgument, fmt::format("{}: root {} is out of range [0, {})", fn,
+                                                     call.root, nranks));
+    case ArgFault::kPeer:
+      throw_error(mycollInvalidArgument, fmt::format("{}: peer {} is out of range [0, {})", fn,
+                                                     call.peer, nranks));
+    case ArgFault::kOverflow:
+      throw_error(mycollInvalidArgument,
+                  fmt::format("{}: count {} overflows the byte size", fn, call.count));
+    default:
+      throw_error(mycollInvalidArgument,
+                  fmt::format("{}: count {} is larger than any buffer can be", fn, call.count));
+  }
+}
+
 // Every message is built only when its check fails: this runs on each call.
 void validate_call(mycollComm* comm, const Call& call, const char* fn) {
   check_arg(comm != nullptr, [&] { return fmt::format("{}: comm is NULL", fn); });
   check_arg(comm->magic == mycollComm::kMagic,
             [&] { return fmt::format("{}: comm is not a valid communicator (destroyed?)", fn); });
   comm->check_usable();
-  check_arg(call.dtype >= 0 && call.dtype < mycollNumTypes, [&] {
-    return fmt::format("{}: datatype {} is not a mycollDataType_t (0..{})", fn, int(call.dtype),
-                       int(mycollNumTypes) - 1);
-  });
-  // The arguments only some collectives have: op (reductions), root (rooted
-  // ones; a reduce's op is checked first), peer (point-to-point).
-  auto check_op = [&] {
-    check_arg(call.op >= 0 && call.op < mycollNumOps, [&] {
-      return fmt::format("{}: op {} is not a mycollRedOp_t (0..4)", fn, int(call.op));
-    });
-  };
-  auto check_root = [&] {
-    check_arg(call.root >= 0 && call.root < comm->nranks, [&] {
-      return fmt::format("{}: root {} is out of range [0, {})", fn, call.root, comm->nranks);
-    });
-  };
-  switch (call.coll) {
-    case Coll::AllReduce:
-    case Coll::ReduceScatter: check_op(); break;
-    case Coll::Reduce:
-      check_op();
-      check_root();
-      break;
-    case Coll::Broadcast:
-    case Coll::Scatter:
-    case Coll::Gather: check_root(); break;
-    case Coll::SendRecv:
-      check_arg(call.peer >= 0 && call.peer < comm->nranks, [&] {
-        return fmt::format("{}: peer {} is out of range [0, {})", fn, call.peer, comm->nranks);
-      });
-      break;
-    default: break;
-  }
+  const ArgFault fault = arg_fault(comm->nranks, call);
+  if (fault != ArgFault::kNone) throw_arg_fault(fault, comm->nranks, call, fn);
   const size_t es = dtype_size(call.dtype);
-  const size_t blocks = is_blocked(call.coll) ? static_cast<size_t>(comm->nranks) : 1;
-  // Multiplications, not divisions: this runs on every call, and two 64-bit
-  // divisions cost more cycles than the rest of the small-message path's
-  // argument checks together.
-  size_t whole = 0;  // bytes of the whole message
-  check_arg(!__builtin_mul_overflow(call.count, es * blocks, &whole),
-            [&] { return fmt::format("{}: count {} overflows the byte size", fn, call.count); });
-  check_arg(whole <= (size_t(1) << 56), [&] {
-    return fmt::format("{}: count {} is larger than any buffer can be", fn, call.count);
-  });
   if (call.count == 0) return;
   if (needs_send(comm, call))
     check_arg(call.send != nullptr, [&] { return fmt::format("{}: sendbuff is NULL", fn); });

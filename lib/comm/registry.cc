@@ -19,6 +19,10 @@ constexpr uint64_t kBusy = uint64_t(1) << 24;    // an exclusive pin is held
 constexpr uint64_t kDead = uint64_t(1) << 25;    // destroy/abort started: no new pins
 constexpr uint64_t kOrphan = uint64_t(1) << 26;  // the last pin to leave frees it
 constexpr uint64_t kLive = uint64_t(1) << 27;    // the slot holds a communicator
+// The communicator failed or was aborted (mycollComm::fail, interrupt):
+// pins still succeed (the call then reports the sticky error), calls of
+// count 0 take the pinned path (registry_idle_nranks).
+constexpr uint64_t kUnusable = uint64_t(1) << 28;
 constexpr unsigned kSlots = 1u << 16;
 
 // Handle: bit 63 set (never a user-space address: a stray dereference
@@ -29,6 +33,7 @@ constexpr uint64_t kHandleTag = uint64_t(1) << 63;
 struct Slot {
   std::atomic<uint64_t> state{0};
   std::atomic<mycollComm*> comm{nullptr};
+  std::atomic<int> nranks{0};  // the communicator's, for registry_idle_nranks
 };
 
 Slot g_slots[kSlots];
@@ -92,10 +97,45 @@ mycollComm_t registry_add(std::unique_ptr<mycollComm> c) {
   const uint32_t gen = gen_of(s.state.load(std::memory_order_acquire));
   mycollComm_t h = encode(i, gen);
   c->handle = h;
-  s.comm.store(c.release(), std::memory_order_release);
+  mycollComm* comm = c.release();
+  s.comm.store(comm, std::memory_order_release);
+  s.nranks.store(comm->nranks, std::memory_order_release);
   g_live.fetch_add(1);
-  s.state.store((uint64_t(gen) << 32) | kLive, std::memory_order_release);
+  s.state.store((uint64_t(gen) << 32) | kLive);
+  // A failure before the slot was live (a watch thread of the new
+  // communicator) found it not live and left the flag to this line: the
+  // failure's flag store and this load are ordered (both sequentially
+  // consistent), so one of the two sets it.
+  if (comm->aborted.load() || comm->async_error.load() != mycollSuccess)
+    registry_mark_unusable(comm);
   return h;
+}
+
+void registry_mark_unusable(const mycollComm* c) {
+  unsigned i = 0;
+  uint32_t gen = 0;
+  const mycollComm_t h = c->handle.load();
+  if (!h || !decode(h, &i, &gen)) return;  // not registered yet: registry_add sets it
+  Slot& s = g_slots[i];
+  uint64_t v = s.state.load();
+  do {
+    if (gen_of(v) != gen || !(v & kLive) || (v & kUnusable)) return;
+  } while (!s.state.compare_exchange_weak(v, v | kUnusable));
+}
+
+int registry_idle_nranks(mycollComm_t h) {
+  unsigned i = 0;
+  uint32_t gen = 0;
+  if (!decode(h, &i, &gen)) return 0;
+  const Slot& s = g_slots[i];
+  const uint64_t mask = (~uint64_t(0) << 32) | kLive | kDead | kBusy | kUnusable;
+  const uint64_t want = (uint64_t(gen) << 32) | kLive;
+  if ((s.state.load(std::memory_order_acquire) & mask) != want) return 0;
+  // Acquire: a count stored for the slot's next communicator comes after
+  // the slot word left this generation, so the second look sees it left.
+  const int n = s.nranks.load(std::memory_order_acquire);
+  if ((s.state.load(std::memory_order_relaxed) & mask) != want) return 0;
+  return n;
 }
 
 namespace {

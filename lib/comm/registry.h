@@ -82,6 +82,18 @@ mycollComm* registry_peek(mycollComm_t h);
 // Returns false when another destroy/abort got there first.
 bool registry_retire(CommPin pin, double wait_s);
 
+// For a call that touches no buffer and no state (a collective of count 0):
+// the rank count of the communicator h names when it is live, not being
+// destroyed, not failed or aborted and not inside another thread's call;
+// else 0, and the caller takes the pinned path, which says why. Nothing
+// is pinned and nothing of the communicator is read (its slot keeps the
+// count): two loads of the slot word around one of the count.
+int registry_idle_nranks(mycollComm_t h);
+
+// Flags c's slot failed or aborted (mycollComm::fail, interrupt; once set,
+// never cleared): registry_idle_nranks says 0 from then on.
+void registry_mark_unusable(const mycollComm* c);
+
 // Live communicators (tests).
 int registry_live_count();
 

@@ -3,11 +3,14 @@
 // process (the multi-rank cases are in tests/e2e/test_misuse.cc).
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "comm/comm.h"
 #include "comm/registry.h"
 #include "mycoll.h"
 
@@ -190,6 +193,125 @@ TEST_F(Registry, PartlyOverlappingBuffersAreRejectedAndCommStaysUsable) {
   EXPECT_EQ(mycollCommGetAsyncError(c, &async), mycollSuccess);
   EXPECT_EQ(async, mycollSuccess);
   EXPECT_EQ(mycollCommDestroy(c), mycollSuccess);
+}
+
+// Every collective with count 0, buffers NULL (nothing to read or write):
+// k picks the collective, the rest are its arguments.
+constexpr int kZeroCountColls = 8;
+mycollResult_t zero_count_call(int k, mycollComm_t c, mycollDataType_t t = mycollFloat32,
+                               mycollRedOp_t op = mycollSum, int root = 0) {
+  switch (k) {
+    case 0: return mycollAllReduce(nullptr, nullptr, 0, t, op, c, nullptr);
+    case 1: return mycollBroadcast(nullptr, nullptr, 0, t, root, c, nullptr);
+    case 2: return mycollReduce(nullptr, nullptr, 0, t, op, root, c, nullptr);
+    case 3: return mycollAllGather(nullptr, nullptr, 0, t, c, nullptr);
+    case 4: return mycollReduceScatter(nullptr, nullptr, 0, t, op, c, nullptr);
+    case 5: return mycollAllToAll(nullptr, nullptr, 0, t, c, nullptr);
+    case 6: return mycollScatter(nullptr, nullptr, 0, t, root, c, nullptr);
+    default: return mycollGather(nullptr, nullptr, 0, t, root, c, nullptr);
+  }
+}
+bool zero_count_reduces(int k) { return k == 0 || k == 2 || k == 4; }
+bool zero_count_rooted(int k) { return k == 1 || k == 2 || k == 6 || k == 7; }
+
+// A collective of count 0 returns at the API entry without pinning the
+// communicator (issue 17: Open MPI's zero-count calls took 12 ns, mycoll's
+// pinned ones 28): it must still find every wrong argument and every
+// communicator it may not use, as a call with elements would, and say the
+// same thing.
+TEST_F(Registry, CallsOfCountZeroCheckTheirArgumentsAndTheCommunicator) {
+  mycollComm_t c = one_rank_comm();
+  ASSERT_NE(c, nullptr);
+  for (int k = 0; k < kZeroCountColls; ++k) {
+    SCOPED_TRACE("collective " + std::to_string(k));
+    EXPECT_EQ(zero_count_call(k, c), mycollSuccess) << mycollGetLastError(c);
+    EXPECT_EQ(zero_count_call(k, c, static_cast<mycollDataType_t>(mycollNumTypes)),
+              mycollInvalidArgument);
+    EXPECT_TRUE(contains(mycollGetLastError(c), "is not a mycollDataType_t"))
+        << mycollGetLastError(c);
+    EXPECT_EQ(zero_count_call(k, c, static_cast<mycollDataType_t>(-1)), mycollInvalidArgument);
+    // An op or root the call does not take is not looked at.
+    EXPECT_EQ(zero_count_call(k, c, mycollFloat32, static_cast<mycollRedOp_t>(mycollNumOps)),
+              zero_count_reduces(k) ? mycollInvalidArgument : mycollSuccess);
+    if (zero_count_reduces(k))
+      EXPECT_TRUE(contains(mycollGetLastError(c), "is not a mycollRedOp_t"))
+          << mycollGetLastError(c);
+    for (int root : {1, -1}) {
+      EXPECT_EQ(zero_count_call(k, c, mycollFloat32, mycollSum, root),
+                zero_count_rooted(k) ? mycollInvalidArgument : mycollSuccess);
+      if (zero_count_rooted(k))
+        EXPECT_TRUE(contains(mycollGetLastError(c), "out of range [0, 1)"))
+            << mycollGetLastError(c);
+    }
+  }
+  EXPECT_TRUE(allreduce_works(c));  // argument errors leave it usable
+
+  // Inside another thread's call (an open group holds the pin): refused
+  // as any call is, and the group's own call still runs.
+  std::mutex mu;
+  std::condition_variable cv;
+  int stage = 0;
+  std::vector<float> a(8, 3.0f), b(8, 0.0f);
+  mycollResult_t group_end = mycollInternalError;
+  std::thread holder([&] {
+    mycollGroupStart();
+    mycollAllReduce(a.data(), b.data(), 8, mycollFloat32, mycollSum, c, nullptr);
+    std::unique_lock<std::mutex> lk(mu);
+    stage = 1;
+    cv.notify_all();
+    cv.wait(lk, [&] { return stage == 2; });
+    group_end = mycollGroupEnd();
+  });
+  {
+    std::unique_lock<std::mutex> lk(mu);
+    cv.wait(lk, [&] { return stage == 1; });
+  }
+  for (int k = 0; k < kZeroCountColls; ++k) {
+    EXPECT_EQ(zero_count_call(k, c), mycollInvalidUsage) << k;
+    EXPECT_TRUE(contains(mycollGetLastError(nullptr), "in use by another thread"))
+        << mycollGetLastError(nullptr);
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    stage = 2;
+    cv.notify_all();
+  }
+  holder.join();
+  EXPECT_EQ(group_end, mycollSuccess);
+  EXPECT_EQ(b[7], 3.0f);
+  for (int k = 0; k < kZeroCountColls; ++k) EXPECT_EQ(zero_count_call(k, c), mycollSuccess) << k;
+
+  // A failed communicator's sticky error, and an aborted one's.
+  mycollComm_t failed = one_rank_comm();
+  mycoll::registry_peek(failed)->fail(mycollRemoteError, "rank 0: a probe failure");
+  mycollComm_t stopped = one_rank_comm();
+  mycoll::registry_peek(stopped)->interrupt();  // abort's first half: the slot stays live
+  for (int k = 0; k < kZeroCountColls; ++k) {
+    EXPECT_EQ(zero_count_call(k, failed), mycollRemoteError) << k;
+    EXPECT_TRUE(contains(mycollGetLastError(failed), "a probe failure"))
+        << mycollGetLastError(failed);
+    EXPECT_EQ(zero_count_call(k, stopped), mycollInvalidUsage) << k;
+    EXPECT_TRUE(contains(mycollGetLastError(stopped), "aborted")) << mycollGetLastError(stopped);
+  }
+  EXPECT_EQ(mycollCommDestroy(failed), mycollSuccess);
+  EXPECT_EQ(mycollCommDestroy(stopped), mycollSuccess);
+
+  // Destroyed, and destroyed with its slot taken by the next communicator
+  // (whose count of ranks the slot now holds): not a communicator.
+  ASSERT_EQ(mycollCommDestroy(c), mycollSuccess);
+  for (int k = 0; k < kZeroCountColls; ++k) {
+    EXPECT_EQ(zero_count_call(k, c), mycollInvalidArgument) << k;
+    EXPECT_TRUE(contains(mycollGetLastError(nullptr), "destroyed")) << mycollGetLastError(nullptr);
+  }
+  mycollComm_t next = one_rank_comm();
+  EXPECT_NE(next, c);
+  for (int k = 0; k < kZeroCountColls; ++k) {
+    EXPECT_EQ(zero_count_call(k, c), mycollInvalidArgument) << k;
+    EXPECT_EQ(zero_count_call(k, next), mycollSuccess) << k;
+  }
+  EXPECT_EQ(zero_count_call(0, nullptr), mycollInvalidArgument);
+  EXPECT_TRUE(contains(mycollGetLastError(nullptr), "comm is NULL")) << mycollGetLastError(nullptr);
+  EXPECT_EQ(mycollCommDestroy(next), mycollSuccess);
 }
 
 }  // namespace
