@@ -156,6 +156,32 @@ dist.all_to_all_single(out, inp, output_split_sizes=recv_sizes, input_split_size
 want = torch.cat([torch.arange(recv_sizes[j], dtype=torch.float32) + 1000 * j + 100 * rank for j in range(world)])
 res.check("all_to_all_single with splits", same(out, want))
 
+# Zero-size splits (an MoE layer routes no token to some experts) and empty
+# tensors: every collective of count 0 returns at once and leaves the
+# non-empty parts right.
+def split(src, dst):
+    return 0 if (src + dst) % 2 == 0 else (2 * src + dst) % 3 + 1
+
+
+send_sizes = [split(rank, j) for j in range(world)]
+recv_sizes = [split(j, rank) for j in range(world)]
+inp = torch.cat([torch.arange(send_sizes[j], dtype=torch.float32) + 1000 * rank + 100 * j
+                 for j in range(world)]).to(dev)
+out = torch.full((sum(recv_sizes),), -1.0, device=dev)
+dist.all_to_all_single(out, inp, output_split_sizes=recv_sizes, input_split_sizes=send_sizes)
+want = torch.cat([torch.arange(recv_sizes[j], dtype=torch.float32) + 1000 * j + 100 * rank for j in range(world)])
+res.check("all_to_all_single with zero-size splits", same(out, want))
+empty = torch.empty(0, device=dev)
+dist.all_reduce(empty)
+dist.broadcast(empty, src=world - 1)
+dist.reduce(empty, dst=0)
+dist.all_gather_into_tensor(torch.empty(0, device=dev), empty)
+dist.reduce_scatter_tensor(empty, torch.empty(0, device=dev))
+dist.all_to_all_single(torch.empty(0, device=dev), torch.empty(0, device=dev))
+t = value(rank, 9).float().to(dev)  # the communicator still works after them
+dist.all_reduce(t)
+res.check("collectives of empty tensors, then an all_reduce", same(t, expected(dist.ReduceOp.SUM, 9, torch.float32)))
+
 # gather / scatter
 n = 777
 t = value(rank, n).float().to(dev)
