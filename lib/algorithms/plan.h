@@ -193,6 +193,8 @@ class AlgoPolicy {
   // choice (measured there; across a network the rule's rhd took less time
   // than direct up to 4 KiB: 0.5-0.85x, docs/performance.md, "Session 58").
   // Network: small all-reduces take recursive doubling (network_doubling).
+  // Shm with a core per rank: small gathers and scatters at 8+ ranks take
+  // the tree (shm_rooted_tree).
   void set_host_links(HostLinks v) { host_links_ = v; }
   // all-gather / reduce-scatter of host memory: direct for small messages
   // at 3-8 ranks, else `rule` (the automatic rule's choice).
@@ -203,6 +205,9 @@ class AlgoPolicy {
   // Whether an all-reduce of `bytes` of host memory over shm takes
   // recursive doubling (oversubscribed: more ranks than cores on the host).
   static bool shm_doubling(int nranks, size_t bytes, bool oversubscribed);
+  // Whether a gather or scatter of `bytes` (the root's whole buffer) of host
+  // memory over shm takes the tree rather than direct.
+  static bool shm_rooted_tree(int nranks, size_t bytes, bool oversubscribed);
   // Whether a host all-to-all of `block_bytes` per rank block runs in one
   // step (CollArgs::one_step) rather than pairwise.
   bool alltoall_one_step(int nranks, size_t block_bytes) const;

@@ -130,6 +130,9 @@ Algo AlgoPolicy::auto_rule(Coll c, int nranks, size_t bytes) const {
   if (host_links_ == HostLinks::Shm && c == Coll::AllReduce &&
       shm_doubling(nranks, bytes, oversubscribed_))
     return Algo::Doubling;
+  if (host_links_ == HostLinks::Shm && (c == Coll::Gather || c == Coll::Scatter) &&
+      shm_rooted_tree(nranks, bytes, oversubscribed_))
+    return Algo::Tree;
   if (!oversubscribed_ || c != Coll::AllReduce || nranks <= 2) return a;
   // Measured on 2 cores at 4 and 8 ranks (session 34), not with
   // one_shot_max_bytes' core per rank: the one shot up to 32 KiB of copies.
@@ -202,6 +205,24 @@ bool AlgoPolicy::shm_doubling(int nranks, size_t bytes, bool oversubscribed) {
   if (oversubscribed) return nranks >= 4 && nranks <= 8 && bytes > 2 * KiB && bytes <= 16 * KiB;
   if (nranks == 4 || nranks == 8) return bytes <= 2 * KiB;
   return nranks > 8 && bytes <= 512;
+}
+
+// Gather and scatter of host memory over shm with a core per rank, 8
+// ranks or more, blocks up to 4 KiB: the tree (binomial; 16 ranks and more
+// already take it by auto_choice up to 8 KiB blocks). The root of the
+// direct exchange takes n-1 messages in turn, each a cache line's trip
+// from another core; the tree's root takes log2 n, their subtrees' blocks
+// gathered on the way in parallel. On the GPU machine's 16 cores, ranks
+// bound a core each, 8 ranks beside direct: gather 32 B-32 KiB 0.50-3.16 us
+// against 0.71-3.47 (Open MPI 0.60-10.4; direct's 32-128 B cells were
+// 0.79-1.00 of Open MPI, the tree's 1.17-1.44), scatter 0.39-3.97 against
+// 0.62-4.60. At 4 ranks the two were level, direct ahead for scatter at
+// 128-512 B (0.24-0.28 us against 0.45-0.50); on 2 cores (ranks sharing
+// them) the tree took 1.06-1.41x direct's time for gather at 4 and 8 ranks
+// (docs/performance.md, "Session 57" and "Session 60"). 5-7 ranks are not
+// measured and keep direct.
+bool AlgoPolicy::shm_rooted_tree(int nranks, size_t bytes, bool oversubscribed) {
+  return !oversubscribed && nranks >= 8 && bytes / static_cast<size_t>(nranks) <= 4 * KiB;
 }
 
 // All-to-all of host memory on one host at 3-8 ranks: every block in one

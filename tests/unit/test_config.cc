@@ -380,6 +380,40 @@ TEST(AlgoPolicyOversubscribed, PrefersFewerStepsForMidSizeAllReduce) {
   EXPECT_EQ(f.choose(Coll::AllReduce, 8, size_t(4) << 20), Algo::Ring);
 }
 
+// Gather and scatter over shm with a core per rank: the tree at 8 ranks
+// and more while blocks are at most 4 KiB (16+ ranks: the rule's own 8
+// KiB); direct below 8 ranks, oversubscribed, across a network, on GPU
+// communicators, and where MYCOLL_ALGO names one.
+TEST(AlgoPolicyShm, SmallGatherAndScatterTakeTheTreeWithACorePerRankFromEightRanks) {
+  constexpr size_t KiB = 1024;
+  AlgoPolicy shm;
+  shm.set_host_links(AlgoPolicy::HostLinks::Shm);
+  for (Coll c : {Coll::Gather, Coll::Scatter}) {
+    for (int n : {8, 9, 12}) {
+      EXPECT_EQ(shm.choose(c, n, 8), Algo::Tree) << n;
+      EXPECT_EQ(shm.choose(c, n, n * 4 * KiB), Algo::Tree) << n;
+      EXPECT_EQ(shm.choose(c, n, n * 4 * KiB + n), Algo::Direct) << n;
+    }
+    EXPECT_EQ(shm.choose(c, 16, 16 * 8 * KiB), Algo::Tree);  // the rule's, unchanged
+    for (int n : {2, 4, 7}) EXPECT_EQ(shm.choose(c, n, 64), Algo::Direct) << n;
+    AlgoPolicy crowded;
+    crowded.set_host_links(AlgoPolicy::HostLinks::Shm);
+    crowded.set_oversubscribed(true);
+    EXPECT_EQ(crowded.choose(c, 8, 64), Algo::Direct);
+    AlgoPolicy net;
+    net.set_host_links(AlgoPolicy::HostLinks::Network);
+    EXPECT_EQ(net.choose(c, 8, 64), Algo::Direct);
+    AlgoPolicy gpu;  // HostLinks::None
+    EXPECT_EQ(gpu.choose(c, 8, 64), Algo::Direct);
+    AlgoPolicy forced = AlgoPolicy::parse("gather:direct,scatter:direct");
+    forced.set_host_links(AlgoPolicy::HostLinks::Shm);
+    EXPECT_EQ(forced.choose(c, 8, 64), Algo::Direct);
+  }
+  EXPECT_FALSE(AlgoPolicy::shm_rooted_tree(8, 64, true));
+  EXPECT_TRUE(AlgoPolicy::shm_rooted_tree(8, 8 * 4 * KiB, false));
+  EXPECT_EQ(shm.choose(Coll::Broadcast, 8, 64), AlgoPolicy::auto_choice(Coll::Broadcast, 8, 64));
+}
+
 // The GPU kernel limits: default, 0 (off), a value in range, one past the
 // upper bound (where there is one) and garbage.
 TEST(Config, GpuKernelLimits) {
