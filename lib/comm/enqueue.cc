@@ -151,8 +151,8 @@ static CommPin take_group_pin(GroupState& g, mycollComm_t h) {
 
 // validate_call's message for what arg_fault found.
 [[noreturn, gnu::noinline, gnu::cold]] static void throw_arg_fault(ArgFault f, int nranks,
-                                                                    const Call& call,
-                                                                    const char* fn) {
+                                                                   const Call& call,
+                                                                   const char* fn) {
   switch (f) {
     case ArgFault::kDtype:
       throw_error(mycollInvalidArgument,
@@ -162,11 +162,11 @@ static CommPin take_group_pin(GroupState& g, mycollComm_t h) {
       throw_error(mycollInvalidArgument,
                   fmt::format("{}: op {} is not a mycollRedOp_t (0..4)", fn, int(call.op)));
     case ArgFault::kRoot:
-      throw_error(mycollInvalidArgument, fmt::format("{}: root {} is out of range [0, {})", fn,
-                                                     call.root, nranks));
+      throw_error(mycollInvalidArgument,
+                  fmt::format("{}: root {} is out of range [0, {})", fn, call.root, nranks));
     case ArgFault::kPeer:
-      throw_error(mycollInvalidArgument, fmt::format("{}: peer {} is out of range [0, {})", fn,
-                                                     call.peer, nranks));
+      throw_error(mycollInvalidArgument,
+                  fmt::format("{}: peer {} is out of range [0, {})", fn, call.peer, nranks));
     case ArgFault::kOverflow:
       throw_error(mycollInvalidArgument,
                   fmt::format("{}: count {} overflows the byte size", fn, call.count));
