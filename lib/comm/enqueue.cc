@@ -93,11 +93,6 @@ bool needs_recv(const mycollComm* c, const Call& call) {
   }
 }
 
-bool is_blocked(Coll c) {
-  return c == Coll::AllGather || c == Coll::ReduceScatter || c == Coll::AllToAll ||
-         c == Coll::Scatter || c == Coll::Gather;
-}
-
 bool in_place(const mycollComm* c, const Call& call) {
   const char* s = static_cast<const char*>(call.send);
   const char* r = static_cast<const char*>(call.recv);
@@ -242,7 +237,7 @@ void validate_call(mycollComm* comm, const Call& call, const char* fn) {
 // The whole message of a collective call in bytes (all n blocks of the
 // blocked collectives): what the algorithm rule is keyed on.
 static size_t message_bytes(const mycollComm* c, const Call& call) {
-  return call.count * dtype_size(call.dtype) * (is_blocked(call.coll) ? c->nranks : 1);
+  return call.count * dtype_size(call.dtype) * (coll_is_blocked(call.coll) ? c->nranks : 1);
 }
 
 // The pipeline chunk of a call in elements (a broadcast's:

@@ -31,26 +31,19 @@ struct Call {
 // throws naming it.
 enum class ArgFault { kNone, kDtype, kOp, kRoot, kPeer, kOverflow, kTooLarge };
 inline ArgFault arg_fault(int nranks, const Call& call) {
-  constexpr auto bit = [](Coll c) { return 1u << static_cast<unsigned>(c); };
-  constexpr unsigned kReduces = bit(Coll::AllReduce) | bit(Coll::ReduceScatter) | bit(Coll::Reduce);
-  constexpr unsigned kRooted =
-      bit(Coll::Reduce) | bit(Coll::Broadcast) | bit(Coll::Scatter) | bit(Coll::Gather);
-  constexpr unsigned kBlocked = bit(Coll::AllGather) | bit(Coll::ReduceScatter) |
-                                bit(Coll::AllToAll) | bit(Coll::Scatter) | bit(Coll::Gather);
-  const unsigned b = bit(call.coll);
   const auto n = static_cast<unsigned>(nranks);
   // Unsigned compares: a negative value is out of range too.
   if (static_cast<unsigned>(call.dtype) >= unsigned(mycollNumTypes)) return ArgFault::kDtype;
-  if ((b & kReduces) && static_cast<unsigned>(call.op) >= unsigned(mycollNumOps))
+  if (coll_reduces(call.coll) && static_cast<unsigned>(call.op) >= unsigned(mycollNumOps))
     return ArgFault::kOp;
-  if ((b & kRooted) && static_cast<unsigned>(call.root) >= n) return ArgFault::kRoot;
+  if (coll_is_rooted(call.coll) && static_cast<unsigned>(call.root) >= n) return ArgFault::kRoot;
   if (call.coll == Coll::SendRecv && static_cast<unsigned>(call.peer) >= n) return ArgFault::kPeer;
   // Multiplications, not divisions: this runs on every call, and two 64-bit
   // divisions cost more cycles than the rest of the small-message path's
   // argument checks together.
   size_t whole = 0;  // bytes of the whole message
-  if (__builtin_mul_overflow(call.count, dtype_size(call.dtype) * ((b & kBlocked) ? n : 1u),
-                             &whole))
+  if (__builtin_mul_overflow(
+          call.count, dtype_size(call.dtype) * (coll_is_blocked(call.coll) ? n : 1u), &whole))
     return ArgFault::kOverflow;
   if (whole > (size_t(1) << 56)) return ArgFault::kTooLarge;
   return ArgFault::kNone;
