@@ -100,12 +100,13 @@ const std::vector<EnvVar>& env_registry() {
        "Each rank decides for what it sends."},
       {"MYCOLL_SHM_READ_SPEED_CHECK", "bool", "1",
        "Shared memory, MYCOLL_SHM_READ_BYTES unset: at init each host-memory rank with a shm "
-       "peer times process_vm_readv against memcpy (1 MiB, best of 5, about 1 ms once per "
-       "process); where the median of its host's ranks is below 0.4 of memcpy's speed, large "
+       "peer times process_vm_readv against memcpy (256 KiB, best of 9, about 0.2 ms once per "
+       "process); where the median of its host's ranks is below 0.35 of memcpy's speed, large "
        "messages go through the FIFO on that host at every size (the FIFO's two memcpys run on "
        "both sides at once; single copy is one slower copy on the reader). Measured: a 2-core "
-       "AMD VM 0.10-0.35 (the FIFO 1.2-2x faster at 2-64 MiB), a 16-core Intel host about "
-       "0.6 (single copy 1.05-1.9x faster from 4 MiB) (docs/performance.md, session 56). "
+       "AMD VM 0.24-0.28 (the FIFO 1.1-3.7x faster from 2 MiB), a 16-core Intel host "
+       "0.45-0.55 (single copy up to 1.8x faster from 2 MiB) (docs/performance.md, session "
+       "61). "
        "0 = no check: the thresholds of MYCOLL_SHM_READ_BYTES as if reads were fast. Must be "
        "alike on every rank."},
       {"MYCOLL_HOST_NT_COPY_BYTES", "bytes", "4M",
@@ -450,10 +451,12 @@ int32_t Config::read_speed_median(std::vector<int32_t> permille) {
   return permille[permille.size() / 2];
 }
 
-// Measured 0.10-0.35 on a 2-core AMD VM, where the FIFO was 1.2-2x faster
-// than single copy at 2-64 MiB, and about 0.6 on a 16-core Intel host,
-// where single copy was 1.05-1.9x faster from 4 MiB (docs/performance.md,
-// "Session 56").
+// The check's copies are 256 KiB. Measured 0.24-0.28 on a 2-core AMD VM,
+// where the FIFO was 1.1-3.7x faster than single copy from 2 MiB, and
+// 0.45-0.55 on a 16-core Intel host, where single copy was up to 1.8x
+// faster (docs/performance.md, "Session 61"; "Session 56" had the first
+// readings, of 1 MiB copies, which the two hosts came within 0.04 of each
+// other on).
 bool Config::apply_read_speed(int32_t median_permille) {
   if (shm_read_bytes_set || median_permille < 0 || median_permille >= kSlowReadPermille)
     return false;

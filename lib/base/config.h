@@ -113,9 +113,9 @@ struct Config {
   // rank made none), the upper one of an even count; -1 when none checked.
   // Every rank of the host takes it from the same values, so they agree.
   static int32_t read_speed_median(std::vector<int32_t> permille);
-  // Below this (0.4 of memcpy's speed) the FIFO's two copies, one on each
-  // side at once, beat the reader's one process_vm_readv.
-  static constexpr int32_t kSlowReadPermille = 400;
+  // Below this (0.35 of memcpy's speed at 256 KiB) the FIFO's two copies,
+  // one on each side at once, beat the reader's one process_vm_readv.
+  static constexpr int32_t kSlowReadPermille = 350;
   // After the thresholds are set for the host: with MYCOLL_SHM_READ_BYTES
   // unset and the host's median below kSlowReadPermille, single copy is off
   // (shm_read_bytes and shm_read_bytes_alltoall 0). Returns whether it was.

@@ -458,12 +458,12 @@ TEST(Logging, AllToAllReadsSingleCopyFrom128KWhereRanksAreThreePerCpu) {
 }
 
 // MYCOLL_SHM_READ_BYTES unset: each rank times process_vm_readv against
-// memcpy at init and both ranks log the host's median at INFO. Below 0.40
+// memcpy at init and both ranks log the host's median at INFO. Below 0.35
 // of memcpy's speed no message is read single copy (the shm line says why);
 // at or above it a 2.5 MiB all-gather block is. MYCOLL_SHM_READ_SPEED_CHECK=0
 // skips the check and keeps the 2 MiB threshold. Which branch runs depends
 // on the machine (a 2-core AMD VM measures about 0.25, a 16-core Intel host
-// about 0.6); the assertions follow the number logged. Every element of the
+// about 0.5); the assertions follow the number logged. Every element of the
 // output checked on every rank.
 TEST(Logging, ReadSpeedCheckDecidesSingleCopyPerHost) {
   for (const char* check : {"1", "0"}) {
@@ -511,11 +511,11 @@ TEST(Logging, ReadSpeedCheckDecidesSingleCopyPerHost) {
       GTEST_SKIP() << "process_vm_readv does not work here";
     }
     EXPECT_EQ(speed(text1), v) << "both ranks take the host's median\n" << text1;
-    const bool slow = std::stod(v) < 0.40;
+    const bool slow = std::stod(v) < 0.35;
     EXPECT_EQ(text0.find(said + v +
                          " of memcpy's speed on this host (median of its ranks' "
                          "checks, MYCOLL_SHM_READ_SPEED_CHECK): " +
-                         (slow ? std::string("below 0.40") : std::string("0.40 or more"))) !=
+                         (slow ? std::string("below 0.35") : std::string("0.35 or more"))) !=
                   std::string::npos,
               true)
         << text0;

@@ -131,9 +131,9 @@ TEST(Config, AllToAllReadsFrom128KWhereRanksAreThreePerCpuUnlessGiven) {
 
 // MYCOLL_SHM_READ_SPEED_CHECK: a host's verdict is the median of the
 // checks its ranks made (the upper one of an even count; negative values
-// are ranks that made none); below 400 (0.4 of memcpy's speed) single copy
+// are ranks that made none); below 350 (0.35 of memcpy's speed) single copy
 // is off for every collective, unless MYCOLL_SHM_READ_BYTES was given.
-TEST(Config, ReadSpeedMedianTurnsSingleCopyOffBelowFourTenths) {
+TEST(Config, ReadSpeedMedianTurnsSingleCopyOffBelowThirtyFiveHundredths) {
   EXPECT_EQ(Config::read_speed_median({}), -1);
   EXPECT_EQ(Config::read_speed_median({-1, -1}), -1);
   EXPECT_EQ(Config::read_speed_median({250}), 250);
@@ -146,8 +146,8 @@ TEST(Config, ReadSpeedMedianTurnsSingleCopyOffBelowFourTenths) {
     int32_t median;
     bool off;
   };
-  for (const Case& k : {Case{-1, false}, Case{0, true}, Case{250, true}, Case{399, true},
-                        Case{400, false}, Case{640, false}, Case{100000, false}}) {
+  for (const Case& k : {Case{-1, false}, Case{0, true}, Case{250, true}, Case{349, true},
+                        Case{350, false}, Case{400, false}, Case{640, false}, Case{100000, false}}) {
     UnsetEnv unset("MYCOLL_SHM_READ_BYTES");
     Config c = Config::from_env();
     c.shm_read_bytes = c.shm_read_bytes_for(true);
