@@ -709,8 +709,8 @@ double shm_read_speed_ratio() noexcept {
   static const double ratio = [] {
     constexpr size_t kBytes = 256u << 10;
     constexpr int kRounds = 9;
-    void* map = mmap(nullptr, 2 * kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-                     0);
+    void* map =
+        mmap(nullptr, 2 * kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (map == MAP_FAILED) return -1.0;
     struct Unmap {
       void* p;
