@@ -93,6 +93,11 @@ class Connection {
   }
   // Releases the record exposed by peek_record().
   virtual void consume_record() {}
+  // A hint that peek_record() comes soon: starts fetching the next record's
+  // first cache lines, so that a caller about to receive from several peers
+  // waits for their lines at once rather than one after another. Changes
+  // nothing that arrives; never blocks.
+  virtual void prefetch_record() const {}
 
   // ---- Remote reads (optional): the receiver copies out of the sender's memory ----
   // For large messages a sender may expose its buffer instead of streaming

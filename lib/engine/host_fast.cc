@@ -93,6 +93,9 @@ class FastRun {
   void transfer(const FastPlan::Step& st) {
     const uint32_t n = st.xfer_end - st.xfer_begin;
     if (n == 0) return;
+    if (st.prefetch)
+      for (uint32_t i = st.xfer_begin; i < st.xfer_end; ++i)
+        if (p_.xfers[i].kind != OpKind::Send) p_.xfers[i].conn->prefetch_record();
     Done done;
     uint32_t left = n;
     unsigned idle = 0;
@@ -227,6 +230,22 @@ void link_pairs(FastPlan::Xfer* x, size_t n) {
   }
 }
 
+// Whether a step of these transfers prefetches its records: two or more
+// receives and no send. A root taking its children's records (gather,
+// reduce) finds them written already, as its peers run ahead, and waits
+// for their lines at once. Where the step also sends, its peers are
+// writing those records while it starts, and fetching their lines early
+// only moved them back and forth: on 16 cores at 8 ranks all-gather of 1-2
+// KiB took 1.1-1.2x the time (docs/performance.md, "Session 61").
+bool prefetches(const FastPlan::Xfer* x, size_t n) {
+  size_t recvs = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (x[i].kind == OpKind::Send) return false;
+    ++recvs;
+  }
+  return recvs >= 2;
+}
+
 // Memory a transfer touches, for the step-fusion hazard check. Space: 0
 // Input, 1 Output (0 too when the call is in place: they may alias), 2
 // Scratch.
@@ -335,9 +354,10 @@ std::shared_ptr<const FastPlan> compile_fast(mycollComm* comm, const Plan& plan,
     if (st.xfer_end - st.xfer_begin > kMaxStepXfers) return nullptr;
     fp->steps.push_back(st);
   }
-  for (const FastPlan::Step& st : fp->steps) {
+  for (FastPlan::Step& st : fp->steps) {
     link_pairs(fp->xfers.data() + st.xfer_begin, st.xfer_end - st.xfer_begin);
     fp->max_step_xfers = std::max<size_t>(fp->max_step_xfers, st.xfer_end - st.xfer_begin);
+    st.prefetch = prefetches(fp->xfers.data() + st.xfer_begin, st.xfer_end - st.xfer_begin);
   }
   fp->crowded = comm->host_oversubscribed;
   return fp;
@@ -424,7 +444,9 @@ bool eligible(mycollComm* comm, const P2pMsg* msgs, size_t n) {
   }
   link_pairs(p.xfers.data(), p.xfers.size());
   p.hdr = collective_header(p.coll, p.dtype, mycollSum, p.root, p.count, 0, 0);
-  if (!p.xfers.empty()) p.steps.push_back({0, 0, 0, static_cast<uint32_t>(p.xfers.size())});
+  if (!p.xfers.empty())
+    p.steps.push_back({0, 0, 0, static_cast<uint32_t>(p.xfers.size()),
+                       prefetches(p.xfers.data(), p.xfers.size())});
   return &p;
 }
 

@@ -45,6 +45,10 @@ struct FastPlan {
   };
   struct Step {
     uint32_t local_begin, local_end, xfer_begin, xfer_end;
+    // Two or more receives and no send: their records' first lines are
+    // fetched together before the step polls them one by one
+    // (Connection::prefetch_record).
+    bool prefetch = false;
   };
   Coll coll = Coll::AllReduce;
   Algo algo = Algo::Ring;

@@ -304,6 +304,14 @@ class ShmConnection final : public Connection {
     return len;
   }
 
+  void prefetch_record() const override {
+    if (irec_slots_ == 0) return;
+    const uint8_t* w =
+        reinterpret_cast<const uint8_t*>(slot_word(irec_, irec_bytes_, irec_slots_, rec_tail_));
+    __builtin_prefetch(w);
+    __builtin_prefetch(w + 64);  // the header's end and a small payload
+  }
+
   void consume_record() override {
     ++rec_tail_;
     ih_->rec_tail.store(rec_tail_, std::memory_order_release);
