@@ -146,8 +146,9 @@ TEST(Config, ReadSpeedMedianTurnsSingleCopyOffBelowThirtyFiveHundredths) {
     int32_t median;
     bool off;
   };
-  for (const Case& k : {Case{-1, false}, Case{0, true}, Case{250, true}, Case{349, true},
-                        Case{350, false}, Case{400, false}, Case{640, false}, Case{100000, false}}) {
+  for (const Case& k :
+       {Case{-1, false}, Case{0, true}, Case{250, true}, Case{349, true}, Case{350, false},
+        Case{400, false}, Case{640, false}, Case{100000, false}}) {
     UnsetEnv unset("MYCOLL_SHM_READ_BYTES");
     Config c = Config::from_env();
     c.shm_read_bytes = c.shm_read_bytes_for(true);
