@@ -235,8 +235,8 @@ void link_pairs(FastPlan::Xfer* x, size_t n) {
 // reduce) finds them written already, as its peers run ahead, and waits
 // for their lines at once. Where the step also sends, its peers are
 // writing those records while it starts, and fetching their lines early
-// only moved them back and forth: on 16 cores at 8 ranks all-gather of 1-2
-// KiB took 1.1-1.2x the time (docs/performance.md, "Session 61").
+// only moved them back and forth: on 16 cores at 8 ranks all-gather of 256
+// B-4 KiB took 1.11-1.16x the time (docs/performance.md, "Session 61").
 bool prefetches(const FastPlan::Xfer* x, size_t n) {
   size_t recvs = 0;
   for (size_t i = 0; i < n; ++i) {

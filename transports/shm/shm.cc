@@ -309,7 +309,7 @@ class ShmConnection final : public Connection {
     const uint8_t* w =
         reinterpret_cast<const uint8_t*>(slot_word(irec_, irec_bytes_, irec_slots_, rec_tail_));
     __builtin_prefetch(w);
-    __builtin_prefetch(w + 64);  // the header's end and a small payload
+    if (irec_bytes_ > 64) __builtin_prefetch(w + 64);  // the header's end, a small payload
   }
 
   void consume_record() override {
